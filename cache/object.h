@@ -1,0 +1,45 @@
+// Cached file contents and their identity.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace clairfs {
+
+// Identity of a backing file version: a cached object is valid only while the backing file's
+// size and mtime still equal these.
+struct FileVersion {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileVersion&) const = default;
+};
+
+// The whole contents of one file, immutable once published, with the xxh3-64 of its bytes.
+class Blob {
+ public:
+  // Uninitialized storage of n bytes for a producer to fill before Seal().
+  static std::shared_ptr<Blob> Allocate(size_t n, FileVersion version);
+  char* mutable_data() { return data_.get(); }
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  const FileVersion& version() const { return version_; }
+  uint64_t hash() const { return hash_; }
+  // Computes the hash of the current bytes; call once after filling.
+  void Seal();
+  // True iff the bytes still hash to hash().
+  bool Verify() const;
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  FileVersion version_;
+  uint64_t hash_ = 0;
+};
+
+using BlobPtr = std::shared_ptr<const Blob>;
+
+uint64_t HashBytes(const void* data, size_t n);
+
+}  // namespace clairfs

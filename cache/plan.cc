@@ -1,0 +1,173 @@
+#include "cache/plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace clairfs {
+
+void Plan::Finalize() {
+  index_.clear();
+  index_.reserve(files.size());
+  total_bytes_ = 0;
+  for (uint32_t i = 0; i < files.size(); ++i) {
+    files[i].freq = 0;
+    files[i].first = kNoPos;
+    index_.emplace(files[i].path, i);
+    total_bytes_ += files[i].version.size;
+  }
+  next_same.assign(sequence.size(), kNoPos);
+  std::vector<uint32_t> last(files.size(), kNoPos);
+  for (uint32_t p = 0; p < sequence.size(); ++p) {
+    PlanFile& f = files[sequence[p]];
+    ++f.freq;
+    if (f.first == kNoPos) f.first = p;
+    if (last[sequence[p]] != kNoPos) next_same[last[sequence[p]]] = p;
+    last[sequence[p]] = p;
+  }
+}
+
+uint32_t Plan::Find(std::string_view path) const {
+  auto it = index_.find(path);
+  return it == index_.end() ? kNoPos : it->second;
+}
+
+uint32_t Plan::EpochOf(uint32_t pos) const {
+  if (pos >= sequence.size()) return epochs();
+  auto it = std::upper_bound(epoch_begin.begin(), epoch_begin.end(), pos);
+  return static_cast<uint32_t>(it - epoch_begin.begin()) - 1;
+}
+
+namespace {
+
+std::string Describe(const Status& s, const struct stat* st) {
+  if (!s.ok()) return s.message();
+  if (S_ISDIR(st->st_mode)) return "is a directory";
+  return "not a regular file";
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
+                                        const Plan* base) {
+  auto plan = std::make_shared<Plan>();
+  const size_t base_files = base ? base->files.size() : 0;
+  plan->files.reserve(base_files + m.paths.size());  // no reallocation: canon keeps views
+  std::unordered_map<std::string_view, uint32_t> canon;
+  canon.reserve(base_files + m.paths.size());
+  if (base) {
+    for (const PlanFile& f : base->files) {
+      plan->files.push_back({f.path, f.version});
+      canon.emplace(plan->files.back().path, static_cast<uint32_t>(plan->files.size() - 1));
+    }
+    plan->sequence = base->sequence;
+    plan->epoch_begin = base->epoch_begin;
+  }
+  std::vector<ManifestError> errors = m.errors;
+  uint64_t error_count = m.error_count;
+  std::vector<uint32_t> raw_to_id(m.paths.size(), kNoPos);
+  for (size_t i = 0; i < m.paths.size(); ++i) {
+    struct stat st {};
+    auto r = resolver.Resolve(m.paths[i], true, &st);
+    if (!r.ok() || !S_ISREG(st.st_mode)) {
+      ++error_count;
+      errors.push_back({m.path_line[i], "'" + m.paths[i] + "': " + Describe(r.status(), &st)});
+      continue;
+    }
+    auto it = canon.find(r.value());
+    if (it != canon.end()) {
+      raw_to_id[i] = it->second;
+      continue;
+    }
+    FileVersion v{static_cast<uint64_t>(st.st_size),
+                  st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+    plan->files.push_back({std::move(r.value()), v});
+    raw_to_id[i] = static_cast<uint32_t>(plan->files.size() - 1);
+    canon.emplace(plan->files.back().path, raw_to_id[i]);
+  }
+  if (plan->sequence.size() + m.sequence.size() > ManifestParser::kMaxEntries) {
+    ++error_count;
+    errors.push_back({m.lines, "the plan would exceed the maximum number of entries"});
+  }
+  if (error_count > 0) {
+    std::stable_sort(errors.begin(), errors.end(),
+                     [](const auto& a, const auto& b) { return a.line < b.line; });
+    std::string report = "manifest rejected: " + std::to_string(error_count) +
+                         (error_count == 1 ? " error\n" : " errors\n");
+    size_t shown = std::min(errors.size(), ManifestParser::kMaxErrors);
+    for (size_t i = 0; i < shown; ++i) {
+      report += "line " + std::to_string(errors[i].line) + ": " + errors[i].message + "\n";
+    }
+    if (error_count > shown) report += "(" + std::to_string(error_count - shown) + " more)\n";
+    return Status::Error(Code::kInvalidArgument, report);
+  }
+  const auto offset = static_cast<uint32_t>(plan->sequence.size());
+  for (uint32_t b : m.epoch_begin) plan->epoch_begin.push_back(offset + b);
+  plan->sequence.reserve(plan->sequence.size() + m.sequence.size());
+  for (uint32_t s : m.sequence) plan->sequence.push_back(raw_to_id[s]);
+  plan->Finalize();
+  return plan;
+}
+
+void PlaceFiles(Plan& plan, const PlacementLimits& limits) {
+  const size_t ntiers = limits.tier_capacity.size();
+  std::vector<uint32_t> order;
+  order.reserve(plan.files.size());
+  for (uint32_t i = 0; i < plan.files.size(); ++i) {
+    if (plan.files[i].freq > 0) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const PlanFile& x = plan.files[a];
+    const PlanFile& y = plan.files[b];
+    return x.freq != y.freq ? x.freq > y.freq : x.first < y.first;
+  });
+  std::vector<uint64_t> used(ntiers, 0);
+  plan.tier_order.assign(ntiers, {});
+  for (uint32_t id : order) {
+    PlanFile& f = plan.files[id];
+    f.tier = kStaging;
+    const uint64_t size = f.version.size;
+    if (size > limits.max_file_size) {
+      f.tier = kDirect;
+      continue;
+    }
+    for (size_t t = 0; t < ntiers; ++t) {
+      if (used[t] + size <= limits.tier_capacity[t]) {
+        used[t] += size;
+        f.tier = static_cast<int8_t>(t);
+        plan.tier_order[t].push_back(id);
+        break;
+      }
+    }
+    if (f.tier == kStaging && size > limits.staging_capacity) f.tier = kDirect;
+  }
+  for (auto& ids : plan.tier_order) {
+    std::sort(ids.begin(), ids.end(),
+              [&](uint32_t a, uint32_t b) { return plan.files[a].first < plan.files[b].first; });
+  }
+}
+
+PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
+  PlanSummary s;
+  s.epochs = plan.epochs();
+  s.entries = plan.sequence.size();
+  for (size_t t = 0; t < limits.tier_capacity.size(); ++t) {
+    s.tiers.push_back({t < limits.tier_names.size() ? limits.tier_names[t] : "tier",
+                       0, 0, limits.tier_capacity[t]});
+  }
+  s.staging.capacity = limits.staging_capacity;
+  for (const PlanFile& f : plan.files) {
+    if (f.freq == 0) continue;
+    ++s.files;
+    s.bytes += f.version.size;
+    const uint64_t size = f.version.size;
+    PlanSummary::Part* part = f.tier >= 0 && static_cast<size_t>(f.tier) < s.tiers.size()
+                                  ? &s.tiers[f.tier]
+                                  : (f.tier == kDirect ? &s.direct : &s.staging);
+    ++part->files;
+    part->bytes += size;
+    s.predicted_backing_bytes += f.tier >= 0 ? size : size * f.freq;
+  }
+  return s;
+}
+
+}  // namespace clairfs

@@ -1,0 +1,92 @@
+// Plan: a validated manifest, its files and where each file is placed. Immutable once
+// published to the prefetcher; a new manifest makes a new Plan.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/manifest.h"
+#include "cache/object.h"
+#include "cache/resolver.h"
+#include "cache/status.h"
+
+namespace clairfs {
+
+inline constexpr uint32_t kNoPos = 0xFFFFFFFFu;
+inline constexpr int8_t kStaging = -1;  // fetched into the staging window in read order
+inline constexpr int8_t kDirect = -2;   // too large to hold whole: read from the backing store
+
+struct PlanFile {
+  std::string path;  // canonical, relative to the dataset root
+  FileVersion version;
+  uint32_t freq = 0;        // how often it appears in the access string
+  uint32_t first = kNoPos;  // position of its first appearance
+  int8_t tier = kStaging;   // index into the tiers (fastest first), or kStaging / kDirect
+};
+
+class Plan {
+ public:
+  Plan() = default;
+  Plan(const Plan&) = delete;  // index_ holds views into files
+  Plan& operator=(const Plan&) = delete;
+
+  std::vector<PlanFile> files;
+  std::vector<uint32_t> sequence;     // the access string: a file id per position
+  std::vector<uint32_t> epoch_begin;  // position where each epoch starts
+  std::vector<uint32_t> next_same;    // position -> next position of the same file, or kNoPos
+  std::vector<std::vector<uint32_t>> tier_order;  // per tier: its files by first reference
+
+  // Computes freq, first, next_same and the path index from files and sequence.
+  void Finalize();
+  // File id of a canonical path, or kNoPos.
+  uint32_t Find(std::string_view path) const;
+  // 0-based epoch of a position (epochs() if past the end).
+  uint32_t EpochOf(uint32_t pos) const;
+  uint32_t epochs() const { return static_cast<uint32_t>(epoch_begin.size()); }
+  uint64_t total_bytes() const { return total_bytes_; }
+
+ private:
+  std::unordered_map<std::string_view, uint32_t> index_;
+  uint64_t total_bytes_ = 0;
+};
+
+// Checks every path of m against the dataset and builds the plan: base's epochs (when
+// appending) followed by m's. All or nothing: on any error returns kInvalidArgument whose
+// message lists the first errors as "line N: ..." and base is untouched.
+Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
+                                        const Plan* base);
+
+// Capacities the planner fills, fastest tier first.
+struct PlacementLimits {
+  std::vector<std::string> tier_names;
+  std::vector<uint64_t> tier_capacity;
+  uint64_t staging_capacity = 0;
+  uint64_t max_file_size = 0;
+};
+
+// HDMLP placement: files by frequency (descending, ties by first reference) go to the fastest
+// tier they still fit in; the rest are staged in read order, or read directly when larger than
+// the staging window or max_file_size. Fills plan.tier_order in first-reference order.
+void PlaceFiles(Plan& plan, const PlacementLimits& limits);
+
+struct PlanSummary {
+  struct Part {
+    std::string name;
+    uint64_t files = 0;
+    uint64_t bytes = 0;
+    uint64_t capacity = 0;
+  };
+  uint64_t epochs = 0, entries = 0, files = 0, bytes = 0;
+  std::vector<Part> tiers;
+  Part staging{"staging"}, direct{"direct"};
+  // Bytes the plan will read from the backing store: each tier file once, every staged or
+  // direct entry each time it is read.
+  uint64_t predicted_backing_bytes = 0;
+};
+PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits);
+
+}  // namespace clairfs

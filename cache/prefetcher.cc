@@ -1,0 +1,345 @@
+#include "cache/prefetcher.h"
+
+#include <algorithm>
+
+namespace clairfs {
+
+using Clock = std::chrono::steady_clock;
+
+Prefetcher::Prefetcher(const Backing& backing, std::vector<Tier*> tiers, PrefetchOptions options,
+                       Stats* stats)
+    : backing_(backing), tiers_(std::move(tiers)), options_(std::move(options)), stats_(stats) {
+  for (Tier* t : tiers_) {
+    limits_.tier_names.push_back(t->name());
+    limits_.tier_capacity.push_back(t->capacity());
+  }
+  limits_.staging_capacity = options_.staging_capacity;
+  limits_.max_file_size = options_.max_file_size;
+  tier_next_.assign(tiers_.size(), 0);
+}
+
+Prefetcher::~Prefetcher() { Stop(); }
+
+void Prefetcher::Start() {
+  std::lock_guard lock(mu_);
+  if (started_) return;
+  started_ = true;
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    int n = t < options_.tier_threads.size() ? options_.tier_threads[t] : 2;
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this, t] { TierLoop(t); });
+  }
+  for (int i = 0; i < options_.staging_threads; ++i) threads_.emplace_back([this] { StagingLoop(); });
+  for (int i = 0; i < std::max(1, options_.demand_threads); ++i) {
+    threads_.emplace_back([this] { DemandLoop(); });
+  }
+}
+
+void Prefetcher::Stop() {
+  std::deque<DemandJob> orphans;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    orphans.swap(demand_);
+  }
+  tier_cv_.notify_all();
+  staging_cv_.notify_all();
+  demand_cv_.notify_all();
+  for (auto& th : threads_) th.join();
+  threads_.clear();
+  for (auto& job : orphans) {
+    flights_.Finish(job.path, job.flight, Status::Error(Code::kUnavailable, "shutting down"));
+  }
+}
+
+void Prefetcher::Install(std::shared_ptr<Plan> plan, bool append) {
+  PlaceFiles(*plan, limits_);
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    tiers_[t]->RetainOnly([&](std::string_view path, const FileVersion& v) {
+      uint32_t id = plan->Find(path);
+      return id != kNoPos && plan->files[id].tier == static_cast<int8_t>(t) &&
+             plan->files[id].version == v;
+    });
+  }
+  {
+    std::lock_guard lock(mu_);
+    const size_t n = plan->sequence.size();
+    if (append && plan_) {
+      consumed_.resize(n, 0);
+    } else {
+      consumed_.assign(n, 0);
+      low_ = 0;
+    }
+    next_use_.assign(plan->files.size(), kNoPos);
+    for (size_t p = n; p-- > low_;) {
+      if (!consumed_[p]) next_use_[plan->sequence[p]] = static_cast<uint32_t>(p);
+    }
+    ++generation_;
+    staging_.clear();
+    staging_bytes_ = 0;
+    stage_cursor_ = low_;
+    std::fill(tier_next_.begin(), tier_next_.end(), 0);
+    plan_ = std::move(plan);
+  }
+  tier_cv_.notify_all();
+  staging_cv_.notify_all();
+}
+
+std::shared_ptr<const Plan> Prefetcher::plan() const {
+  std::lock_guard lock(mu_);
+  return plan_;
+}
+
+PrefetchProgress Prefetcher::progress() const {
+  std::lock_guard lock(mu_);
+  PrefetchProgress p;
+  if (!plan_) return p;
+  p.planned_files = plan_->files.size();
+  p.position = low_;
+  p.epoch = plan_->EpochOf(low_);
+  p.entries = plan_->sequence.size();
+  p.staging_bytes = staging_bytes_;
+  return p;
+}
+
+std::vector<uint64_t> Prefetcher::TierUsedBytes() const {
+  std::vector<uint64_t> used;
+  for (const Tier* t : tiers_) used.push_back(t->used_bytes());
+  return used;
+}
+
+Result<BlobPtr> Prefetcher::ReadBacking(const std::string& path) {
+  auto r = backing_.ReadFile(path, options_.max_file_size);
+  stats_->backing_reads.fetch_add(1, std::memory_order_relaxed);
+  if (r.ok()) {
+    stats_->backing_bytes.fetch_add(r.value()->size(), std::memory_order_relaxed);
+  } else {
+    stats_->errors.fetch.fetch_add(1, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+Result<BlobPtr> Prefetcher::WaitTimed(Flight& flight) {
+  const auto start = Clock::now();
+  auto r = SingleFlight::Wait(flight, start + options_.fetch_timeout);
+  stats_->stall_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
+      std::memory_order_relaxed);
+  if (!r.ok() && r.status().code() == Code::kTimedOut) {
+    stats_->errors.timeout.fetch_add(1, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+Result<BlobPtr> Prefetcher::DemandFetch(const std::string& path) {
+  auto [flight, leader] = flights_.Join(path);
+  if (leader) {
+    std::unique_lock lock(mu_);
+    if (stop_) {
+      lock.unlock();
+      flights_.Finish(path, flight, Status::Error(Code::kUnavailable, "shutting down"));
+    } else {
+      demand_.push_back({path, flight});
+      lock.unlock();
+      demand_cv_.notify_one();
+    }
+  }
+  return WaitTimed(*flight);
+}
+
+void Prefetcher::DemandLoop() {
+  for (;;) {
+    DemandJob job;
+    {
+      std::unique_lock lock(mu_);
+      demand_cv_.wait(lock, [&] { return stop_ || !demand_.empty(); });
+      if (stop_) return;
+      job = std::move(demand_.front());
+      demand_.pop_front();
+    }
+    flights_.Finish(job.path, job.flight, ReadBacking(job.path));
+  }
+}
+
+void Prefetcher::TierLoop(size_t t) {
+  for (;;) {
+    std::string path;
+    FileVersion version;
+    uint64_t gen;
+    {
+      std::unique_lock lock(mu_);
+      tier_cv_.wait(lock, [&] {
+        return stop_ || (plan_ && tier_next_[t] < plan_->tier_order[t].size());
+      });
+      if (stop_) return;
+      const PlanFile& f = plan_->files[plan_->tier_order[t][tier_next_[t]++]];
+      path = f.path;
+      version = f.version;
+      gen = generation_;
+    }
+    if (tiers_[t]->Contains(path, version)) continue;
+    auto [flight, leader] = flights_.Join(path);
+    Result<BlobPtr> r = leader ? ReadBacking(path) : SingleFlight::Wait(*flight, Clock::time_point::max());
+    if (leader) flights_.Finish(path, flight, r);
+    if (!r.ok() || r.value()->version() != version) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (gen != generation_) continue;
+    }
+    if (!tiers_[t]->Put(path, r.value()).ok()) {
+      stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+    }
+    stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Prefetcher::StagingLoop() {
+  for (;;) {
+    std::string path;
+    uint32_t id = 0;
+    FlightPtr flight;
+    bool leader = false;
+    uint64_t gen;
+    {
+      std::unique_lock lock(mu_);
+      for (;;) {
+        if (stop_) return;
+        bool found = false;
+        while (plan_ && stage_cursor_ < plan_->sequence.size()) {
+          const uint32_t p = stage_cursor_;
+          const uint32_t fid = plan_->sequence[p];
+          const PlanFile& f = plan_->files[fid];
+          if (consumed_[p] || f.tier != kStaging) {
+            ++stage_cursor_;
+            continue;
+          }
+          auto it = staging_.find(fid);
+          if (it != staging_.end()) {
+            ++it->second.pending;
+            ++stage_cursor_;
+            continue;
+          }
+          if (staging_bytes_ + f.version.size > options_.staging_capacity) break;  // full
+          ++stage_cursor_;
+          StageEntry& e = staging_[fid];
+          e.pending = 1;
+          e.bytes = f.version.size;
+          staging_bytes_ += e.bytes;
+          std::tie(e.flight, leader) = flights_.Join(f.path);
+          flight = e.flight;
+          path = f.path;
+          id = fid;
+          gen = generation_;
+          found = true;
+          break;
+        }
+        if (found) break;
+        staging_cv_.wait(lock);
+      }
+    }
+    Result<BlobPtr> r = leader ? ReadBacking(path) : SingleFlight::Wait(*flight, Clock::time_point::max());
+    if (leader) flights_.Finish(path, flight, r);
+    std::lock_guard lock(mu_);
+    if (gen != generation_) continue;
+    auto it = staging_.find(id);
+    if (it == staging_.end() || it->second.flight != flight) continue;
+    if (r.ok()) {
+      it->second.blob = r.value();
+      stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      staging_bytes_ -= it->second.bytes;  // readers will fetch it on demand
+      staging_.erase(it);
+      staging_cv_.notify_all();
+    }
+  }
+}
+
+void Prefetcher::ConsumeLocked(uint32_t id, uint32_t* pos) {
+  uint32_t p = next_use_[id];
+  *pos = p;
+  if (p == kNoPos) return;
+  consumed_[p] = 1;
+  uint32_t q = plan_->next_same[p];
+  while (q != kNoPos && consumed_[q]) q = plan_->next_same[q];
+  next_use_[id] = q;
+  while (low_ < consumed_.size() && consumed_[low_]) ++low_;
+  stage_cursor_ = std::max(stage_cursor_, low_);
+}
+
+bool Prefetcher::ReleaseStageLocked(uint32_t id) {
+  auto it = staging_.find(id);
+  if (it == staging_.end() || --it->second.pending > 0) return false;
+  staging_bytes_ -= it->second.bytes;
+  staging_.erase(it);
+  return true;
+}
+
+Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version) {
+  stats_->files_opened.fetch_add(1, std::memory_order_relaxed);
+  OpenResult out;
+  int8_t tier = kDirect;
+  FlightPtr staged_flight;
+  bool freed = false;
+  {
+    std::lock_guard lock(mu_);
+    const uint32_t id = plan_ ? plan_->Find(path) : kNoPos;
+    if (id == kNoPos) {
+      stats_->unplanned_opens.fetch_add(1, std::memory_order_relaxed);
+      return out;  // kDirect
+    }
+    const PlanFile& f = plan_->files[id];
+    uint32_t pos;
+    ConsumeLocked(id, &pos);
+    if (f.version != version) {
+      stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
+      return out;  // changed since planning: never serve a cached copy
+    }
+    tier = f.tier;
+    if (tier == kStaging) {
+      auto it = staging_.find(id);
+      if (it != staging_.end() && (pos == kNoPos || pos < stage_cursor_)) {
+        out.blob = it->second.blob;
+        staged_flight = it->second.flight;
+        if (pos != kNoPos) freed = ReleaseStageLocked(id);
+      }
+    }
+  }
+  if (freed) staging_cv_.notify_all();
+  if (tier == kDirect) return out;
+  if (tier >= 0) {
+    auto r = tiers_[tier]->Get(path, version);
+    if (r.ok()) {
+      stats_->served_tier[tier].fetch_add(1, std::memory_order_relaxed);
+      out.source = OpenResult::Source::kTier;
+      out.tier = tier;
+      out.blob = std::move(r.value());
+      return out;
+    }
+  }
+  if (out.blob || staged_flight) {
+    if (!out.blob) {
+      auto r = WaitTimed(*staged_flight);
+      if (!r.ok()) return r.status();
+      out.blob = std::move(r.value());
+    }
+    if (out.blob->version() == version) {
+      stats_->served_staging.fetch_add(1, std::memory_order_relaxed);
+      out.source = OpenResult::Source::kStaging;
+      return out;
+    }
+  }
+  auto r = DemandFetch(path);
+  if (!r.ok()) return r.status();
+  if (r.value()->version() != version) {
+    stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
+    return OpenResult{};  // it changed again: read it directly
+  }
+  if (tier >= 0 && !tiers_[tier]->Put(path, r.value()).ok()) {
+    stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+  }
+  stats_->served_backing.fetch_add(1, std::memory_order_relaxed);
+  out.source = OpenResult::Source::kBacking;
+  out.blob = std::move(r.value());
+  return out;
+}
+
+}  // namespace clairfs

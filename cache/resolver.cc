@@ -1,0 +1,153 @@
+#include "cache/resolver.h"
+
+#include <deque>
+
+namespace clairfs {
+namespace {
+
+constexpr int kMaxSymlinkHops = 40;
+
+void SplitInto(std::string_view path, std::deque<std::string>* out, bool front) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) parts.emplace_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  if (front) {
+    out->insert(out->begin(), parts.begin(), parts.end());
+  } else {
+    out->insert(out->end(), parts.begin(), parts.end());
+  }
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const auto& p : parts) {
+    if (!s.empty()) s += '/';
+    s += p;
+  }
+  return s;
+}
+
+}  // namespace
+
+PathResolver::PathResolver(const Backing& backing, std::vector<std::string> root_aliases)
+    : backing_(backing), aliases_(std::move(root_aliases)) {
+  for (auto& a : aliases_) {
+    while (a.size() > 1 && a.back() == '/') a.pop_back();
+  }
+}
+
+bool PathResolver::StripAlias(std::string_view absolute, std::string* relative) const {
+  for (const auto& a : aliases_) {
+    if (a == "/") {
+      *relative = std::string(absolute.substr(1));
+      return true;
+    }
+    if (absolute.substr(0, a.size()) == a &&
+        (absolute.size() == a.size() || absolute[a.size()] == '/')) {
+      *relative = std::string(absolute.substr(std::min(absolute.size(), a.size() + 1)));
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<std::string> PathResolver::Resolve(std::string_view path, bool follow_final,
+                                          struct stat* st) {
+  std::string rel;
+  if (!path.empty() && path[0] == '/') {
+    if (!StripAlias(path, &rel)) {
+      return Status::Error(Code::kOutsideRoot, "absolute path outside the dataset");
+    }
+  } else {
+    rel = std::string(path);
+  }
+  while (!rel.empty() && rel.back() == '/') rel.pop_back();
+  // Memoize the directory part: datasets have few directories and many files.
+  size_t slash = rel.rfind('/');
+  std::string dir_canon;
+  std::string_view last = rel;
+  int hops = 0;
+  if (slash != std::string::npos) {
+    std::string dir = rel.substr(0, slash);
+    last = std::string_view(rel).substr(slash + 1);
+    auto it = dir_cache_.find(dir);
+    if (it != dir_cache_.end()) {
+      dir_canon = it->second;
+    } else {
+      struct stat dst;
+      auto d = Walk("", dir, true, &dst, &hops);
+      if (!d.ok()) return d.status();
+      if (!S_ISDIR(dst.st_mode)) return Status::Error(Code::kNotFound, "not a directory: " + dir);
+      dir_canon = d.value();
+      dir_cache_.emplace(std::move(dir), dir_canon);
+    }
+  }
+  return Walk(dir_canon, last, follow_final, st, &hops);
+}
+
+Result<std::string> PathResolver::Walk(std::string_view start_dir, std::string_view rest,
+                                       bool follow_final, struct stat* st, int* hops) {
+  std::vector<std::string> stack;
+  std::deque<std::string> todo;
+  {
+    std::deque<std::string> start;
+    SplitInto(start_dir, &start, false);
+    stack.assign(start.begin(), start.end());
+  }
+  SplitInto(rest, &todo, false);
+  Status s = backing_.Lstat(Join(stack), st);
+  if (!s.ok()) return s;
+  while (!todo.empty()) {
+    std::string c = std::move(todo.front());
+    todo.pop_front();
+    if (c == ".") continue;
+    if (c == "..") {
+      if (stack.empty()) return Status::Error(Code::kOutsideRoot, "'..' leads out of the dataset");
+      stack.pop_back();
+      s = backing_.Lstat(Join(stack), st);
+      if (!s.ok()) return s;
+      continue;
+    }
+    if (!S_ISDIR(st->st_mode)) {
+      return Status::Error(Code::kNotFound, "not a directory: " + Join(stack));
+    }
+    stack.push_back(std::move(c));
+    std::string here = Join(stack);
+    s = backing_.Lstat(here, st);
+    if (!s.ok()) return Status::Error(s.code(), "no such file or directory: " + here);
+    if (S_ISLNK(st->st_mode) && (!todo.empty() || follow_final)) {
+      if (++*hops > kMaxSymlinkHops) {
+        return Status::Error(Code::kInvalidArgument, "too many levels of symbolic links: " + here);
+      }
+      auto target = backing_.ReadLink(here);
+      if (!target.ok()) return target.status();
+      stack.pop_back();
+      std::string t = target.value();
+      if (!t.empty() && t[0] == '/') {
+        std::string rel;
+        if (!StripAlias(t, &rel)) {
+          return Status::Error(Code::kOutsideRoot, "symlink leads out of the dataset: " + here);
+        }
+        stack.clear();
+        t = rel;
+      }
+      SplitInto(t, &todo, true);
+      s = backing_.Lstat(Join(stack), st);
+      if (!s.ok()) return s;
+    }
+  }
+  return Join(stack);
+}
+
+bool SymlinkStaysInside(PathResolver& resolver, const std::string& link_path) {
+  struct stat st;
+  auto r = resolver.Resolve(link_path, true, &st);
+  return r.ok() || r.status().code() != Code::kOutsideRoot;
+}
+
+}  // namespace clairfs

@@ -1,0 +1,44 @@
+// PathResolver: turns a path as a user wrote it into the canonical path of the object it names
+// inside the dataset, following symlinks only while they stay inside the tree.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/backing.h"
+
+namespace clairfs {
+
+class PathResolver {
+ public:
+  // root_aliases: absolute, normalized paths that name the dataset root (the dataset directory
+  // and the mountpoint); an absolute path or symlink target is inside the tree iff it starts
+  // with one of them.
+  PathResolver(const Backing& backing, std::vector<std::string> root_aliases);
+
+  // Resolves path (relative to the root, or absolute under a root alias). Symlinks in every
+  // component are followed, the final one only if follow_final. Returns the canonical relative
+  // path and fills *st with the final object's lstat. Errors: kOutsideRoot (a step leaves the
+  // tree), kNotFound, kInvalidArgument (symlink loop). Not thread-safe: it memoizes directories.
+  Result<std::string> Resolve(std::string_view path, bool follow_final, struct stat* st);
+
+  // Strips a root alias from an absolute path: "/data/set/a/b" -> "a/b". False if none matches.
+  bool StripAlias(std::string_view absolute, std::string* relative) const;
+
+ private:
+  Result<std::string> Walk(std::string_view start_dir, std::string_view rest, bool follow_final,
+                           struct stat* st, int* hops);
+  const Backing& backing_;
+  std::vector<std::string> aliases_;
+  std::unordered_map<std::string, std::string> dir_cache_;  // raw dir path -> canonical dir
+};
+
+// True iff a symlink stored at link_path (canonical) with this target, followed by the kernel
+// inside the mount, can only reach objects inside the tree. Dangling targets inside count.
+bool SymlinkStaysInside(PathResolver& resolver, const std::string& link_path);
+
+}  // namespace clairfs

@@ -1,0 +1,33 @@
+// Stats: the daemon's counters, updated lock-free by every layer and read by .clairfs/stats.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+namespace clairfs {
+
+inline constexpr int kMaxTiers = 4;
+
+struct Stats {
+  using Counter = std::atomic<uint64_t>;
+  Counter files_opened{0};     // opens of dataset files
+  Counter bytes_read{0};       // bytes returned by read() on dataset files
+  std::array<Counter, kMaxTiers> served_tier{};  // opens served by each tier
+  Counter served_staging{0};   // opens served from the staging window
+  Counter served_backing{0};   // opens served by reading the backing store on demand
+  Counter backing_reads{0};    // files (or direct opens) read from the backing store
+  Counter backing_bytes{0};    // bytes read from the backing store
+  Counter unplanned_opens{0};  // opens of files the plan does not name
+  Counter fetched_files{0};    // prefetches completed (tier fills and staging)
+  Counter stall_ns{0};         // time readers waited on a fetch
+  struct Errors {
+    Counter fetch{0};              // backing-store reads that failed
+    Counter timeout{0};            // readers that gave up waiting on a fetch
+    Counter stale{0};              // opens of a planned file that changed since planning
+    Counter tier_full{0};          // a tier refused an object the plan gave it
+    Counter manifest_rejected{0};  // invalid manifests
+  } errors;
+};
+
+}  // namespace clairfs

@@ -1,0 +1,33 @@
+// Tier: one level of the local cache (RAM now; SSD and peers implement the same interface).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "cache/object.h"
+#include "cache/status.h"
+
+namespace clairfs {
+
+// All methods are thread-safe. A tier never returns an object whose version differs from the
+// one asked for; a failure inside a tier is reported as a miss (kNotFound) or a Status, never
+// as wrong bytes.
+class Tier {
+ public:
+  virtual ~Tier() = default;
+  virtual const std::string& name() const = 0;
+  // The object stored for path if its version equals version; kNotFound otherwise.
+  virtual Result<BlobPtr> Get(std::string_view path, const FileVersion& version) = 0;
+  // Stores blob for path, replacing an older version. kNoSpace if the tier's capacity would be
+  // exceeded (nothing is evicted to make room: the planner decides what a tier holds).
+  virtual Status Put(std::string_view path, BlobPtr blob) = 0;
+  virtual bool Contains(std::string_view path, const FileVersion& version) = 0;
+  // Evicts every object for which keep(path, version) is false.
+  virtual void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) = 0;
+  virtual uint64_t used_bytes() const = 0;
+  virtual uint64_t capacity() const = 0;
+};
+
+}  // namespace clairfs

@@ -1,0 +1,181 @@
+#include "conf/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace clairfs {
+namespace {
+
+Status Bad(const std::string& key, const std::string& why) {
+  return Status::Error(Code::kInvalidArgument, "config key '" + key + "': " + why);
+}
+
+Status CheckKeys(const YAML::Node& node, const std::string& where,
+                 const std::set<std::string>& allowed) {
+  if (!node.IsMap()) return Bad(where.empty() ? "(top level)" : where, "must be a mapping");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (!allowed.count(key)) {
+      return Bad(where.empty() ? key : where + "." + key, "unknown key");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status Get(const YAML::Node& node, const char* name, const std::string& key, T* out) {
+  if (!node[name]) return Status::Ok();
+  try {
+    *out = node[name].as<T>();
+  } catch (const YAML::Exception&) {
+    return Bad(key, "has the wrong type");
+  }
+  return Status::Ok();
+}
+
+Status GetSize(const YAML::Node& node, const char* name, const std::string& key, uint64_t* out) {
+  if (!node[name]) return Status::Ok();
+  if (!node[name].IsScalar()) return Bad(key, "must be a size such as 4GiB");
+  auto r = ParseSize(node[name].Scalar());
+  if (!r.ok()) return Bad(key, r.status().message());
+  *out = r.value();
+  return Status::Ok();
+}
+
+#define CLAIRFS_TRY(expr)          \
+  do {                             \
+    Status _s = (expr);            \
+    if (!_s.ok()) return _s;       \
+  } while (0)
+
+Status ParseInto(const YAML::Node& root, Config* c) {
+  if (!root || root.IsNull()) return Status::Ok();
+  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "log"}));
+  if (const auto f = root["fuse"]) {
+    CLAIRFS_TRY(CheckKeys(f, "fuse", {"threads", "entry_timeout", "attr_timeout", "keep_cache"}));
+    CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
+    CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
+    CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
+    CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));
+  }
+  if (const auto k = root["cache"]) {
+    CLAIRFS_TRY(CheckKeys(k, "cache", {"tiers", "staging", "demand_threads", "fetch_timeout",
+                                       "max_file_size"}));
+    if (const auto tiers = k["tiers"]) {
+      if (!tiers.IsSequence()) return Bad("cache.tiers", "must be a list");
+      c->cache.tiers.clear();
+      for (size_t i = 0; i < tiers.size(); ++i) {
+        const std::string at = "cache.tiers[" + std::to_string(i) + "]";
+        TierConfig t;
+        CLAIRFS_TRY(CheckKeys(tiers[i], at, {"kind", "capacity", "threads"}));
+        CLAIRFS_TRY(Get(tiers[i], "kind", at + ".kind", &t.kind));
+        CLAIRFS_TRY(GetSize(tiers[i], "capacity", at + ".capacity", &t.capacity));
+        CLAIRFS_TRY(Get(tiers[i], "threads", at + ".threads", &t.threads));
+        c->cache.tiers.push_back(t);
+      }
+    }
+    if (const auto s = k["staging"]) {
+      CLAIRFS_TRY(CheckKeys(s, "cache.staging", {"capacity", "threads"}));
+      CLAIRFS_TRY(GetSize(s, "capacity", "cache.staging.capacity", &c->cache.staging_capacity));
+      CLAIRFS_TRY(Get(s, "threads", "cache.staging.threads", &c->cache.staging_threads));
+    }
+    CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &c->cache.demand_threads));
+    CLAIRFS_TRY(Get(k, "fetch_timeout", "cache.fetch_timeout", &c->cache.fetch_timeout));
+    CLAIRFS_TRY(GetSize(k, "max_file_size", "cache.max_file_size", &c->cache.max_file_size));
+  }
+  if (const auto l = root["log"]) {
+    CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file"}));
+    CLAIRFS_TRY(Get(l, "level", "log.level", &c->log.level));
+    CLAIRFS_TRY(Get(l, "file", "log.file", &c->log.file));
+  }
+  return c->Validate();
+}
+
+}  // namespace
+
+Result<uint64_t> ParseSize(std::string_view text) {
+  std::string s(text);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  if (i == 0) return Status::Error(Code::kInvalidArgument, "'" + s + "' is not a size");
+  double number;
+  try {
+    size_t used = 0;
+    number = std::stod(s.substr(0, i), &used);
+    if (used != i) throw std::invalid_argument("number");
+  } catch (const std::exception&) {
+    return Status::Error(Code::kInvalidArgument, "'" + s + "' is not a size");
+  }
+  std::string unit = s.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},       {"B", 1},          {"K", 1024.0},         {"KiB", 1024.0},
+      {"M", 1 << 20}, {"MiB", 1 << 20}, {"G", 1 << 30},        {"GiB", 1 << 30},
+      {"T", 1099511627776.0}, {"TiB", 1099511627776.0},        {"kB", 1e3},
+      {"KB", 1e3},   {"MB", 1e6},       {"GB", 1e9},           {"TB", 1e12}};
+  for (const auto& [name, factor] : kUnits) {
+    if (unit == name) {
+      const double bytes = number * factor;
+      if (!std::isfinite(bytes) || bytes > 1.8e19) {
+        return Status::Error(Code::kInvalidArgument, "'" + s + "' is too large");
+      }
+      return static_cast<uint64_t>(std::llround(bytes));
+    }
+  }
+  return Status::Error(Code::kInvalidArgument,
+                       "unknown unit '" + unit + "' in '" + s + "' (use KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
+}
+
+Status Config::Validate() const {
+  if (fuse.threads < 1 || fuse.threads > 1024) return Bad("fuse.threads", "must be 1..1024");
+  if (fuse.entry_timeout < 0) return Bad("fuse.entry_timeout", "must be >= 0");
+  if (fuse.attr_timeout < 0) return Bad("fuse.attr_timeout", "must be >= 0");
+  if (cache.tiers.size() > 4) return Bad("cache.tiers", "at most 4 tiers");
+  for (size_t i = 0; i < cache.tiers.size(); ++i) {
+    const std::string at = "cache.tiers[" + std::to_string(i) + "]";
+    if (cache.tiers[i].kind != "ram") return Bad(at + ".kind", "unknown kind (supported: ram)");
+    if (cache.tiers[i].threads < 0 || cache.tiers[i].threads > 256) {
+      return Bad(at + ".threads", "must be 0..256");
+    }
+  }
+  if (cache.staging_threads < 0 || cache.staging_threads > 256) {
+    return Bad("cache.staging.threads", "must be 0..256");
+  }
+  if (cache.demand_threads < 1 || cache.demand_threads > 256) {
+    return Bad("cache.demand_threads", "must be 1..256");
+  }
+  if (!(cache.fetch_timeout > 0)) return Bad("cache.fetch_timeout", "must be > 0 seconds");
+  if (cache.max_file_size == 0) return Bad("cache.max_file_size", "must be > 0");
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn",
+                                                "error", "critical", "off"};
+  if (!kLevels.count(log.level)) return Bad("log.level", "unknown level '" + log.level + "'");
+  return Status::Ok();
+}
+
+Result<Config> ParseConfig(std::string_view yaml) {
+  Config c;
+  try {
+    Status s = ParseInto(YAML::Load(std::string(yaml)), &c);
+    if (!s.ok()) return s;
+  } catch (const YAML::Exception& e) {
+    return Status::Error(Code::kInvalidArgument, std::string("config is not valid YAML: ") + e.what());
+  }
+  return c;
+}
+
+Result<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error(Code::kNotFound, "cannot read config file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto r = ParseConfig(ss.str());
+  if (!r.ok()) return Status::Error(r.status().code(), path + ": " + r.status().message());
+  return r;
+}
+
+}  // namespace clairfs

@@ -1,0 +1,429 @@
+#include "fs/clairfs_fs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cache/resolver.h"
+#include "fs/status_errno.h"
+
+namespace clairfs {
+namespace {
+
+constexpr const char* kControlDirName = ".clairfs";
+constexpr const char* kControlNames[] = {"manifest", "stats", "plan", "errors"};
+
+FileVersion VersionOf(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_size),
+          st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+}
+
+std::string Child(const std::string& dir, const char* name) {
+  return dir.empty() ? std::string(name) : dir + "/" + name;
+}
+
+ClairFs* Self(fuse_req_t req) { return static_cast<ClairFs*>(fuse_req_userdata(req)); }
+
+// Runs a handler so that no exception escapes into libfuse; on one the request gets EIO.
+template <typename F>
+void Guard(fuse_req_t req, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    spdlog::error("request failed: {}", e.what());
+    if (req) fuse_reply_err(req, EIO);
+  }
+}
+
+}  // namespace
+
+struct ClairFs::FileHandle {
+  BlobPtr blob;          // whole contents (cached or staged)
+  int fd = -1;           // or a backing descriptor, read directly
+  std::string text;      // or a control file's snapshot
+  std::unique_ptr<ControlPlane::Writer> writer;  // or a manifest writer
+  ~FileHandle() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+struct ClairFs::DirHandle {
+  DIR* dir = nullptr;
+  std::string path;
+  off_t offset = 0;
+  bool control = false;
+  ~DirHandle() {
+    if (dir) closedir(dir);
+  }
+};
+
+ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
+                 Stats& stats, FsOptions options, std::vector<std::string> root_aliases)
+    : backing_(backing), prefetcher_(prefetcher), control_(control), stats_(stats),
+      options_(options), aliases_(std::move(root_aliases)), uid_(getuid()), gid_(getgid()) {
+  clock_gettime(CLOCK_REALTIME, &started_);
+}
+
+void ClairFs::Init(fuse_conn_info* conn) {
+  // O_TRUNC reaches open() (replace vs. append of the manifest) instead of a separate setattr.
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+void ClairFs::ControlAttr(fuse_ino_t ino, struct stat* st) const {
+  std::memset(st, 0, sizeof(*st));
+  st->st_ino = 0x7fffff00u + ino;
+  st->st_uid = uid_;
+  st->st_gid = gid_;
+  st->st_atim = st->st_mtim = st->st_ctim = started_;
+  st->st_nlink = 1;
+  if (ino == kCtlDir) {
+    st->st_mode = S_IFDIR | 0755;
+    st->st_nlink = 2;
+  } else {
+    st->st_mode = S_IFREG | (ino == kCtlManifest ? 0644 : 0444);
+  }
+}
+
+void ClairFs::ReplyControlEntry(fuse_req_t req, fuse_ino_t ino) {
+  fuse_entry_param e{};
+  e.ino = ino;
+  ControlAttr(ino, &e.attr);
+  e.attr_timeout = 0;  // stats and plan change: never cache their attributes
+  e.entry_timeout = options_.entry_timeout;
+  fuse_reply_entry(req, &e);
+}
+
+bool ClairFs::PathOf(fuse_req_t req, fuse_ino_t ino, std::string* path) {
+  if (inodes_.Path(ino, path)) return true;
+  fuse_reply_err(req, ESTALE);
+  return false;
+}
+
+bool ClairFs::Visible(const std::string& path, const struct stat& st) {
+  if (!S_ISLNK(st.st_mode)) return true;
+  PathResolver resolver(backing_, aliases_);
+  return SymlinkStaysInside(resolver, path);
+}
+
+void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (parent == FUSE_ROOT_ID && std::strcmp(name, kControlDirName) == 0) {
+    return ReplyControlEntry(req, kCtlDir);
+  }
+  if (parent == kCtlDir) {
+    for (fuse_ino_t i = 0; i < 4; ++i) {
+      if (std::strcmp(name, kControlNames[i]) == 0) return ReplyControlEntry(req, kCtlManifest + i);
+    }
+    return (void)fuse_reply_err(req, ENOENT);
+  }
+  if (IsControl(parent)) return (void)fuse_reply_err(req, ENOTDIR);
+  std::string dir;
+  if (!PathOf(req, parent, &dir)) return;
+  const std::string path = Child(dir, name);
+  fuse_entry_param e{};
+  Status s = backing_.Lstat(path, &e.attr);
+  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+  if (!Visible(path, e.attr)) return (void)fuse_reply_err(req, ENOENT);
+  e.ino = inodes_.Acquire(path, e.attr.st_dev, e.attr.st_ino);
+  e.attr_timeout = options_.attr_timeout;
+  e.entry_timeout = options_.entry_timeout;
+  fuse_reply_entry(req, &e);
+}
+
+void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
+  struct stat st;
+  if (IsControl(ino)) {
+    ControlAttr(ino, &st);
+    return (void)fuse_reply_attr(req, &st, 0);
+  }
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  Status s = backing_.Lstat(path, &st);
+  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+  fuse_reply_attr(req, &st, options_.attr_timeout);
+}
+
+void ClairFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat*, int to_set) {
+  // Truncating the manifest is how a writer without atomic O_TRUNC starts a new plan; it
+  // changes nothing until the writer closes.
+  if (ino == kCtlManifest && (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
+                                         FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+                                         FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0) {
+    struct stat st;
+    ControlAttr(ino, &st);
+    return (void)fuse_reply_attr(req, &st, 0);
+  }
+  fuse_reply_err(req, EROFS);
+}
+
+void ClairFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto target = backing_.ReadLink(path);
+  if (!target.ok()) return (void)fuse_reply_err(req, ToErrno(target.status()));
+  fuse_reply_readlink(req, target.value().c_str());
+}
+
+void ClairFs::OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto h = std::make_unique<FileHandle>();
+  const int mode = fi->flags & O_ACCMODE;
+  if (ino == kCtlManifest && mode != O_RDONLY) {
+    h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0);
+  } else if (mode != O_RDONLY) {
+    return (void)fuse_reply_err(req, EACCES);
+  } else if (ino == kCtlStats) {
+    h->text = control_.StatsJson();
+  } else if (ino == kCtlPlan) {
+    h->text = control_.PlanJson();
+  } else if (ino == kCtlErrors) {
+    h->text = control_.ErrorsText();
+  }
+  fi->direct_io = 1;  // contents are generated per open; the page cache must not keep them
+  fi->fh = reinterpret_cast<uint64_t>(h.get());
+  if (fuse_reply_open(req, fi) == 0) h.release();
+}
+
+void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (IsControl(ino)) return OpenControl(req, ino, fi);
+  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+    return (void)fuse_reply_err(req, EROFS);
+  }
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  struct stat st;
+  Status s = backing_.Lstat(path, &st);
+  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+  const FileVersion version = VersionOf(st);
+  auto opened = prefetcher_.Open(path, version);
+  if (!opened.ok()) {
+    spdlog::warn("open {}: {}", path, opened.status().ToString());
+    return (void)fuse_reply_err(req, ToErrno(opened.status()));
+  }
+  auto h = std::make_unique<FileHandle>();
+  h->blob = std::move(opened.value().blob);
+  if (!h->blob) {
+    auto fd = backing_.OpenAt(path, O_RDONLY);
+    if (!fd.ok()) return (void)fuse_reply_err(req, ToErrno(fd.status()));
+    h->fd = fd.value();
+    stats_.served_backing.fetch_add(1, std::memory_order_relaxed);
+    stats_.backing_reads.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The page cache may keep this file's pages only while its version is the one they hold.
+  const FileVersion previous = inodes_.SwapOpenVersion(ino, version);
+  fi->keep_cache = options_.keep_cache && (previous == version || previous == FileVersion{});
+  fi->fh = reinterpret_cast<uint64_t>(h.get());
+  if (fuse_reply_open(req, fi) == 0) h.release();
+}
+
+void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  const auto offset = static_cast<size_t>(off);
+  if (h->blob || !h->text.empty() || h->writer || h->fd < 0) {
+    const char* data = h->blob ? h->blob->data() : h->text.data();
+    const size_t total = h->blob ? h->blob->size() : h->text.size();
+    const size_t n = offset >= total ? 0 : std::min(size, total - offset);
+    if (h->blob) stats_.bytes_read.fetch_add(n, std::memory_order_relaxed);
+    return (void)fuse_reply_buf(req, data + (n ? offset : 0), n);
+  }
+  std::vector<char> buf(size);
+  ssize_t n;
+  do {
+    n = pread(h->fd, buf.data(), size, off);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return (void)fuse_reply_err(req, errno);
+  stats_.bytes_read.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  stats_.backing_bytes.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+}
+
+void ClairFs::Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size,
+                    fuse_file_info* fi) {
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  if (!h->writer) return (void)fuse_reply_err(req, EBADF);
+  control_.Write(*h->writer, std::string_view(buf, size));
+  fuse_reply_write(req, size);
+}
+
+void ClairFs::Flush(fuse_req_t req, fuse_file_info* fi) {
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  if (!h->writer) return (void)fuse_reply_err(req, 0);
+  fuse_reply_err(req, ToErrno(control_.Commit(*h->writer, false)));
+}
+
+void ClairFs::Release(fuse_req_t req, fuse_file_info* fi) {
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  if (h->writer) (void)control_.Commit(*h->writer, true);  // its close() was answered by flush
+  delete h;
+  fuse_reply_err(req, 0);
+}
+
+void ClairFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto h = std::make_unique<DirHandle>();
+  if (ino == kCtlDir) {
+    h->control = true;
+  } else if (IsControl(ino)) {
+    return (void)fuse_reply_err(req, ENOTDIR);
+  } else {
+    if (!PathOf(req, ino, &h->path)) return;
+    auto fd = backing_.OpenAt(h->path, O_RDONLY | O_DIRECTORY);
+    if (!fd.ok()) return (void)fuse_reply_err(req, ToErrno(fd.status()));
+    h->dir = fdopendir(fd.value());
+    if (!h->dir) {
+      int err = errno;
+      close(fd.value());
+      return (void)fuse_reply_err(req, err);
+    }
+  }
+  fi->fh = reinterpret_cast<uint64_t>(h.get());
+  fi->cache_readdir = options_.entry_timeout > 0 && !h->control;
+  if (fuse_reply_open(req, fi) == 0) h.release();
+}
+
+void ClairFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                      fuse_file_info* fi) {
+  auto* h = reinterpret_cast<DirHandle*>(fi->fh);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  struct stat st {};
+  if (h->control) {
+    static const char* const kAll[] = {".", "..", "manifest", "stats", "plan", "errors"};
+    for (off_t i = off; i < 6; ++i) {
+      st.st_ino = 0x7fffff00u + (i < 2 ? kCtlDir : kCtlManifest + (i - 2));
+      st.st_mode = i < 2 ? S_IFDIR : S_IFREG;
+      size_t n = fuse_add_direntry(req, buf.data() + used, size - used, kAll[i], &st, i + 1);
+      if (n > size - used) break;
+      used += n;
+    }
+    return (void)fuse_reply_buf(req, buf.data(), used);
+  }
+  if (off != h->offset) {
+    seekdir(h->dir, off);
+    h->offset = off;
+  }
+  for (;;) {
+    errno = 0;
+    struct dirent* d = readdir(h->dir);
+    if (!d) {
+      if (errno != 0 && used == 0) return (void)fuse_reply_err(req, errno);
+      break;
+    }
+    const off_t next = telldir(h->dir);
+    const bool dots = std::strcmp(d->d_name, ".") == 0 || std::strcmp(d->d_name, "..") == 0;
+    bool hide = ino == FUSE_ROOT_ID && std::strcmp(d->d_name, kControlDirName) == 0;
+    if (!dots && d->d_type == DT_LNK) {
+      struct stat lst {};
+      lst.st_mode = S_IFLNK;
+      hide = hide || !Visible(Child(h->path, d->d_name), lst);
+    }
+    if (!hide) {
+      st.st_ino = d->d_ino;
+      st.st_mode = static_cast<mode_t>(d->d_type) << 12;
+      size_t n = fuse_add_direntry(req, buf.data() + used, size - used, d->d_name, &st, next);
+      if (n > size - used) {
+        seekdir(h->dir, h->offset);  // this entry did not fit: return it next time
+        break;
+      }
+      used += n;
+    }
+    h->offset = next;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void ClairFs::ReleaseDir(fuse_req_t req, fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void ClairFs::StatFs(fuse_req_t req) {
+  struct statvfs st;
+  Status s = backing_.StatFs(&st);
+  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+  fuse_reply_statfs(req, &st);
+}
+
+void ClairFs::Access(fuse_req_t req, fuse_ino_t ino, int mask) {
+  fuse_reply_err(req, (mask & W_OK) && ino != kCtlManifest ? EROFS : 0);
+}
+
+const fuse_lowlevel_ops& ClairFs::Ops() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o{};
+    o.init = [](void* u, fuse_conn_info* c) { static_cast<ClairFs*>(u)->Init(c); };
+    o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* n) {
+      Guard(r, [&] { Self(r)->Lookup(r, p, n); });
+    };
+    o.forget = [](fuse_req_t r, fuse_ino_t i, uint64_t n) {
+      Guard(nullptr, [&] { Self(r)->Forget(i, n); });
+      fuse_reply_none(r);
+    };
+    o.forget_multi = [](fuse_req_t r, size_t count, fuse_forget_data* f) {
+      Guard(nullptr, [&] {
+        for (size_t i = 0; i < count; ++i) Self(r)->Forget(f[i].ino, f[i].nlookup);
+      });
+      fuse_reply_none(r);
+    };
+    o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info*) {
+      Guard(r, [&] { Self(r)->GetAttr(r, i); });
+    };
+    o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info*) {
+      Guard(r, [&] { Self(r)->SetAttr(r, i, a, s); });
+    };
+    o.readlink = [](fuse_req_t r, fuse_ino_t i) { Guard(r, [&] { Self(r)->ReadLink(r, i); }); };
+    o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { fuse_reply_err(r, EROFS); };
+    o.mkdir = [](fuse_req_t r, fuse_ino_t, const char*, mode_t) { fuse_reply_err(r, EROFS); };
+    o.unlink = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.rmdir = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.rename = [](fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.link = [](fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.create = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.setxattr = [](fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.removexattr = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.fallocate = [](fuse_req_t r, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Open(r, i, f); });
+    };
+    o.read = [](fuse_req_t r, fuse_ino_t, size_t s, off_t o, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Read(r, s, o, f); });
+    };
+    o.write = [](fuse_req_t r, fuse_ino_t i, const char* b, size_t s, off_t, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Write(r, i, b, s, f); });
+    };
+    o.flush = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Flush(r, f); });
+    };
+    o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Release(r, f); });
+    };
+    o.opendir = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->OpenDir(r, i, f); });
+    };
+    o.readdir = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t o, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->ReadDir(r, i, s, o, f); });
+    };
+    o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->ReleaseDir(r, f); });
+    };
+    o.statfs = [](fuse_req_t r, fuse_ino_t) { Guard(r, [&] { Self(r)->StatFs(r); }); };
+    o.access = [](fuse_req_t r, fuse_ino_t i, int m) { Guard(r, [&] { Self(r)->Access(r, i, m); }); };
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace clairfs

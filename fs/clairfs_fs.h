@@ -1,0 +1,72 @@
+// ClairFs: the thin FUSE low-level adapter. It maps kernel requests onto the backing store
+// (namespace), the prefetcher (file contents) and the control plane (.clairfs/), and turns
+// every Status into an errno through ToErrno. No exception leaves a callback.
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include <string>
+
+#include "cache/backing.h"
+#include "cache/prefetcher.h"
+#include "cache/stats.h"
+#include "fs/control.h"
+#include "fs/fs_options.h"
+#include "fs/inode_table.h"
+
+namespace clairfs {
+
+class ClairFs {
+ public:
+  // All references must outlive the session. root_aliases are the absolute paths that name the
+  // dataset root (dataset and mountpoint), for symlink checks.
+  ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control, Stats& stats,
+          FsOptions options, std::vector<std::string> root_aliases);
+  // The operation table; the session's userdata must be this object.
+  static const fuse_lowlevel_ops& Ops();
+
+  // Request handlers (called through Ops()).
+  void Init(fuse_conn_info* conn);
+  void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void Forget(fuse_ino_t ino, uint64_t n) { inodes_.Forget(ino, n); }
+  void GetAttr(fuse_req_t req, fuse_ino_t ino);
+  void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set);
+  void ReadLink(fuse_req_t req, fuse_ino_t ino);
+  void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
+  void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, fuse_file_info* fi);
+  void Flush(fuse_req_t req, fuse_file_info* fi);
+  void Release(fuse_req_t req, fuse_file_info* fi);
+  void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+  void ReleaseDir(fuse_req_t req, fuse_file_info* fi);
+  void StatFs(fuse_req_t req);
+  void Access(fuse_req_t req, fuse_ino_t ino, int mask);
+
+ private:
+  enum ControlId : fuse_ino_t { kCtlDir = 2, kCtlManifest, kCtlStats, kCtlPlan, kCtlErrors };
+  struct FileHandle;
+  struct DirHandle;
+  bool IsControl(fuse_ino_t ino) const { return ino >= kCtlDir && ino <= kCtlErrors; }
+  void ControlAttr(fuse_ino_t ino, struct stat* st) const;
+  void ReplyControlEntry(fuse_req_t req, fuse_ino_t ino);
+  void OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  // The node's path; replies ESTALE and returns false if the kernel sent an unknown id.
+  bool PathOf(fuse_req_t req, fuse_ino_t ino, std::string* path);
+  // True iff the object at path may appear in the mount (symlinks must stay inside the tree).
+  bool Visible(const std::string& path, const struct stat& st);
+
+  PosixBacking& backing_;
+  Prefetcher& prefetcher_;
+  ControlPlane& control_;
+  Stats& stats_;
+  const FsOptions options_;
+  const std::vector<std::string> aliases_;
+  InodeTable inodes_;
+  uid_t uid_;
+  gid_t gid_;
+  struct timespec started_;
+};
+
+}  // namespace clairfs
