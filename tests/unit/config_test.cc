@@ -1,0 +1,82 @@
+#include "conf/config.h"
+
+#include <gtest/gtest.h>
+
+namespace clairfs {
+namespace {
+
+TEST(ParseSize, UnitsAndErrors) {
+  EXPECT_EQ(ParseSize("4096").value(), 4096u);
+  EXPECT_EQ(ParseSize("64KiB").value(), 64u << 10);
+  EXPECT_EQ(ParseSize("256MiB").value(), 256u << 20);
+  EXPECT_EQ(ParseSize("4GiB").value(), 4ull << 30);
+  EXPECT_EQ(ParseSize("4G").value(), 4ull << 30);
+  EXPECT_EQ(ParseSize("1.5GB").value(), 1'500'000'000u);
+  EXPECT_EQ(ParseSize("2 MB").value(), 2'000'000u);
+  EXPECT_FALSE(ParseSize("12XB").ok());
+  EXPECT_FALSE(ParseSize("GiB").ok());
+  EXPECT_FALSE(ParseSize("1.2.3MiB").ok());
+  EXPECT_FALSE(ParseSize("-1").ok());
+  EXPECT_FALSE(ParseSize("99999999999TiB").ok());
+}
+
+TEST(Config, EmptyGivesDefaults) {
+  auto c = ParseConfig("");
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->cache.tiers.size(), 1u);
+  EXPECT_EQ(c->cache.tiers[0].kind, "ram");
+  EXPECT_EQ(c->cache.tiers[0].capacity, 1ull << 30);
+  EXPECT_TRUE(c->fuse.keep_cache);
+}
+
+TEST(Config, FullFileParses) {
+  auto c = ParseConfig(R"(
+fuse: {threads: 4, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false}
+cache:
+  tiers:
+    - {kind: ram, capacity: 2GiB, threads: 3}
+  staging: {capacity: 64MiB, threads: 2}
+  demand_threads: 2
+  fetch_timeout: 5
+  max_file_size: 1GiB
+log: {level: debug, file: /tmp/x.log}
+)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->fuse.threads, 4);
+  EXPECT_EQ(c->fuse.attr_timeout, 1.5);
+  EXPECT_FALSE(c->fuse.keep_cache);
+  EXPECT_EQ(c->cache.tiers[0].capacity, 2ull << 30);
+  EXPECT_EQ(c->cache.tiers[0].threads, 3);
+  EXPECT_EQ(c->cache.staging_capacity, 64u << 20);
+  EXPECT_EQ(c->cache.fetch_timeout, 5);
+  EXPECT_EQ(c->log.level, "debug");
+}
+
+TEST(Config, ErrorsNameTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* key;
+  } cases[] = {
+      {"cache: {stagin: {capacity: 1}}", "'cache.stagin'"},
+      {"bogus: 1", "'bogus'"},
+      {"cache: {staging: {capacity: 12XB}}", "'cache.staging.capacity'"},
+      {"cache: {tiers: [{kind: ram, capacity: 1GiB, speed: 3}]}", "'cache.tiers[0].speed'"},
+      {"cache: {tiers: [{kind: tape}]}", "'cache.tiers[0].kind'"},
+      {"fuse: {threads: 0}", "'fuse.threads'"},
+      {"fuse: {threads: many}", "'fuse.threads'"},
+      {"cache: {fetch_timeout: 0}", "'cache.fetch_timeout'"},
+      {"log: {level: loud}", "'log.level'"},
+      {"cache: {tiers: {kind: ram}}", "'cache.tiers'"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseConfig(c.yaml);
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_NE(r.status().message().find(c.key), std::string::npos)
+        << c.yaml << " -> " << r.status().message();
+  }
+  EXPECT_FALSE(ParseConfig("fuse: [unclosed").ok());
+  EXPECT_EQ(LoadConfigFile("/nonexistent/clairfs.yaml").status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace clairfs

@@ -1,0 +1,172 @@
+#include "cache/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/mem_backing.h"
+
+namespace clairfs {
+namespace {
+
+using testing::MemBacking;
+
+ParsedManifest Parse(std::string_view text) {
+  ManifestParser p;
+  p.Feed(text);
+  return std::move(p).Finish();
+}
+
+class PlanTest : public ::testing::Test {
+ protected:
+  PlanTest() : resolver_(backing_, {"/data/set", "/mnt/set"}) {
+    backing_.AddFile("a/1", std::string(10, 'a'));
+    backing_.AddFile("a/2", std::string(20, 'b'));
+    backing_.AddFile("b/3", std::string(30, 'c'));
+    backing_.AddFile("#hash", "h");
+    backing_.AddSymlink("link", "a/1");
+    backing_.AddSymlink("dirlink", "b");
+    backing_.AddSymlink("abslink", "/data/set/a/2");
+    backing_.AddSymlink("out", "../../etc/passwd");
+    backing_.AddSymlink("absout", "/etc/passwd");
+    backing_.AddSymlink("b/up", "../a/1");
+    backing_.AddSymlink("loop", "loop");
+    backing_.AddFifo("fifo");
+  }
+  Result<std::shared_ptr<Plan>> Build(std::string_view text, const Plan* base = nullptr) {
+    return BuildPlan(Parse(text), resolver_, base);
+  }
+  MemBacking backing_;
+  PathResolver resolver_;
+};
+
+TEST_F(PlanTest, SymlinksAndAliasesResolveToOneCanonicalFile) {
+  auto plan = Build("a/1\nlink\n./a/1\n/mnt/set/a/1\nb/up\nabslink\ndirlink/3\n./#hash\n");
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const Plan& p = *plan.value();
+  ASSERT_EQ(p.files.size(), 4u);
+  EXPECT_EQ(p.files[0].path, "a/1");
+  EXPECT_EQ(p.files[0].freq, 5u);
+  EXPECT_EQ(p.files[1].path, "a/2");
+  EXPECT_EQ(p.files[2].path, "b/3");
+  EXPECT_EQ(p.files[3].path, "#hash");
+  EXPECT_EQ(p.Find("b/3"), 2u);
+  EXPECT_EQ(p.Find("link"), kNoPos);
+  EXPECT_EQ(p.total_bytes(), 61u);
+}
+
+TEST_F(PlanTest, HostilePathsAreRejectedWithLines) {
+  struct Case {
+    const char* line;
+    const char* reason;
+  } cases[] = {{"../x", "out of the dataset"},     {"/etc/passwd", "outside the dataset"},
+               {"out", "out of the dataset"},      {"absout", "out of the dataset"},
+               {"a/../../x", "out of the dataset"}, {"missing", "no such file"},
+               {"a", "is a directory"},            {"fifo", "not a regular file"},
+               {"loop", "symbolic links"},         {"a/1/x", "not a directory"}};
+  for (const auto& c : cases) {
+    auto plan = Build(std::string("a/1\nb/3\n") + c.line + "\na/2\n");
+    ASSERT_FALSE(plan.ok()) << c.line;
+    EXPECT_EQ(plan.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(plan.status().message().find("line 3: "), std::string::npos)
+        << c.line << ": " << plan.status().message();
+    EXPECT_NE(plan.status().message().find(c.reason), std::string::npos)
+        << c.line << ": " << plan.status().message();
+  }
+}
+
+TEST_F(PlanTest, ErrorsAreSortedAndCounted) {
+  auto plan = Build("missing1\n\na/1\nmissing2\n");
+  ASSERT_FALSE(plan.ok());
+  const std::string& m = plan.status().message();
+  EXPECT_NE(m.find("3 errors"), std::string::npos) << m;
+  EXPECT_LT(m.find("line 1:"), m.find("line 2:"));
+  EXPECT_LT(m.find("line 2:"), m.find("line 4:"));
+}
+
+TEST_F(PlanTest, AppendKeepsBaseFileIdsAndEpochs) {
+  auto base = Build("#epoch\na/1\na/2\n");
+  ASSERT_TRUE(base.ok());
+  auto plan = Build("#epoch\nb/3\na/1\n#epoch\na/2\n", base.value().get());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const Plan& p = *plan.value();
+  EXPECT_EQ(p.epochs(), 3u);
+  EXPECT_EQ(p.epoch_begin, (std::vector<uint32_t>{0, 2, 4}));
+  EXPECT_EQ(p.sequence, (std::vector<uint32_t>{0, 1, 2, 0, 1}));
+  EXPECT_EQ(p.files[0].freq, 2u);
+  EXPECT_EQ(p.next_same, (std::vector<uint32_t>{3, 4, kNoPos, kNoPos, kNoPos}));
+  EXPECT_EQ(p.EpochOf(3), 1u);
+  EXPECT_EQ(p.EpochOf(4), 2u);
+  EXPECT_EQ(p.EpochOf(5), 3u);
+}
+
+TEST_F(PlanTest, InvalidAppendLeavesBaseUntouched) {
+  auto base = Build("a/1\n");
+  ASSERT_TRUE(base.ok());
+  EXPECT_FALSE(Build("missing\n", base.value().get()).ok());
+  EXPECT_EQ(base.value()->sequence.size(), 1u);
+}
+
+// Placement on hand-checkable cases: sizes in bytes, frequencies from the access string.
+class PlacementTest : public ::testing::Test {
+ protected:
+  // files: sizes; sequence: file ids in read order.
+  std::shared_ptr<Plan> Make(std::vector<uint64_t> sizes, std::vector<uint32_t> sequence) {
+    auto p = std::make_shared<Plan>();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      p->files.push_back({"f" + std::to_string(i), {sizes[i], 1}});
+    }
+    p->sequence = std::move(sequence);
+    p->epoch_begin = {0};
+    p->Finalize();
+    return p;
+  }
+};
+
+TEST_F(PlacementTest, FrequencyThenFirstReferenceFillsFastestTierFirst) {
+  // freq: f0=1 f1=3 f2=2 f3=2 f4=1; first: f0=0 f1=1 f2=2 f3=4 f4=5
+  auto p = Make({10, 10, 10, 10, 10}, {0, 1, 2, 1, 3, 4, 2, 3, 1});
+  PlaceFiles(*p, {{"ram", "ssd"}, {20, 20}, 100, 1000});
+  // By priority: f1 (3), f2 (2, first 2), f3 (2, first 4), f0 (1, first 0), f4 (1, first 5).
+  EXPECT_EQ(p->files[1].tier, 0);
+  EXPECT_EQ(p->files[2].tier, 0);
+  EXPECT_EQ(p->files[3].tier, 1);
+  EXPECT_EQ(p->files[0].tier, 1);
+  EXPECT_EQ(p->files[4].tier, kStaging);
+  // Inside a tier: first-reference order.
+  EXPECT_EQ(p->tier_order[0], (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(p->tier_order[1], (std::vector<uint32_t>{0, 3}));
+}
+
+TEST_F(PlacementTest, FileLargerThanATierGoesToTheNextAndSmallerOnesStillFill) {
+  // f0 is hottest but larger than the RAM tier; f1 and f2 still fit there.
+  auto p = Make({50, 10, 10, 60}, {0, 0, 1, 2, 3});
+  PlaceFiles(*p, {{"ram", "ssd"}, {25, 55}, 40, 1000});
+  EXPECT_EQ(p->files[0].tier, 1);
+  EXPECT_EQ(p->files[1].tier, 0);
+  EXPECT_EQ(p->files[2].tier, 0);
+  EXPECT_EQ(p->files[3].tier, kDirect);  // fits no tier and is larger than the window
+}
+
+TEST_F(PlacementTest, MaxFileSizeForcesDirectReads) {
+  auto p = Make({10, 500}, {0, 1});
+  PlaceFiles(*p, {{"ram"}, {1000}, 1000, 100});
+  EXPECT_EQ(p->files[0].tier, 0);
+  EXPECT_EQ(p->files[1].tier, kDirect);
+}
+
+TEST_F(PlacementTest, SummaryPredictsBackingTraffic) {
+  auto p = Make({10, 20, 30}, {0, 1, 2, 0, 1, 2});
+  PlacementLimits limits{{"ram"}, {25}, 100, 1000};
+  PlaceFiles(*p, limits);
+  const PlanSummary s = Summarize(*p, limits);
+  EXPECT_EQ(s.files, 3u);
+  EXPECT_EQ(s.bytes, 60u);
+  EXPECT_EQ(s.entries, 6u);
+  ASSERT_EQ(s.tiers.size(), 1u);
+  EXPECT_EQ(s.tiers[0].files + s.staging.files, 3u);
+  // f0 (first 0) then f1 fit in 25? 10+20=30 > 25: f0 in RAM, f1 staged, f2 staged.
+  EXPECT_EQ(s.tiers[0].bytes, 10u);
+  EXPECT_EQ(s.predicted_backing_bytes, 10u + 2 * 20u + 2 * 30u);
+}
+
+}  // namespace
+}  // namespace clairfs

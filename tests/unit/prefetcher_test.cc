@@ -1,0 +1,248 @@
+#include "cache/prefetcher.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "cache/ram_tier.h"
+#include "tests/unit/mem_backing.h"
+
+namespace clairfs {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::MemBacking;
+
+std::string Content(int i, size_t size) {
+  std::string s(size, '\0');
+  for (size_t k = 0; k < size; ++k) s[k] = static_cast<char>('a' + (i * 7 + k) % 26);
+  return s;
+}
+
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds limit = 5000ms) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+class PrefetcherTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kSize = 100;
+  void AddFiles(int n) {
+    for (int i = 0; i < n; ++i) backing_.AddFile(Name(i), Content(i, kSize));
+  }
+  static std::string Name(int i) { return "d/f" + std::to_string(i); }
+  void Make(uint64_t ram_capacity, uint64_t staging_capacity,
+            std::chrono::milliseconds timeout = 5000ms) {
+    ram_ = std::make_unique<RamTier>("ram", ram_capacity);
+    PrefetchOptions o;
+    o.staging_capacity = staging_capacity;
+    o.staging_threads = 2;
+    o.tier_threads = {2};
+    o.demand_threads = 2;
+    o.fetch_timeout = timeout;
+    prefetcher_ = std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get()}, o,
+                                               &stats_);
+  }
+  std::shared_ptr<Plan> PlanOf(const std::vector<std::vector<int>>& epochs,
+                               const Plan* base = nullptr) {
+    std::string text;
+    for (const auto& e : epochs) {
+      text += "#epoch\n";
+      for (int i : e) text += Name(i) + "\n";
+    }
+    ManifestParser p;
+    p.Feed(text);
+    PathResolver resolver(backing_, {});
+    auto plan = BuildPlan(std::move(p).Finish(), resolver, base);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    return plan.value();
+  }
+  // Opens file i as a reader would and checks the bytes.
+  OpenResult::Source OpenAndCheck(int i) {
+    auto r = prefetcher_->Open(Name(i), {kSize, 1});
+    EXPECT_TRUE(r.ok()) << Name(i) << ": " << r.status().message();
+    if (!r.ok()) return OpenResult::Source::kDirect;
+    if (r->blob) {
+      EXPECT_EQ(std::string(r->blob->data(), r->blob->size()), Content(i, kSize)) << Name(i);
+    }
+    return r->source;
+  }
+  void TearDown() override {
+    if (prefetcher_) prefetcher_->Stop();
+  }
+  MemBacking backing_;
+  Stats stats_;
+  std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<Prefetcher> prefetcher_;
+};
+
+std::vector<int> Range(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+TEST_F(PrefetcherTest, RamTierFilledOnceAndServesEveryEpoch) {
+  AddFiles(20);
+  Make(20 * kSize, 0);
+  auto order = Range(20);
+  std::mt19937 rng(1);
+  std::shuffle(order.begin(), order.end(), rng);
+  auto order2 = order;
+  std::reverse(order2.begin(), order2.end());
+  prefetcher_->Install(PlanOf({order, order2}), false);
+  prefetcher_->Start();
+  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 20; }));
+  for (int i : order) EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kTier);
+  for (int i : order2) EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kTier);
+  EXPECT_EQ(backing_.reads(), 20u);  // one backing read per file over two epochs
+  EXPECT_EQ(stats_.served_tier[0].load(), 40u);
+  EXPECT_EQ(ram_->used_bytes(), 20 * kSize);
+  EXPECT_EQ(prefetcher_->progress().position, 40u);
+  EXPECT_EQ(prefetcher_->progress().epoch, 2u);
+}
+
+TEST_F(PrefetcherTest, StagingWindowIsBoundedAndDrainsAsReadersConsume) {
+  AddFiles(50);
+  Make(0, 4 * kSize);  // nothing fits the RAM tier: everything is staged
+  prefetcher_->Install(PlanOf({Range(50)}), false);
+  prefetcher_->Start();
+  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 4; }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(backing_.reads(), 4u) << "the window must not run past its capacity";
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_LE(prefetcher_->progress().staging_bytes, 4 * kSize);
+    ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() >= std::min(50, i + 1) * 1u; }));
+    EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kStaging) << i;
+  }
+  EXPECT_EQ(backing_.reads(), 50u);
+  EXPECT_EQ(prefetcher_->progress().staging_bytes, 0u);
+  EXPECT_EQ(stats_.served_staging.load(), 50u);
+}
+
+TEST_F(PrefetcherTest, OutOfOrderConsumptionIsServedCorrectly) {
+  AddFiles(60);
+  Make(0, 8 * kSize);
+  prefetcher_->Install(PlanOf({Range(60), Range(60)}), false);
+  prefetcher_->Start();
+  // Four "workers" consume each block of 8 in a scrambled order, as multi-worker loaders do.
+  std::mt19937 rng(7);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (int block = 0; block < 60; block += 8) {
+      std::vector<int> ids;
+      for (int i = block; i < std::min(60, block + 8); ++i) ids.push_back(i);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int i : ids) OpenAndCheck(i);
+    }
+  }
+  EXPECT_EQ(stats_.files_opened.load(), 120u);
+  EXPECT_EQ(prefetcher_->progress().position, 120u);
+  EXPECT_TRUE(WaitFor([&] { return prefetcher_->progress().staging_bytes == 0; }));
+  EXPECT_EQ(stats_.errors.fetch.load() + stats_.errors.timeout.load(), 0u);
+}
+
+TEST_F(PrefetcherTest, ReaderAheadOfPrefetchFetchesOnceOnDemand) {
+  AddFiles(40);
+  backing_.SetDelay(30ms);
+  Make(0, 2 * kSize);
+  prefetcher_->Install(PlanOf({Range(40)}), false);
+  prefetcher_->Start();
+  // Eight readers open the same far-ahead file at once: one backing read serves them all.
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 8; ++r) readers.emplace_back([&] { OpenAndCheck(35); });
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(backing_.reads_of(Name(35)), 1u);
+  EXPECT_GT(stats_.stall_ns.load(), 0u);
+  EXPECT_GE(stats_.served_backing.load(), 1u);
+}
+
+TEST_F(PrefetcherTest, BackingFaultIsAnErrorNeverWrongBytes) {
+  AddFiles(10);
+  backing_.FailReads(Name(3));
+  Make(10 * kSize, 0);
+  prefetcher_->Install(PlanOf({Range(10)}), false);
+  prefetcher_->Start();
+  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 9; }));
+  for (int i = 0; i < 10; ++i) {
+    auto r = prefetcher_->Open(Name(i), {kSize, 1});
+    if (i == 3) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), Code::kIoError);
+    } else {
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(std::string(r->blob->data(), kSize), Content(i, kSize));
+    }
+  }
+  EXPECT_GE(stats_.errors.fetch.load(), 2u);  // the prefetch and the reader's retry
+}
+
+TEST_F(PrefetcherTest, StuckBackingStoreNeverHangsAReader) {
+  AddFiles(4);
+  Make(0, kSize, 100ms);  // a window of one file: its fetch is stuck behind the gate
+  backing_.CloseGate();
+  prefetcher_->Install(PlanOf({Range(4)}), false);
+  prefetcher_->Start();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = prefetcher_->Open(Name(0), {kSize, 1});
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status().code(), Code::kTimedOut);
+  EXPECT_GE(waited, 100ms);
+  EXPECT_LT(waited, 2000ms);
+  EXPECT_EQ(stats_.errors.timeout.load(), 1u);
+  backing_.OpenGate();
+  prefetcher_->Stop();
+}
+
+TEST_F(PrefetcherTest, ChangedFileIsNeverServedFromCache) {
+  AddFiles(3);
+  Make(3 * kSize, 0);
+  prefetcher_->Install(PlanOf({Range(3)}), false);
+  prefetcher_->Start();
+  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 3; }));
+  auto r = prefetcher_->Open(Name(1), {kSize, 2});  // the backing file's mtime moved on
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->source, OpenResult::Source::kDirect);
+  EXPECT_EQ(r->blob, nullptr);
+  EXPECT_EQ(stats_.errors.stale.load(), 1u);
+}
+
+TEST_F(PrefetcherTest, UnplannedFilesAreReadDirectly) {
+  AddFiles(3);
+  Make(3 * kSize, 0);
+  prefetcher_->Install(PlanOf({{0, 1}}), false);
+  auto r = prefetcher_->Open(Name(2), {kSize, 1});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->source, OpenResult::Source::kDirect);
+  EXPECT_EQ(stats_.unplanned_opens.load(), 1u);
+}
+
+TEST_F(PrefetcherTest, ReplaceEvictsWhatTheNewPlanDoesNotPlaceAndAppendKeepsPosition) {
+  AddFiles(10);
+  Make(10 * kSize, 0);
+  prefetcher_->Start();
+  prefetcher_->Install(PlanOf({Range(10)}), false);
+  ASSERT_TRUE(WaitFor([&] { return ram_->used_bytes() == 10 * kSize; }));
+  for (int i = 0; i < 10; ++i) OpenAndCheck(i);
+  EXPECT_EQ(prefetcher_->progress().position, 10u);
+  auto appended = PlanOf({{9, 8}}, prefetcher_->plan().get());
+  prefetcher_->Install(appended, true);
+  EXPECT_EQ(prefetcher_->progress().position, 10u);
+  EXPECT_EQ(prefetcher_->progress().epoch, 1u);
+  EXPECT_EQ(OpenAndCheck(9), OpenResult::Source::kTier);
+  prefetcher_->Install(PlanOf({{0, 1, 2}}), false);
+  EXPECT_EQ(prefetcher_->progress().position, 0u);
+  EXPECT_EQ(ram_->used_bytes(), 3 * kSize);  // files 3..9 were evicted
+  const uint64_t reads = backing_.reads();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kTier);
+  EXPECT_EQ(backing_.reads(), reads);  // kept objects are not fetched again
+}
+
+}  // namespace
+}  // namespace clairfs
