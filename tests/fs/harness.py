@@ -1,0 +1,401 @@
+"""Mount/daemon management for the clairfs real-mount tests.
+
+Every temp dir, daemon process and FUSE mount created here is recorded in a process-wide
+registry; test cleanups release them one by one, and atexit plus SIGINT/SIGTERM handlers
+release whatever is left, so no mount or daemon outlives the suite. A per-test watchdog
+SIGKILLs the daemons if a test hangs: the kernel then aborts the FUSE connection and the
+blocked system calls in the test return ENOTCONN instead of hanging forever.
+"""
+import atexit
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("CLAIRFS_BIN") or os.path.join(REPO, "build", "tools", "clairfs")
+MOUNT_TIMEOUT = 10.0     # seconds for a daemon to get its mount up
+TEST_TIMEOUT = float(os.environ.get("CLAIRFS_TEST_TIMEOUT", "150"))  # watchdog: kill daemons of a hung test
+
+_lock = threading.RLock()
+_mounts = []     # mount points we created (absolute paths)
+_procs = []      # subprocess.Popen objects or plain pids of daemons
+_tmpdirs = []    # temp dirs we created
+LOGS = {}        # test id -> list of (log path name, text), printed when the test fails
+
+
+# ---------------------------------------------------------------------------- mounts
+
+def _unescape_mountinfo(s):
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def fuse_mounts():
+    """[(mount point, fstype, major:minor)] of every FUSE mount, read without touching them."""
+    result = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            fstype = right.split()[0] if right else ""
+            if fstype.startswith("fuse"):
+                result.append((_unescape_mountinfo(fields[4]), fstype, fields[2]))
+    return result
+
+
+def is_fuse_mounted(path):
+    path = os.path.abspath(path)
+    return any(m == path for m, _, _ in fuse_mounts())
+
+
+def mounts_under(prefix):
+    prefix = os.path.abspath(prefix)
+    return [m for m, _, _ in fuse_mounts() if m == prefix or m.startswith(prefix + "/")]
+
+
+def unmount(path):
+    """Unmounts every FUSE mount stacked at path: fusermount3 -u, lazy -uz as last resort."""
+    path = os.path.abspath(path)
+    for attempt in range(6):
+        if not is_fuse_mounted(path):
+            return True
+        flag = "-u" if attempt < 3 else "-uz"
+        try:
+            subprocess.run(["fusermount3", flag, path], timeout=20,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pass
+        if is_fuse_mounted(path) and flag == "-u":
+            time.sleep(0.2)
+    ok = not is_fuse_mounted(path)
+    if not ok:
+        print(f"WARNING: could not unmount {path}", file=sys.stderr)
+    return ok
+
+
+def register_mount(path):
+    with _lock:
+        _mounts.append(os.path.abspath(path))
+
+
+def release_mount(path):
+    ok = unmount(path)
+    with _lock:
+        if os.path.abspath(path) in _mounts and ok:
+            _mounts.remove(os.path.abspath(path))
+    return ok
+
+
+# ---------------------------------------------------------------------------- processes
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def register_proc(p):
+    with _lock:
+        _procs.append(p)
+
+
+def _alive(p):
+    return pid_alive(p) if isinstance(p, int) else p.poll() is None
+
+
+def _signal(p, sig):
+    try:
+        if isinstance(p, int):
+            os.kill(p, sig)
+        elif p.poll() is None:
+            p.send_signal(sig)   # Popen does not signal a reaped pid
+    except ProcessLookupError:
+        pass
+
+
+def release_proc(p, grace=10.0):
+    """Waits up to grace seconds for the process to end by itself, then kills it."""
+    deadline = time.monotonic() + grace
+    while _alive(p) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(p):
+        _signal(p, signal.SIGTERM)
+        end = time.monotonic() + 2
+        while _alive(p) and time.monotonic() < end:
+            time.sleep(0.05)
+        if _alive(p):
+            _signal(p, signal.SIGKILL)
+    if not isinstance(p, int):
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            print(f"WARNING: daemon {p.pid} did not exit", file=sys.stderr)
+    with _lock:
+        if p in _procs:
+            _procs.remove(p)
+
+
+def kill_all_daemons():
+    with _lock:
+        procs = list(_procs)
+    for p in procs:
+        _signal(p, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------------------- temp dirs
+
+def _tmp_root():
+    """tmpfs when available: creating 100k files on a loaded disk takes minutes."""
+    root = os.environ.get("CLAIRFS_TEST_TMP")
+    if root:
+        return root
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        return "/dev/shm"
+    return None
+
+
+def make_tmpdir(tag="t"):
+    d = tempfile.mkdtemp(prefix=f"clairfs-fs-{tag}-", dir=_tmp_root())
+    with _lock:
+        _tmpdirs.append(d)
+    return d
+
+
+def remove_tmpdir(d):
+    for m in sorted(mounts_under(d), key=len, reverse=True):
+        unmount(m)
+    if mounts_under(d):
+        print(f"WARNING: {d} still has mounts; not removing it", file=sys.stderr)
+        return
+    shutil.rmtree(d, ignore_errors=True)
+    with _lock:
+        if d in _tmpdirs:
+            _tmpdirs.remove(d)
+
+
+def cleanup_all():
+    with _lock:
+        mounts, procs, tmpdirs = list(_mounts), list(_procs), list(_tmpdirs)
+    for m in reversed(mounts):
+        release_mount(m)
+    for p in procs:
+        release_proc(p, grace=2.0)
+    for d in tmpdirs:
+        remove_tmpdir(d)
+
+
+def _on_signal(signum, frame):
+    kill_all_daemons()   # a hung daemon must not block the unmounts below
+    cleanup_all()
+    os._exit(128 + signum)
+
+
+def install_handlers():
+    atexit.register(cleanup_all)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+
+# ---------------------------------------------------------------------------- config
+
+def _yaml_scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    s = str(v)
+    if s == "" or any(c in s for c in ":#{}[],&*?|<>=!%@`'\"\\ ") or s != s.strip():
+        return json.dumps(s)
+    return s
+
+
+def to_yaml(obj, indent=0):
+    pad = " " * indent
+    lines = []
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            lines.append(f"{pad}{k}:")
+            lines.extend(to_yaml(v, indent + 2))
+        elif isinstance(v, list):
+            lines.append(f"{pad}{k}:")
+            for item in v:
+                sub = to_yaml(item, indent + 4)
+                lines.append(f"{pad}  - " + sub[0].lstrip())
+                lines.extend(sub[1:])
+        else:
+            lines.append(f"{pad}{k}: {_yaml_scalar(v)}")
+    return lines
+
+
+def config(ram="64MiB", staging="16MiB", keep_cache=True, log_file=None, **extra):
+    cfg = {
+        "fuse": {"threads": 4, "keep_cache": keep_cache},
+        "cache": {
+            "tiers": [{"kind": "ram", "capacity": ram, "threads": 2}],
+            "staging": {"capacity": staging, "threads": 2},
+            "demand_threads": 2,
+            "fetch_timeout": 10,
+        },
+        "log": {"level": "info"},
+    }
+    if log_file:
+        cfg["log"]["file"] = log_file
+    for k, v in extra.items():
+        cfg[k] = v
+    return cfg
+
+
+def write_config(path, cfg):
+    text = cfg if isinstance(cfg, str) else "\n".join(to_yaml(cfg)) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+# ---------------------------------------------------------------------------- daemon
+
+def read_tail(path, max_lines=120):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.readlines()
+    except OSError as e:
+        return f"<no log: {e}>"
+    if len(lines) > max_lines:
+        lines = [f"... ({len(lines) - max_lines} lines cut)\n"] + lines[-max_lines:]
+    return "".join(lines)
+
+
+class Daemon:
+    """One clairfs process started in the foreground, its stderr in a log file."""
+
+    def __init__(self, test_id, workdir, dataset, mountpoint, cfg_path, extra_args=()):
+        self.test_id = test_id
+        self.dataset = dataset
+        self.mountpoint = mountpoint or dataset
+        n = len([x for x in os.listdir(workdir) if x.startswith("daemon-")])
+        self.log_path = os.path.join(workdir, f"daemon-{n}.log")
+        self.argv = [BIN, "-f", "-c", cfg_path, *extra_args, dataset]
+        if mountpoint:
+            self.argv.append(mountpoint)
+        self.proc = None
+
+    def start(self, timeout=MOUNT_TIMEOUT):
+        if is_fuse_mounted(self.mountpoint):
+            raise AssertionError(f"{self.mountpoint} is already a FUSE mount before start")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        register_proc(self.proc)
+        register_mount(self.mountpoint)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if is_fuse_mounted(self.mountpoint):
+                return self
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"clairfs exited with {self.proc.returncode} before mounting "
+                    f"({' '.join(self.argv)}); log:\n{read_tail(self.log_path)}")
+            time.sleep(0.02)
+        raise AssertionError(f"{self.mountpoint} not mounted after {timeout}s "
+                             f"({' '.join(self.argv)}); log:\n{read_tail(self.log_path)}")
+
+    def stop(self):
+        if self.proc is None:
+            return
+        release_mount(self.mountpoint)
+        release_proc(self.proc)
+        LOGS.setdefault(self.test_id, []).append(
+            (os.path.basename(self.log_path) + f" (exit {self.proc.returncode})",
+             read_tail(self.log_path)))
+        self.proc = None
+
+
+# ---------------------------------------------------------------------------- test base
+
+class ClairfsCase(unittest.TestCase):
+    """Base class: temp dirs, daemons, control files, a watchdog against hangs."""
+
+    def setUp(self):
+        self._watchdog = threading.Timer(TEST_TIMEOUT, self._on_timeout)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+        self.addCleanup(self._watchdog.cancel)
+
+    def _on_timeout(self):
+        print(f"\nWATCHDOG: {self.id()} ran over {TEST_TIMEOUT}s; killing daemons",
+              file=sys.stderr)
+        kill_all_daemons()
+
+    @classmethod
+    def class_tmpdir(cls, tag):
+        d = make_tmpdir(tag)
+        cls.addClassCleanup(remove_tmpdir, d)
+        return d
+
+    def tmpdir(self, tag="t"):
+        d = make_tmpdir(tag)
+        self.addCleanup(remove_tmpdir, d)
+        return d
+
+    def mount(self, dataset, mountpoint=None, cfg=None, extra_args=(), workdir=None):
+        """Starts clairfs -f on dataset (at mountpoint, or over dataset if None); returns it."""
+        workdir = workdir or self.tmpdir("d")
+        cfg_path = write_config(os.path.join(workdir, f"cfg-{time.monotonic_ns()}.yaml"),
+                                cfg if cfg is not None else config())
+        d = Daemon(self.id(), workdir, dataset, mountpoint, cfg_path, extra_args)
+        self.addCleanup(d.stop)
+        d.start()
+        return d
+
+    # control files
+    @staticmethod
+    def control_read(mnt, name):
+        with open(os.path.join(mnt, ".clairfs", name), "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+
+    def stats(self, mnt):
+        text = self.control_read(mnt, "stats")
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            self.fail(f"stats is not JSON ({e}): {text[:500]!r}")
+
+    def plan(self, mnt):
+        text = self.control_read(mnt, "plan")
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            self.fail(f"plan is not JSON ({e}): {text[:500]!r}")
+
+    @staticmethod
+    def write_manifest(mnt, data, append=False):
+        """Writes data with os.open/os.write/os.close; raises what close() raises."""
+        if isinstance(data, str):
+            data = data.encode()
+        flags = os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC)
+        fd = os.open(os.path.join(mnt, ".clairfs", "manifest"), flags)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view[:65536])
+                view = view[n:]
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""clairfs real-mount test suite.
+
+Usage: CLAIRFS_BIN=/abs/build/tools/clairfs python3 tests/fs/run_fs_tests.py [FILTER...]
+
+FILTERs select tests like unittest's -k (substring of module.Class.method, or a glob).
+Exit status: 0 all passed, 1 a failure, 77 skipped (no usable /dev/fuse or fusermount3).
+"""
+import os
+import shutil
+import sys
+import time
+import unittest
+
+sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import harness  # noqa: E402
+
+MODULES = ["test_namespace", "test_manifest", "test_prefetch", "test_lifecycle"]
+
+
+def skip_reason():
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as e:
+        return f"/dev/fuse cannot be opened: {e}"
+    if shutil.which("fusermount3") is None:
+        return "fusermount3 is not on PATH"
+    return None
+
+
+class LogPrintingResult(unittest.TextTestResult):
+    """Prints the daemon logs of a test that failed, once all its cleanups have run."""
+
+    def startTest(self, test):
+        self._failed_before = len(self.failures) + len(self.errors)
+        self._started = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        self.stream.write(f"  ({time.monotonic() - self._started:.1f}s)\n")
+        logs = harness.LOGS.pop(test.id(), [])
+        if len(self.failures) + len(self.errors) > self._failed_before:
+            for name, text in logs:
+                self.stream.write(f"\n----- {test.id()}: {name} -----\n{text}\n")
+            self.stream.flush()
+
+
+def main(argv):
+    reason = skip_reason()
+    if reason:
+        print(f"SKIP: {reason}")
+        return 77
+    if not (os.path.isfile(harness.BIN) and os.access(harness.BIN, os.X_OK)):
+        print(f"FAIL: clairfs binary not found or not executable: {harness.BIN!r} "
+              f"(set CLAIRFS_BIN)")
+        return 1
+    harness.BIN = os.path.abspath(harness.BIN)
+    harness.install_handlers()
+    loader = unittest.TestLoader()
+    if argv:
+        loader.testNamePatterns = [p if "*" in p else f"*{p}*" for p in argv]
+    suite = unittest.TestSuite(loader.loadTestsFromName(m) for m in MODULES)
+    if suite.countTestCases() == 0:
+        print(f"no test matches {argv}")
+        return 1
+    start = time.monotonic()
+    runner = unittest.TextTestRunner(verbosity=2, resultclass=LogPrintingResult)
+    result = runner.run(suite)
+    harness.cleanup_all()
+    leftover = harness.fuse_mounts()
+    mine = [m for m, _, _ in leftover if "/clairfs-fs-" in m]
+    if mine:
+        print(f"FAIL: mounts left behind: {mine}")
+        return 1
+    print(f"fs suite: {time.monotonic() - start:.1f}s")
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,175 @@
+"""Tests 8, 9, 10: mounting over the dataset, start-up errors, daemon mode."""
+import os
+import random
+import subprocess
+import time
+
+import harness
+from harness import ClairfsCase, config, write_config
+import treeutil as tu
+
+FIELDS = ("type", "mode", "size", "mtime_ns", "nlink", "uid", "gid", "target")
+
+
+def small_dataset(base, n=40):
+    rng = random.Random(8)
+    ds = os.path.join(base, "ds")
+    for i in range(n):
+        rel = os.path.join(f"class{i % 4}", f"img{i:03d}.jpg")
+        os.makedirs(os.path.dirname(os.path.join(ds, rel)), exist_ok=True)
+        tu.write_file(os.path.join(ds, rel), rng.randbytes(rng.randint(1, 100_000)))
+    os.symlink("class0/img000.jpg", os.path.join(ds, "first"))
+    return ds
+
+
+def clairfs_pids(mountpoint):
+    out = subprocess.run(["pgrep", "-f", mountpoint], capture_output=True, text=True)
+    pids = []
+    for tok in out.stdout.split():
+        try:
+            exe = os.readlink(f"/proc/{tok}/exe")
+        except OSError:
+            continue
+        if os.path.realpath(exe) == os.path.realpath(harness.BIN):
+            pids.append(int(tok))
+    return pids
+
+
+class MountOverDatasetTest(ClairfsCase):
+    """Test 8: clairfs DATASET without MOUNTPOINT mounts over the dataset path itself."""
+
+    def test_mount_over_dataset(self):
+        base = self.tmpdir("over")
+        ds = small_dataset(base)
+        before = tu.snapshot(ds)
+        before_hashes = tu.hashes(ds, before)
+        d = self.mount(ds, None, workdir=base)
+        self.assertTrue(harness.is_fuse_mounted(ds))
+        self.assertTrue(os.path.ismount(ds))
+        self.assertEqual(tu.diff(before, tu.snapshot(ds), FIELDS), [])
+        self.assertEqual(tu.diff(before_hashes, tu.hashes(ds, before)), [])
+        stats = self.stats(ds)
+        self.assertGreaterEqual(stats["files_opened"], len(before_hashes), stats)
+        proc = d.proc
+        d.stop()
+        self.assertFalse(harness.is_fuse_mounted(ds))
+        self.assertEqual(proc.returncode, 0, "daemon exit status after fusermount3 -u")
+        self.assertEqual(tu.diff(before, tu.snapshot(ds), FIELDS), [])
+        self.assertEqual(tu.diff(before_hashes, tu.hashes(ds, before)), [])
+
+
+class StartupErrorTest(ClairfsCase):
+    """Test 9: bad start-up input exits non-zero quickly, says why, leaves no mount."""
+
+    def run_clairfs(self, base, argv, mnt, foreground):
+        out_path = os.path.join(base, f"out-{time.monotonic_ns()}.txt")
+        args = [harness.BIN] + (["-f"] if foreground else []) + argv
+        start = time.monotonic()
+        with open(out_path, "wb") as out:
+            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=out, start_new_session=True)
+            harness.register_proc(p)
+            harness.register_mount(mnt)
+            self.addCleanup(harness.release_mount, mnt)
+            self.addCleanup(harness.release_proc, p, 0)
+            try:
+                rc = p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                rc = None
+            harness.release_mount(mnt)   # so that the next case starts clean
+            harness.release_proc(p, 0)
+        elapsed = time.monotonic() - start
+        with open(out_path, "rb") as f:
+            err = f.read().decode("utf-8", "replace")
+        return rc, err, elapsed
+
+    def test_startup_errors(self):
+        base = self.tmpdir("err")
+        ds = small_dataset(base, n=4)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        good = write_config(os.path.join(base, "good.yaml"), config())
+        unknown = write_config(os.path.join(base, "unknown.yaml"),
+                               "fuse:\n  threads: 2\n  treads: 4\n")
+        unknown_top = write_config(os.path.join(base, "unknown_top.yaml"),
+                                   "cachee:\n  demand_threads: 2\n")
+        bad_unit = config()
+        bad_unit["cache"]["tiers"][0]["capacity"] = "12XB"
+        bad_unit = write_config(os.path.join(base, "bad_unit.yaml"), bad_unit)
+        missing_ds = os.path.join(base, "nope_dataset")
+        cases = [
+            ("nonexistent dataset", ["-c", good, missing_ds, mnt], ["nope_dataset"]),
+            ("unknown key", ["-c", unknown, ds, mnt], ["treads"]),
+            ("unknown top-level key", ["-c", unknown_top, ds, mnt], ["cachee"]),
+            ("bad size unit", ["-c", bad_unit, ds, mnt], ["capacity"]),
+            ("missing config file", ["-c", os.path.join(base, "none.yaml"), ds, mnt],
+             ["none.yaml"]),
+        ]
+        for name, argv, needles in cases:
+            for fg in (True, False):
+                with self.subTest(case=name, foreground=fg):
+                    rc, err, elapsed = self.run_clairfs(base, argv, mnt, fg)
+                    self.assertIsNotNone(rc, f"{name}: still running after 10s; stderr {err!r}")
+                    self.assertNotEqual(rc, 0, f"{name}: exit 0; stderr {err!r}")
+                    self.assertLess(elapsed, 5.0, name)
+                    for needle in needles:
+                        self.assertIn(needle, err, f"{name}: stderr does not name it")
+                    self.assertFalse(harness.is_fuse_mounted(mnt), f"{name}: left a mount")
+                    self.assertFalse(harness.is_fuse_mounted(ds), f"{name}: mounted over ds")
+                    self.assertEqual(clairfs_pids(mnt), [], f"{name}: left a process")
+
+
+class DaemonModeTest(ClairfsCase):
+    """Test 10: without -f, clairfs returns 0 once mounted; fusermount3 -u ends the daemon."""
+
+    def test_daemon_mode(self):
+        base = self.tmpdir("dmn")
+        ds = small_dataset(base, n=8)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        log = os.path.join(base, "daemon.log")
+        cfg = write_config(os.path.join(base, "cfg.yaml"), config(log_file=log))
+        harness.register_mount(mnt)
+        self.addCleanup(self.collect_log, log)
+        self.addCleanup(self.kill_leftovers, mnt)
+        self.addCleanup(harness.release_mount, mnt)
+        out_path = os.path.join(base, "stderr.txt")
+        with open(out_path, "wb") as out:
+            try:
+                rc = subprocess.run([harness.BIN, "-c", cfg, ds, mnt], stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=out, timeout=20).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        mounted = harness.is_fuse_mounted(mnt)
+        with open(out_path, "rb") as f:
+            err = f.read().decode("utf-8", "replace")
+        self.assertEqual(rc, 0, f"stderr: {err!r}")
+        self.assertTrue(mounted, "not mounted when clairfs returned")
+        self.assertTrue(os.path.ismount(mnt))
+        with open(os.path.join(mnt, "first"), "rb") as f:
+            with open(os.path.join(ds, "first"), "rb") as g:
+                self.assertEqual(f.read(), g.read())
+        self.assertIn("files_opened", self.stats(mnt))
+        pids = clairfs_pids(mnt)
+        self.assertEqual(len(pids), 1, f"daemon processes for {mnt}: {pids}")
+        for pid in pids:
+            harness.register_proc(pid)
+        r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(harness.pid_alive(p) for p in pids):
+            time.sleep(0.05)
+        self.assertFalse([p for p in pids if harness.pid_alive(p)],
+                         "daemon still running 10s after fusermount3 -u")
+        self.assertFalse(harness.is_fuse_mounted(mnt))
+
+    def kill_leftovers(self, mnt):
+        for pid in clairfs_pids(mnt):
+            harness.register_proc(pid)
+            harness.release_proc(pid, grace=0)
+        with harness._lock:
+            harness._procs[:] = [p for p in harness._procs
+                                 if not (isinstance(p, int) and not harness.pid_alive(p))]
+
+    def collect_log(self, log):
+        harness.LOGS.setdefault(self.id(), []).append(("daemon.log", harness.read_tail(log)))
