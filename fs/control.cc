@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
+
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -51,6 +53,8 @@ Status ControlPlane::Commit(Writer& w, bool last) {
   const uint64_t entries = plan.value()->sequence.size();
   const uint64_t files = plan.value()->files.size();
   prefetcher_.Install(std::move(plan.value()), append);
+  parsed = ParsedManifest();
+  malloc_trim(0);  // the parser's and the old plan's memory goes back to the system
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("manifest {}: {} entries, {} files in the plan ({:.3f} s)",
                append ? "appended" : "installed", entries, files, secs);

@@ -34,7 +34,7 @@ with open(out, "w") as f:
         f.write("\n")
 PY
 cat > "$work/cfg.yaml" <<'YAML'
-log: {level: warn}
+log: {level: info}
 YAML
 "$CLAIRFS" -f -c "$work/cfg.yaml" "$work/data" "$work/mnt" 2>"$work/log" &
 pid=$!
@@ -60,3 +60,4 @@ print(f"daemon RSS: {before / 1024:.0f} MiB before, {after / 1024:.0f} MiB after
       f"{(after - before) * 1024 / files:.0f} B per file), peak {peak / 1024:.0f} MiB "
       f"({(peak - before) * 1024 / entries:.1f} B per entry)")
 PY
+grep -h "manifest" "$work/log" | sed "s/^/daemon: /"
