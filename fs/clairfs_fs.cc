@@ -185,6 +185,7 @@ void ClairFs::OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     h->text = control_.ErrorsText();
   }
   fi->direct_io = 1;  // contents are generated per open; the page cache must not keep them
+  fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
   fi->fh = reinterpret_cast<uint64_t>(h.get());
   if (fuse_reply_open(req, fi) == 0) h.release();
 }
@@ -217,6 +218,7 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // The page cache may keep this file's pages only while its version is the one they hold.
   const FileVersion previous = inodes_.SwapOpenVersion(ino, version);
   fi->keep_cache = options_.keep_cache && (previous == version || previous == FileVersion{});
+  fi->noflush = 1;  // nothing to flush on a read-only file: close() needs no round trip
   fi->fh = reinterpret_cast<uint64_t>(h.get());
   if (fuse_reply_open(req, fi) == 0) h.release();
 }
