@@ -79,7 +79,10 @@ def main(argv):
     if mine:
         print(f"FAIL: mounts left behind: {mine}")
         return 1
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
     print(f"fs suite: {time.monotonic() - start:.1f}s")
+    print(f"fs: {result.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
     return 0 if result.wasSuccessful() else 1
 
 

@@ -1,0 +1,348 @@
+#!/usr/bin/env bash
+# fuse_compare.sh: read throughput of one small-file dataset, side by side, in one run:
+#   native   the dataset directory itself, page cache warm
+#   clairfs  build/tools/clairfs over the dataset, RAM tier filled from a 1-epoch manifest
+#            (one row group per --clairfs-variants entry)
+#   mergerfs one-branch mergerfs over the dataset
+#   bindfs   bindfs over the dataset
+#   native (again) at the end: its ratio to the first native rows shows drift (other load)
+# Each source gets one warm-up pass (4 threads, --verify: its checksum must equal native's),
+# then for every thread count one `clairfs-bench --epochs R` run; each epoch is one repetition
+# and the table shows the median over the R epochs.
+#
+# Dataset: N files (default 20000) of exactly SIZE bytes (default 112640 = 110 KiB), content from
+# a fixed-seed PRNG, in 100 class directories (train/cNNN/NNNNNNN.bin, ImageFolder layout); the
+# read order is one fixed-seed shuffle of all files, the same for every source.
+#
+# Usage: tools/bench/fuse_compare.sh [--files N] [--size BYTES] [--repeats R] [--threads "1 4"]
+#          [--sources native,clairfs,mergerfs,bindfs] [--clairfs-variants "default,..."]
+#          [--tmp DIR] [--out FILE] [--clairfs-bin PATH] [--bench-bin PATH]
+# Env: CLAIRFS_BIN (default build/tools/clairfs), BENCH_BIN (default
+#   build/tools/bench/clairfs-bench), both relative to this checkout, PYTHON (default
+#   /usr/bin/python3), WARM_TIMEOUT (seconds to wait for clairfs's RAM tier, default 600).
+# Variants: comma separated; each is "default" or '+'-joined overrides of the clairfs config:
+#   keep_cache=BOOL  -> fuse.keep_cache        timeouts=S     -> fuse.entry_timeout, attr_timeout
+#   entry_timeout=S  -> fuse.entry_timeout     attr_timeout=S -> fuse.attr_timeout
+#   fuse_threads=N   -> fuse.threads           ram_threads=N  -> cache.tiers[0].threads
+#   e.g. --clairfs-variants "default,keep_cache=false,timeouts=0,keep_cache=false+timeouts=0"
+# Report (markdown) on stdout, progress on stderr; --out FILE also writes the report to FILE.
+# Everything set up (mounts, daemons, the temp dir) is torn down on exit, error, INT and TERM.
+set -euo pipefail
+
+FILES=20000
+SIZE=112640
+REPEATS=3
+THREADS="1 4"
+SOURCES="native,clairfs,mergerfs,bindfs"
+VARIANTS="default"
+TMPBASE=/var/tmp
+OUT=""
+REPO=$(cd "$(dirname "$0")/../.." && pwd)  # default binaries: build/ of this checkout
+CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
+BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
+PYTHON=${PYTHON:-/usr/bin/python3}
+WARM_TIMEOUT=${WARM_TIMEOUT:-600}
+CLASSES=100
+SEED=20260101
+# Options for the FUSE peers: page cache kept across opens and lookups/attributes cached as long
+# as clairfs's defaults (3600 s), read-only like clairfs, multithreaded. Nothing skips data
+# copies or lies about content, so every byte still passes through the daemon once.
+MERGERFS_OPTS="ro,cache.files=auto-full,cache.attr=3600,cache.entry=3600,cache.negative_entry=3600"
+MERGERFS_OPTS+=",cache.readdir=true,category.search=ff,fsname=mergerfs-bench"
+BINDFS_OPTS="ro,kernel_cache,entry_timeout=3600,attr_timeout=3600,negative_timeout=3600"
+
+die() { echo "fuse_compare: $*" >&2; exit 1; }
+log() { echo "[$(date +%T)] $*" >&2; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --files) FILES=$2; shift 2 ;;
+    --size) SIZE=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
+    --threads) THREADS=${2//,/ }; shift 2 ;;
+    --sources) SOURCES=$2; shift 2 ;;
+    --clairfs-variants) VARIANTS=$2; shift 2 ;;
+    --tmp) TMPBASE=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --clairfs-bin) CLAIRFS_BIN=$2; shift 2 ;;
+    --bench-bin) BENCH_BIN=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+for n in "$FILES" "$SIZE" "$REPEATS" $THREADS; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "not a positive integer: '$n'"
+done
+[[ -x $BENCH_BIN ]] || die "bench binary not found: $BENCH_BIN (build it or set BENCH_BIN)"
+for tool in jq fusermount3 "$PYTHON"; do command -v "$tool" >/dev/null || die "missing $tool"; done
+BENCH_BIN=$(realpath "$BENCH_BIN")
+[[ -n $OUT ]] && OUT=$(realpath -m "$OUT")
+has_source() { [[ ",$SOURCES," == *",$1,"* ]]; }
+
+# ---- teardown: registered mounts (newest first), then daemons, then the temp dir -------------
+WORK="" CHILD=""
+MOUNTS=() PIDS=()
+is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
+unmount() {  # unmount $1 if mounted: fusermount3 -u, then lazy -uz; each bounded by a timeout
+  is_mounted "$1" || return 0
+  timeout 20 fusermount3 -u "$1" 2>/dev/null || timeout 20 fusermount3 -uz "$1" ||
+    echo "fuse_compare: could not unmount $1" >&2
+}
+stop_pid() {  # wait up to 10 s for $1 to exit by itself, then TERM, then KILL; reap it
+  local p=$1 i state
+  for ((i = 0; i < 60; i++)); do
+    state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || echo gone)
+    [[ $state == gone || $state == Z ]] && break
+    ((i == 50)) && kill -TERM "$p" 2>/dev/null
+    sleep 0.2
+  done
+  kill -KILL "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+}
+teardown() {  # undo every mount and daemon registered so far; safe to call repeatedly
+  local i
+  for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+    log "teardown: unmount ${MOUNTS[i]}"
+    unmount "${MOUNTS[i]}"
+  done
+  for i in "${PIDS[@]}"; do
+    log "teardown: stop pid $i"
+    stop_pid "$i"
+  done
+  MOUNTS=() PIDS=()
+}
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  set +e  # best effort from here on: a failing step must not skip the rest of the teardown
+  [[ -n $CHILD ]] && log "teardown: stop pid $CHILD" && kill -TERM "$CHILD" 2>/dev/null &&
+    wait "$CHILD" 2>/dev/null
+  teardown
+  [[ -n $WORK && -d $WORK ]] && rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Runs "$@" as a background child so INT/TERM interrupt the wait at once (cleanup kills it).
+run() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=""; return "$rc"; }
+
+# clairfs_config VARIANT FILE: writes the YAML for one variant (RAM tier 1.25x the dataset).
+clairfs_config() {
+  local fuse="" ram_threads="" item key val
+  if [[ $1 != default ]]; then
+    IFS='+' read -ra items <<<"$1"
+    for item in "${items[@]}"; do
+      key=${item%%=*} val=${item#*=}
+      [[ $item == *=* && -n $val ]] || die "bad variant item '$item'"
+      case "$key" in
+        keep_cache) fuse+="  keep_cache: $val"$'\n' ;;
+        timeouts) fuse+="  entry_timeout: $val"$'\n'"  attr_timeout: $val"$'\n' ;;
+        entry_timeout|attr_timeout) fuse+="  $key: $val"$'\n' ;;
+        fuse_threads) fuse+="  threads: $val"$'\n' ;;
+        ram_threads) ram_threads="      threads: $val"$'\n' ;;
+        *) die "unknown variant key '$key' in '$1'" ;;
+      esac
+    done
+  fi
+  {
+    [[ -n $fuse ]] && printf 'fuse:\n%s' "$fuse"
+    printf 'cache:\n  tiers:\n    - kind: ram\n      capacity: %dMiB\n%s' \
+      $((DATA_BYTES * 5 / 4 / 1048576 + 64)) "$ram_threads"
+  } >"$2"
+}
+
+DATA_BYTES=$((FILES * SIZE))
+IFS=',' read -ra VARIANT_LIST <<<"$VARIANTS"
+for v in "${VARIANT_LIST[@]}"; do clairfs_config "$v" /dev/null; done  # dies on a bad variant
+
+WORK=$(mktemp -d "$TMPBASE/clairfs-compare.XXXXXX")
+DATA=$WORK/data MNT=$WORK/mnt LIST=$WORK/list.txt
+mkdir -p "$DATA" "$MNT"
+# Run snapshots of the binaries, so a rebuild of build/ during the run cannot mix versions.
+built() { date -u -r "$1" '+%Y-%m-%d %H:%M:%S UTC'; }
+BIN_INFO="clairfs-bench copied from $BENCH_BIN (built $(built "$BENCH_BIN"))"
+cp "$BENCH_BIN" "$WORK/clairfs-bench"
+BENCH_BIN=$WORK/clairfs-bench
+if [[ -x $CLAIRFS_BIN ]]; then
+  BIN_INFO+=", $("$CLAIRFS_BIN" --version 2>&1 | head -1) copied from"
+  BIN_INFO+=" $(realpath "$CLAIRFS_BIN") (built $(built "$CLAIRFS_BIN"))"
+  cp "$CLAIRFS_BIN" "$WORK/clairfs"
+  CLAIRFS_BIN=$WORK/clairfs
+fi
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+FSTYPE=$(findmnt -no FSTYPE -T "$WORK" || stat -f -c %T "$WORK")
+
+# ---- dataset ---------------------------------------------------------------------------------
+log "writing $FILES files of $SIZE bytes to $DATA ($FSTYPE)"
+cat >"$WORK/make_dataset.py" <<'EOF'
+import os, random, sys
+root, listfile, n, size, classes, seed = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+rng = random.Random(seed)
+paths = []
+for c in range(classes):
+    os.makedirs(os.path.join(root, "train", f"c{c:03d}"), exist_ok=True)
+for i in range(n):
+    rel = f"train/c{i % classes:03d}/{i:07d}.bin"
+    with open(os.path.join(root, rel), "wb") as f:
+        f.write(rng.randbytes(size))
+    paths.append(rel)
+rng.shuffle(paths)
+with open(listfile, "w") as f:
+    f.write("\n".join(paths) + "\n")
+EOF
+run "$PYTHON" "$WORK/make_dataset.py" "$DATA" "$LIST" "$FILES" "$SIZE" "$CLASSES" "$SEED"
+
+# ---- measurement -----------------------------------------------------------------------------
+ROWS=() NOTES=() SETUP=()
+declare -A NATIVE_FPS=()
+NATIVE_SUM=""
+JQ_MEDIAN='def median: sort | if length % 2 == 1 then .[length / 2 | floor]
+  else (.[length / 2 - 1] + .[length / 2]) / 2 end;'
+
+
+# measure SOURCE ROOT: warm-up pass with checksum, then one row per thread count.
+measure() {
+  local source=$1 root=$2 json=$WORK/bench.json sum same t fps mbs p50 p99 errs ratio
+  local -a base=("$BENCH_BIN" --root "$root" --list "$LIST") args
+  args=("${base[@]}" --threads 4 --verify --json)
+  log "$source: warm-up: ${args[*]}"
+  run timeout 900 "${args[@]}" >"$json" ||
+    die "$source: warm-up pass failed: $(jq -c '.epochs[0].first_error' "$json" 2>/dev/null)"
+  sum=$(jq -r '.epochs[0].checksum' "$json")
+  [[ $source == native ]] && NATIVE_SUM=$sum
+  same=$([[ $sum == "$NATIVE_SUM" ]] && echo yes || echo "NO ($sum)")
+  for t in $THREADS; do
+    args=("${base[@]}" --threads "$t" --epochs "$REPEATS" --json)
+    log "$source: ${args[*]}"
+    run timeout 900 "${args[@]}" >"$json" ||
+      die "$source: bench failed: $(jq -c '[.epochs[].first_error]' "$json" 2>/dev/null)"
+    read -r fps mbs p50 p99 errs < <(jq -r "$JQ_MEDIAN"' [([.epochs[].files_per_s] | median),
+        ([.epochs[].mb_per_s] | median), ([.epochs[].p50_us] | median),
+        ([.epochs[].p99_us] | median), ([.epochs[].errors] | add)] | @tsv' "$json")
+    [[ $source == native ]] && NATIVE_FPS[$t]=$fps
+    ratio=$(awk -v a="$fps" -v b="${NATIVE_FPS[$t]:-0}" \
+      'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }')
+    # shellcheck disable=SC2016  # backticks are markdown
+    ROWS+=("$(printf '| %s | %s | %.0f | %.1f | %s | %.1f | %.1f | %s | `%s` |' "$source" "$t" \
+      "$fps" "$mbs" "$ratio" "$p50" "$p99" "$same" "${args[*]}")")
+    log "$source threads=$t: $(printf '%.0f' "$fps") files/s, ratio $ratio, errors $errs"
+  done
+}
+
+pending() {  # pending SOURCE REASON: placeholder rows
+  local t
+  for t in $THREADS; do ROWS+=("| $1 | $t | pending | pending | pending | | | | $2 |"); done
+}
+
+# start_fuse NAME CMD...: runs a foreground FUSE daemon in the background, waits for $MNT.
+start_fuse() {
+  local name=$1 i
+  shift
+  log "$name: mount: $*"
+  SETUP+=("- $name: \`$*\`")
+  "$@" >"$WORK/${name//[^A-Za-z0-9_]/_}.log" 2>&1 &
+  PIDS+=($!)
+  MOUNTS+=("$MNT")
+  for ((i = 0; i < 150; i++)); do
+    is_mounted "$MNT" && return 0
+    kill -0 "${PIDS[-1]}" 2>/dev/null || break
+    sleep 0.2
+  done
+  die "$name did not mount $MNT; log:"$'\n'"$(tail -20 "$WORK/${name//[^A-Za-z0-9_]/_}.log")"
+}
+
+# Waits until the RAM tier holds the whole dataset; returns 1 on timeout.
+wait_ram_warm() {
+  local stats i
+  for ((i = 0; i < WARM_TIMEOUT * 5; i++)); do
+    stats=$(cat "$MNT/.clairfs/stats" 2>/dev/null) || stats="{}"
+    if jq -e --argjson n "$FILES" --argjson b "$DATA_BYTES" \
+      '(.prefetch.fetched_files // 0) >= $n or (.ram_bytes // 0) >= $b' <<<"$stats" \
+      >/dev/null 2>&1; then
+      log "clairfs: RAM tier warm after $((i / 5)) s: $(jq -c '{prefetch, ram_bytes}' <<<"$stats")"
+      return 0
+    fi
+    ((i % 50 == 0)) &&
+      log "clairfs: waiting for RAM tier: $(jq -c '{prefetch, ram_bytes}' <<<"$stats" 2>/dev/null)"
+    sleep 0.2
+  done
+  return 1
+}
+
+has_source native || die "native is required (the ratios are relative to it)"
+log "native: page cache warm-up"
+measure native "$DATA"
+
+if has_source clairfs; then
+  if [[ ! -x $CLAIRFS_BIN ]]; then
+    for v in "${VARIANT_LIST[@]}"; do
+      pending "clairfs ($v)" "binary $CLAIRFS_BIN not built yet"
+    done
+  else
+    for v in "${VARIANT_LIST[@]}"; do
+      cfg=$WORK/clairfs-$(tr -c 'A-Za-z0-9_\n' '_' <<<"$v").yaml
+      clairfs_config "$v" "$cfg"
+      start_fuse "clairfs ($v)" "$CLAIRFS_BIN" -f -c "$cfg" "$DATA" "$MNT"
+      SETUP+=("  config $cfg:" '  ```yaml' "$(sed 's/^/  /' "$cfg")" '  ```')
+      cat "$LIST" >"$MNT/.clairfs/manifest" ||
+        die "manifest rejected: $(cat "$MNT/.clairfs/errors" 2>/dev/null)"
+      wait_ram_warm ||
+        die "clairfs ($v): RAM tier not warm after $WARM_TIMEOUT s: $(cat "$MNT/.clairfs/stats")"
+      measure "clairfs ($v)" "$MNT"
+      stats=$(jq -c '{files_opened, served, backing_reads, unplanned_opens, ram_bytes, stall_ns,
+        errors}' "$MNT/.clairfs/stats" 2>/dev/null) || stats=unavailable
+      NOTES+=("- clairfs ($v): \`$stats\`")
+      teardown
+    done
+  fi
+fi
+
+if has_source mergerfs; then
+  start_fuse mergerfs mergerfs -f -o "$MERGERFS_OPTS" "$DATA" "$MNT"
+  measure mergerfs "$MNT"
+  teardown
+fi
+
+if has_source bindfs; then
+  start_fuse bindfs bindfs -f --multithreaded -o "$BINDFS_OPTS" "$DATA" "$MNT"
+  measure bindfs "$MNT"
+  teardown
+fi
+
+# Native once more: its ratio to the first native rows shows how much the machine drifted.
+measure "native (again)" "$DATA"
+
+# ---- report ----------------------------------------------------------------------------------
+report() {
+  echo "Dataset: $FILES files x $SIZE bytes (fixed size; $((DATA_BYTES / 1000000)) MB)," \
+    "$CLASSES class directories, $FSTYPE under $TMPBASE (page cache warm); read order: one" \
+    "fixed-seed shuffle, same for every source."
+  echo "Each row: median of $REPEATS repetitions (epochs of one clairfs-bench run) after one" \
+    "4-thread warm-up pass; ratio = files/s / native files/s at the same thread count;" \
+    "'same bytes' = XXH3 sum of the warm-up pass equals native's."
+  echo
+  echo "| source | threads | files/s | MB/s | ratio to native | p50 us | p99 us | same bytes |" \
+    "command |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${ROWS[@]}"
+  echo
+  echo "Mounts:"
+  ((${#SETUP[@]})) && printf '%s\n' "${SETUP[@]}"
+  if ((${#NOTES[@]})); then
+    echo
+    echo "clairfs stats after the runs:"
+    printf '%s\n' "${NOTES[@]}"
+  fi
+  echo
+  echo "Machine: nproc $(nproc), kernel $(uname -r)," \
+    "$(awk '/MemTotal/ {printf "%.0f GiB RAM", $2 / 1048576}' /proc/meminfo)," \
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), date" \
+    "$(date -u '+%Y-%m-%d %H:%M UTC'), load average before the run $LOAD_START (during the" \
+    "run it includes the benchmark's own threads)."
+  echo "Versions: $(mergerfs --version 2>&1 | head -1), $(bindfs --version 2>&1 | head -1)," \
+    "fusermount3 $(fusermount3 --version 2>&1 | awk '{print $NF}'); $BIN_INFO."
+}
+report
+if [[ -n $OUT ]]; then report >"$OUT"; log "report written to $OUT"; fi
