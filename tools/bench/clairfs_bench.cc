@@ -6,7 +6,7 @@
 //
 // Plan. --list FILE holds paths relative to --root, one per line, in read order. Lines starting
 // with '#' are skipped, except that a line "#epoch" begins a new epoch section, so a clairfs
-// manifest (docs/contract-draft.md) is a valid list; a path starting with '#' is written
+// manifest (docs/control-interface.md) is a valid list; a path starting with '#' is written
 // "./#name" there and opens as such here. Epoch e (0-based) reads section e % S of the S
 // sections; a plain list (S == 1) is thus one epoch repeated. --epochs defaults to S.
 // --walk reads every regular file under --root, sorted by path, as one section.
