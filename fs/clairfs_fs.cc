@@ -26,6 +26,12 @@ std::string Child(const std::string& dir, const char* name) {
   return dir.empty() ? std::string(name) : dir + "/" + name;
 }
 
+BlobPtr TextBlob(const std::string& text) {
+  auto blob = Blob::Allocate(text.size(), {text.size(), 0});
+  std::copy(text.begin(), text.end(), blob->mutable_data());
+  return blob;
+}
+
 ClairFs* Self(fuse_req_t req) { return static_cast<ClairFs*>(fuse_req_userdata(req)); }
 
 // Runs a handler so that no exception escapes into libfuse; on one the request gets EIO.
@@ -42,10 +48,10 @@ void Guard(fuse_req_t req, F&& f) {
 }  // namespace
 
 struct ClairFs::FileHandle {
-  BlobPtr blob;          // whole contents (cached or staged)
+  BlobPtr blob;          // whole contents: cached, staged, or a control file's snapshot
   int fd = -1;           // or a backing descriptor, read directly
-  std::string text;      // or a control file's snapshot
   std::unique_ptr<ControlPlane::Writer> writer;  // or a manifest writer
+  bool dataset = false;  // a dataset file (its reads count in bytes_read)
   ~FileHandle() {
     if (fd >= 0) close(fd);
   }
@@ -178,11 +184,11 @@ void ClairFs::OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   } else if (mode != O_RDONLY) {
     return (void)fuse_reply_err(req, EACCES);
   } else if (ino == kCtlStats) {
-    h->text = control_.StatsJson();
+    h->blob = TextBlob(control_.StatsJson());
   } else if (ino == kCtlPlan) {
-    h->text = control_.PlanJson();
+    h->blob = TextBlob(control_.PlanJson());
   } else if (ino == kCtlErrors) {
-    h->text = control_.ErrorsText();
+    h->blob = TextBlob(control_.ErrorsText());
   }
   fi->direct_io = 1;  // contents are generated per open; the page cache must not keep them
   fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
@@ -207,6 +213,7 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return (void)fuse_reply_err(req, ToErrno(opened.status()));
   }
   auto h = std::make_unique<FileHandle>();
+  h->dataset = true;
   h->blob = std::move(opened.value().blob);
   if (!h->blob) {
     auto fd = backing_.OpenAt(path, O_RDONLY);
@@ -226,12 +233,14 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   const auto offset = static_cast<size_t>(off);
-  if (h->blob || !h->text.empty() || h->writer || h->fd < 0) {
-    const char* data = h->blob ? h->blob->data() : h->text.data();
-    const size_t total = h->blob ? h->blob->size() : h->text.size();
+  if (h->fd < 0) {
+    // The reply may complete the reader's read() before writev returns here, and its close()
+    // may release the handle meanwhile: this reference keeps the bytes alive until then.
+    const BlobPtr blob = h->blob;
+    const size_t total = blob ? blob->size() : 0;
     const size_t n = offset >= total ? 0 : std::min(size, total - offset);
-    if (h->blob) stats_.bytes_read.fetch_add(n, std::memory_order_relaxed);
-    return (void)fuse_reply_buf(req, data + (n ? offset : 0), n);
+    if (h->dataset) stats_.bytes_read.fetch_add(n, std::memory_order_relaxed);
+    return (void)fuse_reply_buf(req, n ? blob->data() + offset : nullptr, n);
   }
   std::vector<char> buf(size);
   ssize_t n;

@@ -125,6 +125,8 @@ int main(int argc, char** argv) {
   std::vector<char*> fargv;
   for (auto& a : fargs) fargv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(fargv.size()), fargv.data());
+  // libfuse copies the arguments it keeps; they are freed on every way out of main.
+  std::unique_ptr<fuse_args, void (*)(fuse_args*)> free_args(&args, fuse_opt_free_args);
   fuse_session* se = fuse_session_new(&args, &clairfs::ClairFs::Ops(),
                                       sizeof(fuse_lowlevel_ops), &fs);
   if (!se) return Fail("invalid FUSE options: " + opts);

@@ -1,6 +1,7 @@
 """Tests 4, 5, 6: manifest acceptance, the plan, hostile manifests, concurrent writers."""
 import errno
 import os
+import time
 import random
 import re
 import threading
@@ -91,11 +92,23 @@ class ManifestAcceptTest(ManifestCase):
                                          "bytes": many_size(0) + many_size(1)}, plan)
         self.assertEqual(self.control_read(self.mnt, "errors"), "")
 
+        empty = {"epochs": 0, "entries": 0, "files": 0, "bytes": 0}
+        # A text without entries replaces the plan with an empty one when close() returns.
+        with open(self.manifest, "w") as f:
+            f.write("# nothing to read\n")
+        plan = self.plan(self.mnt)
+        self.assertEqual(summary(plan), empty, plan)
+
+        # An O_TRUNC open that writes nothing clears it too, at release: the kernel sends that
+        # just after the last close(), asynchronously.
+        self.write_manifest(self.mnt, f"{many_name(0)}\n")
         with open(self.manifest, "w"):
             pass
+        deadline = time.monotonic() + 5
+        while summary(self.plan(self.mnt)) != empty and time.monotonic() < deadline:
+            time.sleep(0.01)
         plan = self.plan(self.mnt)
-        self.assertEqual(summary(plan), {"epochs": 0, "entries": 0, "files": 0, "bytes": 0},
-                         plan)
+        self.assertEqual(summary(plan), empty, plan)
 
 
 class ManifestRejectTest(ManifestCase):
