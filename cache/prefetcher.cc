@@ -54,10 +54,12 @@ void Prefetcher::Stop() {
 void Prefetcher::Install(std::shared_ptr<Plan> plan, bool append) {
   PlaceFiles(*plan, limits_);
   for (size_t t = 0; t < tiers_.size(); ++t) {
+    // Keep what the plan puts in this tier or a faster one: the faster tier's fill copies it
+    // up from here (and erases it here) instead of reading the backing store.
     tiers_[t]->RetainOnly([&](std::string_view path, const FileVersion& v) {
       uint32_t id = plan->Find(path);
-      return id != kNoPos && plan->files[id].tier == static_cast<int8_t>(t) &&
-             plan->files[id].version == v;
+      return id != kNoPos && plan->files[id].tier >= 0 &&
+             plan->files[id].tier <= static_cast<int8_t>(t) && plan->files[id].version == v;
     });
   }
   {
@@ -107,6 +109,12 @@ std::vector<uint64_t> Prefetcher::TierUsedBytes() const {
   return used;
 }
 
+std::vector<uint64_t> Prefetcher::TierCorruptions() const {
+  std::vector<uint64_t> n;
+  for (const Tier* t : tiers_) n.push_back(t->corruptions());
+  return n;
+}
+
 Result<BlobPtr> Prefetcher::ReadBacking(const std::string& path) {
   auto r = backing_.ReadFile(path, options_.max_file_size);
   stats_->backing_reads.fetch_add(1, std::memory_order_relaxed);
@@ -118,9 +126,23 @@ Result<BlobPtr> Prefetcher::ReadBacking(const std::string& path) {
   return r;
 }
 
-Result<BlobPtr> Prefetcher::WaitTimed(Flight& flight) {
+Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& version,
+                                    int except, int* source) {
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (static_cast<int>(t) == except || !tiers_[t]->Contains(path, version)) continue;
+    auto r = tiers_[t]->Get(path, version);
+    if (r.ok()) {
+      *source = static_cast<int>(t);
+      return r;
+    }
+  }
+  *source = -1;
+  return ReadBacking(path);
+}
+
+Result<BlobPtr> Prefetcher::WaitTimed(Flight& flight, int* source) {
   const auto start = Clock::now();
-  auto r = SingleFlight::Wait(flight, start + options_.fetch_timeout);
+  auto r = SingleFlight::Wait(flight, start + options_.fetch_timeout, source);
   stats_->stall_ns.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
       std::memory_order_relaxed);
@@ -130,7 +152,8 @@ Result<BlobPtr> Prefetcher::WaitTimed(Flight& flight) {
   return r;
 }
 
-Result<BlobPtr> Prefetcher::DemandFetch(const std::string& path) {
+Result<BlobPtr> Prefetcher::DemandFetch(const std::string& path, const FileVersion& version,
+                                        int* source) {
   auto [flight, leader] = flights_.Join(path);
   if (leader) {
     std::unique_lock lock(mu_);
@@ -138,12 +161,12 @@ Result<BlobPtr> Prefetcher::DemandFetch(const std::string& path) {
       lock.unlock();
       flights_.Finish(path, flight, Status::Error(Code::kUnavailable, "shutting down"));
     } else {
-      demand_.push_back({path, flight});
+      demand_.push_back({path, version, flight});
       lock.unlock();
       demand_cv_.notify_one();
     }
   }
-  return WaitTimed(*flight);
+  return WaitTimed(*flight, source);
 }
 
 void Prefetcher::DemandLoop() {
@@ -156,7 +179,9 @@ void Prefetcher::DemandLoop() {
       job = std::move(demand_.front());
       demand_.pop_front();
     }
-    flights_.Finish(job.path, job.flight, ReadBacking(job.path));
+    int source;
+    auto r = ReadAny(job.path, job.version, -1, &source);
+    flights_.Finish(job.path, job.flight, std::move(r), source);
   }
 }
 
@@ -178,8 +203,10 @@ void Prefetcher::TierLoop(size_t t) {
     }
     if (tiers_[t]->Contains(path, version)) continue;
     auto [flight, leader] = flights_.Join(path);
-    Result<BlobPtr> r = leader ? ReadBacking(path) : SingleFlight::Wait(*flight, Clock::time_point::max());
-    if (leader) flights_.Finish(path, flight, r);
+    int source = -1;
+    Result<BlobPtr> r = leader ? ReadAny(path, version, static_cast<int>(t), &source)
+                               : SingleFlight::Wait(*flight, Clock::time_point::max(), &source);
+    if (leader) flights_.Finish(path, flight, r, source);
     if (!r.ok() || r.value()->version() != version) continue;
     {
       std::lock_guard lock(mu_);
@@ -187,6 +214,12 @@ void Prefetcher::TierLoop(size_t t) {
     }
     if (!tiers_[t]->Put(path, r.value()).ok()) {
       stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
+    if (source >= 0) {
+      stats_->tier_promoted[t].fetch_add(1, std::memory_order_relaxed);
+      if (source > static_cast<int>(t)) tiers_[source]->Erase(path);  // tiers stay exclusive
     }
     stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
   }
@@ -196,6 +229,7 @@ void Prefetcher::StagingLoop() {
   for (;;) {
     std::string path;
     uint32_t id = 0;
+    FileVersion version;
     FlightPtr flight;
     bool leader = false;
     uint64_t gen;
@@ -227,6 +261,7 @@ void Prefetcher::StagingLoop() {
           std::tie(e.flight, leader) = flights_.Join(f.path);
           flight = e.flight;
           path = f.path;
+          version = f.version;
           id = fid;
           gen = generation_;
           found = true;
@@ -236,8 +271,10 @@ void Prefetcher::StagingLoop() {
         staging_cv_.wait(lock);
       }
     }
-    Result<BlobPtr> r = leader ? ReadBacking(path) : SingleFlight::Wait(*flight, Clock::time_point::max());
-    if (leader) flights_.Finish(path, flight, r);
+    int source = -1;
+    Result<BlobPtr> r = leader ? ReadAny(path, version, -1, &source)
+                               : SingleFlight::Wait(*flight, Clock::time_point::max());
+    if (leader) flights_.Finish(path, flight, r, source);
     std::lock_guard lock(mu_);
     if (gen != generation_) continue;
     auto it = staging_.find(id);
@@ -306,11 +343,17 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
   if (freed) staging_cv_.notify_all();
   if (tier == kDirect) return out;
   if (tier >= 0) {
-    auto r = tiers_[tier]->Get(path, version);
-    if (r.ok()) {
-      stats_->served_tier[tier].fetch_add(1, std::memory_order_relaxed);
+    // The fastest tier holding it serves it; a copy found below its planned tier is promoted.
+    for (size_t j = 0; j < tiers_.size(); ++j) {
+      if (!tiers_[j]->Contains(path, version)) continue;
+      auto r = tiers_[j]->Get(path, version);
+      if (!r.ok()) continue;  // a failing tier is a miss
+      if (static_cast<int>(j) > tier && tiers_[tier]->Put(path, r.value()).ok()) {
+        stats_->tier_promoted[tier].fetch_add(1, std::memory_order_relaxed);
+      }
+      stats_->served_tier[j].fetch_add(1, std::memory_order_relaxed);
       out.source = OpenResult::Source::kTier;
-      out.tier = tier;
+      out.tier = static_cast<int>(j);
       out.blob = std::move(r.value());
       return out;
     }
@@ -327,18 +370,25 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
       return out;
     }
   }
-  auto r = DemandFetch(path);
+  int source = -1;
+  auto r = DemandFetch(path, version, &source);
   if (!r.ok()) return r.status();
   if (r.value()->version() != version) {
     stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
     return OpenResult{};  // it changed again: read it directly
   }
-  if (tier >= 0 && !tiers_[tier]->Put(path, r.value()).ok()) {
+  if (tier >= 0 && source != tier && !tiers_[tier]->Put(path, r.value()).ok()) {
     stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+  }
+  out.blob = std::move(r.value());
+  if (source >= 0) {
+    stats_->served_tier[source].fetch_add(1, std::memory_order_relaxed);
+    out.source = OpenResult::Source::kTier;
+    out.tier = source;
+    return out;
   }
   stats_->served_backing.fetch_add(1, std::memory_order_relaxed);
   out.source = OpenResult::Source::kBacking;
-  out.blob = std::move(r.value());
   return out;
 }
 

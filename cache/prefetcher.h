@@ -74,6 +74,7 @@ class Prefetcher {
   const PlacementLimits& limits() const { return limits_; }
   PrefetchProgress progress() const;
   std::vector<uint64_t> TierUsedBytes() const;
+  std::vector<uint64_t> TierCorruptions() const;
 
   // A reader opened path, whose backing file is now at version. Thread-safe.
   Result<OpenResult> Open(const std::string& path, const FileVersion& version);
@@ -87,6 +88,7 @@ class Prefetcher {
   };
   struct DemandJob {
     std::string path;
+    FileVersion version;
     FlightPtr flight;
   };
 
@@ -94,9 +96,13 @@ class Prefetcher {
   void StagingLoop();
   void DemandLoop();
   Result<BlobPtr> ReadBacking(const std::string& path);
+  // The bytes of path at version from the fastest tier other than `except` that holds them
+  // (a tier failure is a miss), else from the backing store. *source: the tier, or -1.
+  Result<BlobPtr> ReadAny(const std::string& path, const FileVersion& version, int except,
+                          int* source);
   // Runs or joins the single-flight fetch of path; leader work goes to the demand threads.
-  Result<BlobPtr> DemandFetch(const std::string& path);
-  Result<BlobPtr> WaitTimed(Flight& flight);
+  Result<BlobPtr> DemandFetch(const std::string& path, const FileVersion& version, int* source);
+  Result<BlobPtr> WaitTimed(Flight& flight, int* source = nullptr);
   void ConsumeLocked(uint32_t id, uint32_t* pos);
   // Drops one staged occurrence of id; true if its window bytes were freed.
   bool ReleaseStageLocked(uint32_t id);

@@ -33,6 +33,14 @@ bool RamTier::Contains(std::string_view path, const FileVersion& version) {
   return it != objects_.end() && it->second->version() == version;
 }
 
+void RamTier::Erase(std::string_view path) {
+  std::lock_guard lock(mu_);
+  auto it = objects_.find(path);
+  if (it == objects_.end()) return;
+  used_ -= it->second->size();
+  objects_.erase(it);
+}
+
 void RamTier::RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) {
   std::lock_guard lock(mu_);
   for (auto it = objects_.begin(); it != objects_.end();) {

@@ -16,6 +16,7 @@ class RamTier final : public Tier {
   Result<BlobPtr> Get(std::string_view path, const FileVersion& version) override;
   Status Put(std::string_view path, BlobPtr blob) override;
   bool Contains(std::string_view path, const FileVersion& version) override;
+  void Erase(std::string_view path) override;
   void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) override;
   uint64_t used_bytes() const override;
   uint64_t capacity() const override { return capacity_; }

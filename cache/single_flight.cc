@@ -10,7 +10,7 @@ std::pair<FlightPtr, bool> SingleFlight::Join(const std::string& key) {
 }
 
 void SingleFlight::Finish(const std::string& key, const FlightPtr& flight,
-                          Result<BlobPtr> result) {
+                          Result<BlobPtr> result, int source) {
   {
     std::lock_guard lock(mu_);
     auto it = flights_.find(key);
@@ -18,16 +18,19 @@ void SingleFlight::Finish(const std::string& key, const FlightPtr& flight,
   }
   std::lock_guard lock(flight->mu);
   flight->result = std::move(result);
+  flight->source = source;
   flight->done = true;
   flight->cv.notify_all();
 }
 
 Result<BlobPtr> SingleFlight::Wait(Flight& flight,
-                                   std::chrono::steady_clock::time_point deadline) {
+                                   std::chrono::steady_clock::time_point deadline,
+                                   int* source) {
   std::unique_lock lock(flight.mu);
   if (!flight.cv.wait_until(lock, deadline, [&] { return flight.done; })) {
     return Status::Error(Code::kTimedOut, "fetch did not finish before the deadline");
   }
+  if (source) *source = flight.source;
   return flight.result;
 }
 

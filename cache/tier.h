@@ -24,10 +24,14 @@ class Tier {
   // exceeded (nothing is evicted to make room: the planner decides what a tier holds).
   virtual Status Put(std::string_view path, BlobPtr blob) = 0;
   virtual bool Contains(std::string_view path, const FileVersion& version) = 0;
+  // Removes path's object, if any.
+  virtual void Erase(std::string_view path) = 0;
   // Evicts every object for which keep(path, version) is false.
   virtual void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) = 0;
   virtual uint64_t used_bytes() const = 0;
   virtual uint64_t capacity() const = 0;
+  // Objects found corrupt (and deleted) so far.
+  virtual uint64_t corruptions() const { return 0; }
 };
 
 }  // namespace clairfs

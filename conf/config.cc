@@ -2,7 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <sys/statvfs.h>
+#include <sys/sysinfo.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -71,8 +75,9 @@ Status ParseInto(const YAML::Node& root, Config* c) {
       for (size_t i = 0; i < tiers.size(); ++i) {
         const std::string at = "cache.tiers[" + std::to_string(i) + "]";
         TierConfig t;
-        CLAIRFS_TRY(CheckKeys(tiers[i], at, {"kind", "capacity", "threads"}));
+        CLAIRFS_TRY(CheckKeys(tiers[i], at, {"kind", "capacity", "threads", "dir"}));
         CLAIRFS_TRY(Get(tiers[i], "kind", at + ".kind", &t.kind));
+        CLAIRFS_TRY(Get(tiers[i], "dir", at + ".dir", &t.dir));
         CLAIRFS_TRY(GetSize(tiers[i], "capacity", at + ".capacity", &t.capacity));
         CLAIRFS_TRY(Get(tiers[i], "threads", at + ".threads", &t.threads));
         c->cache.tiers.push_back(t);
@@ -138,7 +143,9 @@ Status Config::Validate() const {
   if (cache.tiers.size() > 4) return Bad("cache.tiers", "at most 4 tiers");
   for (size_t i = 0; i < cache.tiers.size(); ++i) {
     const std::string at = "cache.tiers[" + std::to_string(i) + "]";
-    if (cache.tiers[i].kind != "ram") return Bad(at + ".kind", "unknown kind (supported: ram)");
+    const TierConfig& t = cache.tiers[i];
+    if (t.kind != "ram" && t.kind != "ssd") return Bad(at + ".kind", "unknown kind (supported: ram, ssd)");
+    if (t.kind == "ram" && !t.dir.empty()) return Bad(at + ".dir", "only an ssd tier has a directory");
     if (cache.tiers[i].threads < 0 || cache.tiers[i].threads > 256) {
       return Bad(at + ".threads", "must be 0..256");
     }
@@ -154,6 +161,65 @@ Status Config::Validate() const {
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn",
                                                 "error", "critical", "off"};
   if (!kLevels.count(log.level)) return Bad("log.level", "unknown level '" + log.level + "'");
+  return Status::Ok();
+}
+
+namespace {
+
+uint64_t DirBytes(const std::filesystem::path& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) total += it->file_size(ec);
+  }
+  return total;
+}
+
+// Free bytes of the file system dir is (or would be) on: its nearest existing ancestor's.
+uint64_t FreeBytes(std::filesystem::path dir) {
+  std::error_code ec;
+  while (!dir.empty() && !std::filesystem::exists(dir, ec)) dir = dir.parent_path();
+  struct statvfs st;
+  if (statvfs(dir.empty() ? "/" : dir.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+std::string Human(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
+  return buf;
+}
+
+}  // namespace
+
+Status ResolveForDataset(Config* c, const std::string& dataset) {
+  struct sysinfo si {};
+  sysinfo(&si);
+  const uint64_t memory = static_cast<uint64_t>(si.totalram) * si.mem_unit;
+  const std::string name = std::filesystem::path(dataset).filename().string();
+  char hash[17];
+  std::snprintf(hash, sizeof(hash), "%08llx",
+                static_cast<unsigned long long>(std::hash<std::string>()(dataset) & 0xffffffffu));
+  for (size_t i = 0; i < c->cache.tiers.size(); ++i) {
+    TierConfig& t = c->cache.tiers[i];
+    const std::string at = "cache.tiers[" + std::to_string(i) + "]";
+    if (t.kind == "ram") {
+      if (t.capacity == 0) t.capacity = 1ull << 30;
+      if (t.capacity > memory) {
+        return Bad(at + ".capacity", Human(t.capacity) + " is more than the machine's memory (" +
+                                         Human(memory) + ")");
+      }
+      continue;
+    }
+    if (t.dir.empty()) t.dir = "/var/tmp/clairfs/" + (name.empty() ? "root" : name) + "-" + hash;
+    const uint64_t available = FreeBytes(t.dir) + DirBytes(t.dir);
+    if (t.capacity == 0) t.capacity = available / 2;
+    if (t.capacity > available) {
+      return Bad(at + ".capacity", Human(t.capacity) + " is more than '" + t.dir +
+                                       "' can hold (" + Human(available) + " free)");
+    }
+  }
   return Status::Ok();
 }
 

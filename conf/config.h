@@ -12,13 +12,14 @@
 namespace clairfs {
 
 struct TierConfig {
-  std::string kind = "ram";       // "ram" (the only kind so far)
-  uint64_t capacity = 1ull << 30; // bytes of file data the tier may hold
-  int threads = 2;                // prefetch threads filling it in first-reference order
+  std::string kind = "ram";  // "ram" (daemon memory) or "ssd" (RocksDB in dir)
+  uint64_t capacity = 0;     // bytes of file data; 0: ram 1GiB, ssd half the free space
+  int threads = 2;           // prefetch threads filling it in first-reference order
+  std::string dir;           // ssd: cache directory; empty: /var/tmp/clairfs/<dataset>-<hash>
 };
 
 struct CacheConfig {
-  std::vector<TierConfig> tiers{TierConfig{}};  // fastest first
+  std::vector<TierConfig> tiers{TierConfig{"ram"}, TierConfig{"ssd"}};  // fastest first
   uint64_t staging_capacity = 256ull << 20;     // bytes the staging window may hold
   int staging_threads = 4;                      // threads filling the window in read order
   int demand_threads = 4;                       // threads fetching what readers reached first
@@ -38,6 +39,12 @@ struct Config {
   // Checks ranges; the message names the bad key.
   Status Validate() const;
 };
+
+// Fills what depends on the machine and the dataset (absolute, normalized path): default SSD
+// directories and capacities. Fails, naming the key, when a capacity cannot be met: a RAM tier
+// larger than the machine's memory, an SSD tier larger than its file system's free space plus
+// what its cache already holds.
+Status ResolveForDataset(Config* config, const std::string& dataset);
 
 // Parses YAML text; unknown keys and bad values fail with the key named ("cache.staging.x").
 Result<Config> ParseConfig(std::string_view yaml);

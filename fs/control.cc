@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cache/resolver.h"
@@ -69,16 +70,24 @@ Status ControlPlane::Commit(Writer& w, bool last) {
 std::string ControlPlane::StatsJson() const {
   const auto get = [](const Stats::Counter& c) { return c.load(std::memory_order_relaxed); };
   json served = json::object();
-  uint64_t ram_bytes = 0, ram_capacity = 0;
-  const std::vector<uint64_t> used = prefetcher_.TierUsedBytes();
+  json tiers = json::array();
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_kind = {{"ram", {0, 0}}};
+  uint64_t checksum_errors = 0;
   const PlacementLimits& limits = prefetcher_.limits();
+  const std::vector<uint64_t> used = prefetcher_.TierUsedBytes();
+  const std::vector<uint64_t> corrupt = prefetcher_.TierCorruptions();
   for (size_t t = 0; t < limits.tier_names.size() && t < kMaxTiers; ++t) {
-    served[limits.tier_names[t]] = get(stats_.served_tier[t]);
-  }
-  for (size_t t = 0; t < limits.tier_names.size(); ++t) {
-    if (limits.tier_names[t] != "ram") continue;
-    ram_capacity += limits.tier_capacity[t];
-    ram_bytes += used[t];
+    const std::string& name = limits.tier_names[t];
+    served[name] = served.value(name, uint64_t{0}) + get(stats_.served_tier[t]);
+    by_kind[name].first += used[t];
+    by_kind[name].second += limits.tier_capacity[t];
+    checksum_errors += corrupt[t];
+    tiers.push_back({{"name", name},
+                     {"bytes", used[t]},
+                     {"capacity", limits.tier_capacity[t]},
+                     {"served", get(stats_.served_tier[t])},
+                     {"fetched", get(stats_.tier_fetched[t])},
+                     {"promoted", get(stats_.tier_promoted[t])}});
   }
   served["staging"] = get(stats_.served_staging);
   served["backing"] = get(stats_.served_backing);
@@ -98,16 +107,20 @@ std::string ControlPlane::StatsJson() const {
         {"entries", p.entries},
         {"staging_bytes", p.staging_bytes},
         {"staging_capacity", limits.staging_capacity}}},
-      {"ram_bytes", ram_bytes},
-      {"ram_capacity", ram_capacity},
+      {"tiers", tiers},
       {"stall_ns", get(stats_.stall_ns)},
       {"errors",
        {{"fetch", get(stats_.errors.fetch)},
+        {"checksum", checksum_errors},
         {"timeout", get(stats_.errors.timeout)},
         {"stale", get(stats_.errors.stale)},
         {"tier_full", get(stats_.errors.tier_full)},
         {"manifest_rejected", get(stats_.errors.manifest_rejected)}}},
   };
+  for (const auto& [kind, bytes_capacity] : by_kind) {
+    j[kind + "_bytes"] = bytes_capacity.first;
+    j[kind + "_capacity"] = bytes_capacity.second;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -21,6 +23,7 @@
 #include "cache/backing.h"
 #include "cache/prefetcher.h"
 #include "cache/ram_tier.h"
+#include "cache/ssd_tier.h"
 #include "conf/config.h"
 #include "fs/clairfs_fs.h"
 #include "fs/control.h"
@@ -35,6 +38,34 @@ int Fail(const std::string& message) {
 std::string RealPath(const std::string& p) {
   char buf[PATH_MAX];
   return realpath(p.c_str(), buf) ? std::string(buf) : std::string();
+}
+
+// True iff path is the mountpoint of a FUSE mount of clairfs (per /proc/self/mountinfo).
+bool IsClairfsMount(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, mnt;
+    fields >> id >> parent >> devno >> root >> mnt;
+    const size_t dash = line.find(" - ");
+    if (mnt != path || dash == std::string::npos) continue;
+    if (line.compare(dash + 3, 13, "fuse.clairfs ") == 0) return true;
+  }
+  return false;
+}
+
+// A daemon killed without unmounting leaves its mount behind: every access fails with
+// ENOTCONN. If that is what sits at path, and it is clairfs's, detach it (fusermount3 -uz) so
+// this daemon can mount there. Anything else is left alone and reported.
+bool CleanStaleMount(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 || errno != ENOTCONN) return true;
+  if (!IsClairfsMount(path)) return false;
+  const std::string cmd = "fusermount3 -uz '" + path + "' 2>/dev/null";
+  if (std::system(cmd.c_str()) != 0) return false;
+  std::fprintf(stderr, "clairfs: detached the stale clairfs mount at %s\n", path.c_str());
+  return stat(path.c_str(), &st) == 0;
 }
 
 void SetUpLogging(const clairfs::LogConfig& log, bool foreground) {
@@ -82,12 +113,17 @@ int main(int argc, char** argv) {
   }
   if (!S_ISDIR(st.st_mode)) return Fail("dataset '" + dataset + "' is not a directory");
   if (mountpoint.empty()) mountpoint = data_abs;
-  const std::string mount_abs = RealPath(mountpoint);
-  if (mount_abs.empty()) {
-    if (errno == ENOTCONN) {
-      return Fail("mountpoint '" + mountpoint + "' is a stale FUSE mount whose daemon is gone; "
+  {
+    char buf[PATH_MAX];
+    const std::string abs = mountpoint[0] == '/' ? mountpoint
+                                                 : std::string(getcwd(buf, sizeof(buf))) + "/" + mountpoint;
+    if (!CleanStaleMount(abs)) {
+      return Fail("mountpoint '" + mountpoint + "' is a stale mount whose daemon is gone; "
                   "run: fusermount3 -u " + mountpoint);
     }
+  }
+  const std::string mount_abs = RealPath(mountpoint);
+  if (mount_abs.empty()) {
     return Fail("mountpoint '" + mountpoint + "': " + std::strerror(errno));
   }
 
@@ -95,13 +131,24 @@ int main(int argc, char** argv) {
   auto backing = clairfs::PosixBacking::Open(data_abs);
   if (!backing.ok()) return Fail(backing.status().message());
 
+  if (auto s = clairfs::ResolveForDataset(&config, data_abs); !s.ok()) {
+    return Fail((config_path.empty() ? "" : config_path + ": ") + s.message());
+  }
   SetUpLogging(config.log, foreground);
   clairfs::Stats stats;
   std::vector<std::unique_ptr<clairfs::Tier>> tiers;
   std::vector<clairfs::Tier*> tier_ptrs;
   clairfs::PrefetchOptions popts;
   for (const auto& t : config.cache.tiers) {
-    tiers.push_back(std::make_unique<clairfs::RamTier>(t.kind, t.capacity));
+    if (t.kind == "ssd") {
+      auto ssd = clairfs::SsdTier::Open(t.kind, t.dir, t.capacity);
+      if (!ssd.ok()) return Fail(ssd.status().message());
+      spdlog::info("ssd tier in {}: {} objects, {} of {} bytes", t.dir, ssd.value()->objects(),
+                   ssd.value()->used_bytes(), t.capacity);
+      tiers.push_back(std::move(ssd.value()));
+    } else {
+      tiers.push_back(std::make_unique<clairfs::RamTier>(t.kind, t.capacity));
+    }
     tier_ptrs.push_back(tiers.back().get());
     popts.tier_threads.push_back(t.threads);
   }

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   meson ninja-build pkg-config g++ python3
-  libfuse3-dev fuse3 libyaml-cpp-dev libxxhash-dev libgtest-dev libgmock-dev
+  libfuse3-dev fuse3 libyaml-cpp-dev libxxhash-dev librocksdb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
 )

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 namespace clairfs {
 namespace {
 
@@ -20,13 +22,36 @@ TEST(ParseSize, UnitsAndErrors) {
   EXPECT_FALSE(ParseSize("99999999999TiB").ok());
 }
 
-TEST(Config, EmptyGivesDefaults) {
+TEST(Config, EmptyGivesRamAndSsdWithMachineDefaults) {
   auto c = ParseConfig("");
   ASSERT_TRUE(c.ok());
-  ASSERT_EQ(c->cache.tiers.size(), 1u);
+  ASSERT_EQ(c->cache.tiers.size(), 2u);
   EXPECT_EQ(c->cache.tiers[0].kind, "ram");
-  EXPECT_EQ(c->cache.tiers[0].capacity, 1ull << 30);
+  EXPECT_EQ(c->cache.tiers[1].kind, "ssd");
   EXPECT_TRUE(c->fuse.keep_cache);
+  ASSERT_TRUE(ResolveForDataset(&c.value(), "/data/imagenet").ok());
+  EXPECT_EQ(c->cache.tiers[0].capacity, 1ull << 30);
+  EXPECT_EQ(c->cache.tiers[1].dir.rfind("/var/tmp/clairfs/imagenet-", 0), 0u) << c->cache.tiers[1].dir;
+  EXPECT_GT(c->cache.tiers[1].capacity, 0u);
+  Config again = ParseConfig("").value();
+  ASSERT_TRUE(ResolveForDataset(&again, "/data/imagenet").ok());
+  EXPECT_EQ(again.cache.tiers[1].dir, c->cache.tiers[1].dir);  // stable across starts
+  Config other = ParseConfig("").value();
+  ASSERT_TRUE(ResolveForDataset(&other, "/other/imagenet").ok());
+  EXPECT_NE(other.cache.tiers[1].dir, c->cache.tiers[1].dir);
+}
+
+TEST(Config, ImpossibleCapacitiesNameTheKey) {
+  auto c = ParseConfig("cache: {tiers: [{kind: ram, capacity: 64TiB}]}");
+  ASSERT_TRUE(c.ok());
+  Status s = ResolveForDataset(&c.value(), "/data/x");
+  EXPECT_NE(s.message().find("'cache.tiers[0].capacity'"), std::string::npos) << s.message();
+  auto d = ParseConfig("cache: {tiers: [{kind: ram, capacity: 1MiB}, "
+                       "{kind: ssd, capacity: 900TiB, dir: /tmp/clairfs-never-created}]}");
+  ASSERT_TRUE(d.ok());
+  s = ResolveForDataset(&d.value(), "/data/x");
+  EXPECT_NE(s.message().find("'cache.tiers[1].capacity'"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists("/tmp/clairfs-never-created"));
 }
 
 TEST(Config, FullFileParses) {
@@ -62,6 +87,7 @@ TEST(Config, ErrorsNameTheKey) {
       {"cache: {staging: {capacity: 12XB}}", "'cache.staging.capacity'"},
       {"cache: {tiers: [{kind: ram, capacity: 1GiB, speed: 3}]}", "'cache.tiers[0].speed'"},
       {"cache: {tiers: [{kind: tape}]}", "'cache.tiers[0].kind'"},
+      {"cache: {tiers: [{kind: ram, dir: /x}]}", "'cache.tiers[0].dir'"},
       {"fuse: {threads: 0}", "'fuse.threads'"},
       {"fuse: {threads: many}", "'fuse.threads'"},
       {"cache: {fetch_timeout: 0}", "'cache.fetch_timeout'"},

@@ -1,0 +1,139 @@
+// The prefetcher over a RAM tier and a real RocksDB SSD tier: placement across both, reuse of
+// the SSD by a new daemon (no backing reads for what it holds), promotion to RAM on a new plan,
+// and a corrupt SSD object served correctly from the backing store.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "cache/prefetcher.h"
+#include "cache/ram_tier.h"
+#include "cache/ssd_tier.h"
+#include "tests/unit/mem_backing.h"
+
+namespace clairfs {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr size_t kSize = 1000;
+
+std::string Content(int i) { return std::string(kSize, static_cast<char>('a' + i % 26)) + std::to_string(i); }
+std::string Name(int i) { return "f" + std::to_string(i); }
+
+class TierStackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/clairfs-stack-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    for (int i = 0; i < 10; ++i) backing_.AddFile(Name(i), Content(i));
+  }
+  void TearDown() override {
+    Down();
+    std::filesystem::remove_all(dir_);
+  }
+  // A "daemon": fresh RAM tier, the SSD tier reopened from dir_, a new prefetcher.
+  void Up(uint64_t ram_files, uint64_t ssd_files) {
+    ram_ = std::make_unique<RamTier>("ram", ram_files * (kSize + 1));
+    auto ssd = SsdTier::Open("ssd", dir_, ssd_files * (kSize + 1));
+    ASSERT_TRUE(ssd.ok()) << ssd.status().message();
+    ssd_ = std::move(ssd.value());
+    stats_ = std::make_unique<Stats>();
+    PrefetchOptions o;
+    o.staging_capacity = 2 * (kSize + 1);
+    o.staging_threads = 1;
+    o.tier_threads = {1, 1};
+    o.demand_threads = 1;
+    prefetcher_ = std::make_unique<Prefetcher>(
+        backing_, std::vector<Tier*>{ram_.get(), ssd_.get()}, o, stats_.get());
+    prefetcher_->Start();
+  }
+  void Down() {
+    if (prefetcher_) prefetcher_->Stop();
+    prefetcher_.reset();
+    ssd_.reset();
+    ram_.reset();
+  }
+  // Files 0..9, with 0..3 read in every epoch (hot) and the rest once.
+  void Install() {
+    std::string text = "#epoch\n";
+    for (int i = 0; i < 10; ++i) text += Name(i) + "\n";
+    text += "#epoch\n";
+    for (int i = 0; i < 4; ++i) text += Name(i) + "\n";
+    ManifestParser p;
+    p.Feed(text);
+    PathResolver resolver(backing_, {});
+    auto plan = BuildPlan(std::move(p).Finish(), resolver, nullptr);
+    ASSERT_TRUE(plan.ok());
+    prefetcher_->Install(plan.value(), false);
+  }
+  void WaitFilled(uint64_t objects) {
+    for (int i = 0; i < 2000 && stats_->fetched_files.load() < objects; ++i) std::this_thread::sleep_for(2ms);
+    ASSERT_EQ(stats_->fetched_files.load(), objects);
+  }
+  void ReadAll() {
+    for (int i = 0; i < 10; ++i) {
+      auto r = prefetcher_->Open(Name(i), {Content(i).size(), 1});
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      ASSERT_NE(r->blob, nullptr);
+      EXPECT_EQ(std::string(r->blob->data(), r->blob->size()), Content(i));
+    }
+  }
+  testing::MemBacking backing_;
+  std::string dir_;
+  std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<SsdTier> ssd_;
+  std::unique_ptr<Stats> stats_;
+  std::unique_ptr<Prefetcher> prefetcher_;
+};
+
+TEST_F(TierStackTest, HotFilesInRamTheRestOnSsdAndTheSsdIsReusedByTheNextDaemon) {
+  Up(4, 6);
+  Install();
+  WaitFilled(10);
+  EXPECT_EQ(ram_->used_bytes() / kSize, 4u);
+  EXPECT_EQ(ssd_->objects(), 6u);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(ram_->Contains(Name(i), {Content(i).size(), 1}));
+  ReadAll();
+  EXPECT_EQ(stats_->served_tier[0].load(), 4u);
+  EXPECT_EQ(stats_->served_tier[1].load(), 6u);
+  EXPECT_EQ(backing_.reads(), 10u);
+
+  Down();
+  Up(4, 6);
+  Install();
+  WaitFilled(4);  // only RAM is filled: the SSD already holds its six
+  ReadAll();
+  EXPECT_EQ(backing_.reads(), 14u);  // the four RAM files only
+  EXPECT_EQ(stats_->tier_fetched[1].load(), 0u);
+  EXPECT_EQ(stats_->served_tier[1].load(), 6u);
+}
+
+TEST_F(TierStackTest, ABiggerRamTierIsFilledFromTheSsdNotTheBackingStore) {
+  Up(4, 6);
+  Install();
+  WaitFilled(10);
+  Down();
+  Up(10, 6);  // now everything fits in RAM
+  Install();
+  WaitFilled(10);
+  EXPECT_EQ(stats_->tier_promoted[0].load(), 6u);
+  EXPECT_EQ(backing_.reads(), 14u);  // 10 at first, then the 4 RAM files; none for the six
+  EXPECT_EQ(ssd_->objects(), 0u);    // promoted objects left the SSD
+  ReadAll();
+  EXPECT_EQ(stats_->served_tier[0].load(), 10u);
+}
+
+TEST_F(TierStackTest, CorruptSsdObjectIsServedFromTheBackingStore) {
+  Up(4, 6);
+  Install();
+  WaitFilled(10);
+  ASSERT_TRUE(ssd_->CorruptForTest(Name(7)).ok());
+  ReadAll();  // checks every byte
+  EXPECT_EQ(ssd_->corruptions(), 1u);
+  EXPECT_EQ(stats_->served_backing.load(), 1u);
+}
+
+}  // namespace
+}  // namespace clairfs
