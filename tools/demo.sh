@@ -17,11 +17,12 @@ trap cleanup EXIT INT TERM
 $PY tools/make_dataset.py "$data" --files 1000 --classes 10 --mean-kb 110 --seed 1
 # Keep a checksum of every file from before the mount, to compare what clairfs serves.
 (cd "$data" && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$work/before.sha256"
-cat > "$work/clairfs.yaml" <<'YAML'
+cat > "$work/clairfs.yaml" <<YAML
 cache:
   tiers:
-    - {kind: ram, capacity: 48MiB, threads: 2}   # less than the dataset: the rest is staged
-  staging: {capacity: 16MiB, threads: 4}
+    - {kind: ram, capacity: 32MiB, threads: 2}                    # the most-read files
+    - {kind: ssd, capacity: 48MiB, threads: 2, dir: $work/ssd}    # the next (RocksDB)
+  staging: {capacity: 16MiB, threads: 4}                          # the rest, in read order
 YAML
 
 echo "== mount clairfs over $data (same path: training code keeps its paths)"
