@@ -53,6 +53,7 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::stri
   db_opts.max_background_jobs = 2;
   db_opts.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_opts.keep_log_file_num = 2;
+  db_opts.max_total_wal_size = 64ull << 20;  // flush (and drop old WAL) past this
   rocksdb::ColumnFamilyOptions meta_opts;
   meta_opts.compression = rocksdb::kNoCompression;
   rocksdb::ColumnFamilyOptions data_opts;
@@ -63,7 +64,10 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::stri
   data_opts.blob_compression_type = rocksdb::kNoCompression;
   data_opts.enable_blob_garbage_collection = true;  // reclaim space of deleted objects
   data_opts.blob_garbage_collection_age_cutoff = 0.5;
-  data_opts.write_buffer_size = 64ull << 20;
+  // Values sit in the memtable until a flush writes them to blob files: two 16 MiB memtables
+  // bound the memory this tier adds beyond its capacity on disk.
+  data_opts.write_buffer_size = 16ull << 20;
+  data_opts.max_write_buffer_number = 2;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
       {rocksdb::kDefaultColumnFamilyName, meta_opts}, {"data", data_opts}};
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
