@@ -8,6 +8,7 @@
 #include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +42,20 @@ std::string RealPath(const std::string& p) {
   return realpath(p.c_str(), buf) ? std::string(buf) : std::string();
 }
 
+// mountinfo writes space, tab, newline and backslash in paths as octal escapes (\040).
+std::string Unescape(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      out += static_cast<char>(std::stoi(field.substr(i + 1, 3), nullptr, 8));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
 // True iff path is the mountpoint of a FUSE mount of clairfs (per /proc/self/mountinfo).
 bool IsClairfsMount(const std::string& path) {
   std::ifstream in("/proc/self/mountinfo");
@@ -49,23 +65,39 @@ bool IsClairfsMount(const std::string& path) {
     std::string id, parent, devno, root, mnt;
     fields >> id >> parent >> devno >> root >> mnt;
     const size_t dash = line.find(" - ");
-    if (mnt != path || dash == std::string::npos) continue;
+    if (dash == std::string::npos || Unescape(mnt) != path) continue;
     if (line.compare(dash + 3, 13, "fuse.clairfs ") == 0) return true;
   }
   return false;
 }
 
-// A daemon killed without unmounting leaves its mount behind: every access fails with
-// ENOTCONN. If that is what sits at path, and it is clairfs's, detach it (fusermount3 -uz) so
-// this daemon can mount there. Anything else is left alone and reported.
-bool CleanStaleMount(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 || errno != ENOTCONN) return true;
-  if (!IsClairfsMount(path)) return false;
+// What sits at path (absolute, lexically normal) before mounting there: nothing of clairfs's
+// (fine), a live clairfs (refused: unmount it first), or the mount of a killed daemon, on
+// which every request fails with ENOTCONN. statvfs() always reaches the daemon (stat() may be
+// answered from the kernel's attribute cache), so it tells the last two apart. A dead one is
+// detached with fusermount3 -uz. Returns an error message, or "" when path is ready.
+std::string PrepareMountpoint(const std::string& path) {
+  if (!IsClairfsMount(path)) return "";
+  struct statvfs sv;
+  if (statvfs(path.c_str(), &sv) == 0) {
+    return "'" + path + "' is already mounted by a running clairfs; unmount it first "
+           "(fusermount3 -u " + path + ")";
+  }
+  if (errno != ENOTCONN) return "";
   const std::string cmd = "fusermount3 -uz '" + path + "' 2>/dev/null";
-  if (std::system(cmd.c_str()) != 0) return false;
-  std::fprintf(stderr, "clairfs: detached the stale clairfs mount at %s\n", path.c_str());
-  return stat(path.c_str(), &st) == 0;
+  if (std::system(cmd.c_str()) != 0 || IsClairfsMount(path)) {
+    return "'" + path + "' is the stale mount of a clairfs that is gone, and it could not be "
+           "detached; run: fusermount3 -u " + path;
+  }
+  std::fprintf(stderr, "clairfs: detached the stale mount of a killed clairfs at %s\n", path.c_str());
+  return "";
+}
+
+std::string LexicalAbsolute(const std::string& p) {
+  std::filesystem::path abs = std::filesystem::absolute(p).lexically_normal();
+  std::string s = abs.string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
 }
 
 void SetUpLogging(const clairfs::LogConfig& log, bool foreground) {
@@ -106,6 +138,11 @@ int main(int argc, char** argv) {
     if (!loaded.ok()) return Fail(loaded.status().message());
     config = std::move(loaded.value());
   }
+  // A killed daemon's mount must go before any path through it is resolved.
+  if (std::string err = PrepareMountpoint(LexicalAbsolute(mountpoint.empty() ? dataset : mountpoint));
+      !err.empty()) {
+    return Fail(err);
+  }
   const std::string data_abs = RealPath(dataset);
   struct stat st;
   if (data_abs.empty() || stat(data_abs.c_str(), &st) != 0) {
@@ -113,15 +150,6 @@ int main(int argc, char** argv) {
   }
   if (!S_ISDIR(st.st_mode)) return Fail("dataset '" + dataset + "' is not a directory");
   if (mountpoint.empty()) mountpoint = data_abs;
-  {
-    char buf[PATH_MAX];
-    const std::string abs = mountpoint[0] == '/' ? mountpoint
-                                                 : std::string(getcwd(buf, sizeof(buf))) + "/" + mountpoint;
-    if (!CleanStaleMount(abs)) {
-      return Fail("mountpoint '" + mountpoint + "' is a stale mount whose daemon is gone; "
-                  "run: fusermount3 -u " + mountpoint);
-    }
-  }
   const std::string mount_abs = RealPath(mountpoint);
   if (mount_abs.empty()) {
     return Fail("mountpoint '" + mountpoint + "': " + std::strerror(errno));
