@@ -132,7 +132,13 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
     rec = it->second;
   }
   rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_, ToSlice(path), &value);
+  rocksdb::ReadOptions ro;
+  // The bytes are verified below against their xxh3; RocksDB's CRC32c of the blob (computed
+  // without hardware help in Debian's build) would check them a second time at several times
+  // the cost.
+  ro.verify_checksums = false;
+  ro.fill_cache = false;  // blob values are read once per use; keep the block cache for index
+  rocksdb::Status s = db_->Get(ro, data_, ToSlice(path), &value);
   Status bad;
   if (!s.ok()) {
     bad = FromRocks(s, name_ + " read of '" + std::string(path) + "'");
