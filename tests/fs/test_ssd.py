@@ -1,0 +1,270 @@
+"""The SSD tier: placement across RAM and SSD, reuse across remounts, freshness, corruption
+detection and recovery after a daemon killed with -9."""
+import errno
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import harness
+from harness import ClairfsCase, config
+import treeutil as tu
+
+NFILES = 600
+EPOCHS = 3
+
+
+def make_dataset(ds, nfiles, lo, hi, seed):
+    rng = random.Random(seed)
+    files = {}
+    for i in range(nfiles):
+        rel = f"c{i % 8}/f{i:04d}.bin"
+        files[rel] = rng.randbytes(rng.randint(lo, hi))
+        os.makedirs(os.path.join(ds, os.path.dirname(rel)), exist_ok=True)
+        tu.write_file(os.path.join(ds, rel), files[rel])
+    names = sorted(files)
+    epochs = []
+    for _ in range(EPOCHS):
+        rng.shuffle(names)
+        epochs.append(list(names))
+    return files, epochs
+
+
+def manifest_text(epochs):
+    return "".join("#epoch\n" + "\n".join(e) + "\n" for e in epochs)
+
+
+def ssd_config(ssd_dir, ram, ssd, staging="2MiB"):
+    cfg = config(staging=staging, keep_cache=False)  # every read reaches the daemon
+    cfg["cache"]["tiers"] = [{"kind": "ram", "capacity": ram, "threads": 2},
+                             {"kind": "ssd", "capacity": ssd, "threads": 2, "dir": ssd_dir}]
+    return cfg
+
+
+class SsdTierTest(ClairfsCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.base = cls.class_tmpdir("ssd")
+        cls.ds = os.path.join(cls.base, "ds")
+        cls.files, cls.epochs = make_dataset(cls.ds, NFILES, 40_000, 100_000, seed=4242)
+        cls.total = sum(len(d) for d in cls.files.values())
+
+    # ------------------------------------------------------------------ helpers
+    def new_mnt(self):
+        mnt = os.path.join(self.tmpdir("mnt"), "m")
+        os.mkdir(mnt)
+        return mnt
+
+    def read_check(self, mnt, rel, expected):
+        with open(os.path.join(mnt, rel), "rb") as f:
+            data = f.read()
+        self.assertEqual(len(data), len(expected), rel)
+        self.assertTrue(data == expected, f"{rel}: wrong bytes")
+
+    def read_epochs(self, mnt, epochs, files=None):
+        files = files or self.files
+        for epoch in epochs:
+            for rel in epoch:
+                self.read_check(mnt, rel, files[rel])
+
+    def wait_prefetch(self, mnt, target, limit=20.0):
+        """Polls stats until prefetch.fetched_files reaches target or stops growing."""
+        deadline, last, since = time.monotonic() + limit, -1, time.monotonic()
+        while time.monotonic() < deadline:
+            st = self.stats(mnt)
+            n = st["prefetch"]["fetched_files"]
+            if n >= target:
+                return st
+            if n != last:
+                last, since = n, time.monotonic()
+            elif time.monotonic() - since > 1.5:
+                return st
+            time.sleep(0.1)
+        return self.stats(mnt)
+
+    def mount_planned(self, mnt, cfg, epochs=None):
+        d = self.mount(self.ds, mnt, cfg=cfg)
+        self.write_manifest(mnt, manifest_text(epochs or self.epochs))
+        plan = self.plan(mnt)
+        self.assertEqual([t["name"] for t in plan["tiers"]], ["ram", "ssd"], plan)
+        return d, plan
+
+    def populate(self, ssd_dir, ram="8MiB", ssd="64MiB"):
+        """A first mount that fills the SSD tier and reads every epoch; returns its plan."""
+        mnt = self.new_mnt()
+        d, plan = self.mount_planned(mnt, ssd_config(ssd_dir, ram, ssd))
+        self.wait_prefetch(mnt, plan["tiers"][0]["files"] + plan["tiers"][1]["files"])
+        self.read_epochs(mnt, self.epochs)
+        st = self.stats(mnt)
+        self.assertGreater(st["tiers"][1]["fetched"], 0, st)
+        d.stop()
+        return mnt, plan
+
+    # ------------------------------------------------------------------ tests
+    def test_placement_and_service(self):
+        ssd_dir = os.path.join(self.tmpdir("ssdc"), "db")
+        mnt = self.new_mnt()
+        _, plan = self.mount_planned(mnt, ssd_config(ssd_dir, "8MiB", "64MiB"))
+        ram, ssd = plan["tiers"]
+        self.assertEqual((plan["files"], plan["bytes"]), (NFILES, self.total), plan)
+        self.assertEqual((ram["capacity"], ssd["capacity"]), (8 << 20, 64 << 20), plan)
+        self.assertTrue(0 < ram["bytes"] <= ram["capacity"] and ram["files"] > 0, plan)
+        self.assertTrue(0 < ssd["bytes"] <= ssd["capacity"] and ssd["files"] > 0, plan)
+        self.assertEqual(ram["files"] + ssd["files"] + plan["staging"]["files"], NFILES, plan)
+        st = self.wait_prefetch(mnt, ram["files"] + ssd["files"])
+        print(f"\n  ssd: plan ram {ram['files']} ssd {ssd['files']} staging "
+              f"{plan['staging']['files']}; prefetched {st['prefetch']['fetched_files']}",
+              file=sys.stderr)
+        self.read_epochs(mnt, self.epochs[:1])
+        after1 = self.stats(mnt)
+        self.read_epochs(mnt, self.epochs[1:])
+        after3 = self.stats(mnt)
+        opens = after3["files_opened"] - after1["files_opened"]
+        self.assertEqual(opens, (EPOCHS - 1) * NFILES, after3)
+        tiered = sum(after3["served"][k] - after1["served"][k] for k in ("ram", "ssd"))
+        self.assertGreaterEqual(tiered / opens, 0.95, f"from tiers {tiered}/{opens}; {after3}")
+        self.assertGreater(after3["served"]["ssd"], 0, after3)
+        self.assertLessEqual(after3["ssd_bytes"], after3["ssd_capacity"], after3)
+        self.assertLessEqual(after3["ram_bytes"], after3["ram_capacity"], after3)
+        self.assertEqual(after3["ssd_capacity"], 64 << 20, after3)
+        self.assertEqual([t["name"] for t in after3["tiers"]], ["ram", "ssd"], after3)
+        self.assertEqual(after3["errors"]["checksum"], 0, after3)
+
+    def test_remount_reuses_ssd(self):
+        ssd_dir = os.path.join(self.tmpdir("ssdc"), "db")
+        mnt, plan1 = self.populate(ssd_dir)
+        _, plan = self.mount_planned(mnt, ssd_config(ssd_dir, "8MiB", "64MiB"))
+        self.assertEqual(plan["tiers"], plan1["tiers"], plan)
+        self.wait_prefetch(mnt, plan["tiers"][0]["files"])
+        self.read_epochs(mnt, self.epochs)
+        st = self.stats(mnt)
+        print(f"\n  ssd remount: backing_reads {st['backing_reads']}, tiers {st['tiers']}",
+              file=sys.stderr)
+        limit = plan["tiers"][0]["files"] + plan["staging"]["files"] * EPOCHS
+        self.assertLessEqual(st["backing_reads"], limit, st)
+        self.assertEqual(st["tiers"][1]["fetched"], 0, st)   # nothing refetched into the SSD
+        self.assertGreater(st["served"]["ssd"], 0, st)
+        self.assertEqual(st["errors"]["checksum"], 0, st)
+
+    def test_modified_file_is_served_fresh(self):
+        ssd_dir = os.path.join(self.tmpdir("ssdc"), "db")
+        last = self.epochs[0][-1]   # referenced last: placed on the SSD, not in RAM
+        mnt, _ = self.populate(ssd_dir)
+        path = os.path.join(self.ds, last)
+        old, st = self.files[last], os.stat(path)
+        new = bytes(b ^ 0xFF for b in old)
+        self.addCleanup(self.restore, path, old, st)
+        tu.write_file(path, new)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 7_000_000_000))
+        _, plan = self.mount_planned(mnt, ssd_config(ssd_dir, "8MiB", "64MiB"))
+        self.read_check(mnt, last, new)   # at once: racing the prefetch
+        st = self.wait_prefetch(mnt, plan["tiers"][0]["files"] + 1)
+        self.read_check(mnt, last, new)   # after the prefetch refreshed the tiers
+        self.read_check(mnt, self.epochs[0][-2], self.files[self.epochs[0][-2]])
+        self.assertEqual(st["errors"]["checksum"], 0, st)
+
+    @staticmethod
+    def restore(path, data, st):
+        tu.write_file(path, data)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    def test_corrupt_blob_is_detected(self):
+        ssd_dir = os.path.join(self.tmpdir("ssdc"), "db")
+        mnt, _ = self.populate(ssd_dir)
+        blobs = [os.path.join(ssd_dir, n) for n in os.listdir(ssd_dir) if n.endswith(".blob")]
+        if not blobs:
+            # The values may still sit in the write-ahead log only; a reopen flushes them.
+            self.mount(self.ds, mnt, cfg=ssd_config(ssd_dir, "8MiB", "64MiB")).stop()
+            blobs = [os.path.join(ssd_dir, n) for n in os.listdir(ssd_dir) if n.endswith(".blob")]
+        self.assertTrue(blobs, f"no .blob files in {ssd_dir}: {os.listdir(ssd_dir)}")
+        contents = {b: bytearray(open(b, "rb").read()) for b in blobs}
+        flipped = []
+        for rel in reversed(self.epochs[0]):   # the last referenced files are on the SSD
+            head = self.files[rel][:64]
+            for b, buf in contents.items():
+                off = buf.find(head)
+                if off >= 0:
+                    buf[off + 5] ^= 0x5A
+                    flipped.append(rel)
+                    break
+            if len(flipped) == 5:
+                break
+        self.assertEqual(len(flipped), 5, f"found only {flipped} in the blob files")
+        for b, buf in contents.items():
+            with open(b, "wb") as f:
+                f.write(buf)
+        self.mount_planned(mnt, ssd_config(ssd_dir, "8MiB", "64MiB"))
+        self.read_epochs(mnt, self.epochs)
+        st = self.stats(mnt)
+        print(f"\n  ssd corrupt: flipped {len(flipped)}; errors {st['errors']}", file=sys.stderr)
+        self.assertGreaterEqual(st["errors"]["checksum"], 1, st)
+
+    def start_over_stale(self, ds, mnt, cfg_path):
+        """Starts a daemon on a mountpoint a killed daemon left stale (mount() refuses to)."""
+        workdir = self.tmpdir("d2")
+        d = harness.Daemon(self.id(), workdir, ds, mnt, cfg_path)
+        with open(d.log_path, "wb") as log:
+            d.proc = subprocess.Popen(d.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+        harness.register_proc(d.proc)
+        harness.register_mount(mnt)
+        self.addCleanup(d.stop)
+        deadline = time.monotonic() + harness.MOUNT_TIMEOUT
+        target = os.path.abspath(mnt)
+        while time.monotonic() < deadline:
+            # Live means: a clairfs mount is listed there and answers STATFS (never cached).
+            # statvfs alone also succeeds on the bare directory between the daemon detaching
+            # the stale mount and mounting its own.
+            listed = [m for m, _, _ in harness.fuse_mounts() if m == target]
+            try:
+                if listed and os.path.isdir(os.path.join(mnt, ".clairfs")):
+                    os.statvfs(mnt)
+                    return d
+            except OSError:
+                pass
+            if d.proc.poll() is not None:
+                self.fail(f"clairfs exited with {d.proc.returncode} over the stale mount; log:\n"
+                          f"{harness.read_tail(d.log_path)}")
+            time.sleep(0.05)
+        self.fail(f"no live mount at {mnt}; log:\n{harness.read_tail(d.log_path)}")
+
+    def test_kill9_during_prefetch_then_remount(self):
+        base = self.tmpdir("big")
+        ds = os.path.join(base, "ds")
+        files, epochs = make_dataset(ds, 2000, 45_000, 55_000, seed=99)
+        ssd_dir = os.path.join(base, "db")
+        mnt = self.new_mnt()
+        workdir = self.tmpdir("d1")
+        d = self.mount(ds, mnt, cfg=ssd_config(ssd_dir, "4MiB", "256MiB"),
+                       workdir=workdir)
+        cfg_path = d.argv[d.argv.index("-c") + 1]
+        self.write_manifest(mnt, manifest_text(epochs))
+        time.sleep(0.3)
+        st = self.stats(mnt)
+        planned = self.plan(mnt)["tiers"]
+        os.kill(d.proc.pid, signal.SIGKILL)
+        d.proc.wait(timeout=10)
+        print(f"\n  ssd kill: fetched {st['prefetch']['fetched_files']} of "
+              f"{planned[0]['files'] + planned[1]['files']} before SIGKILL", file=sys.stderr)
+        self.assertLess(st["prefetch"]["fetched_files"], planned[0]["files"] + planned[1]["files"],
+                        "the prefetch finished before the kill: make the dataset larger")
+        # Stale: what needs the daemon fails with ENOTCONN (os.stat of the root may still
+        # succeed from the kernel's attribute cache, attr_timeout 3600 s).
+        with self.assertRaises(OSError) as cm:
+            os.statvfs(mnt)
+        self.assertEqual(cm.exception.errno, errno.ENOTCONN)
+
+        self.start_over_stale(ds, mnt, cfg_path)
+        layers = [m for m, _, _ in harness.fuse_mounts() if m == os.path.abspath(mnt)]
+        self.write_manifest(mnt, manifest_text(epochs))
+        for rel in epochs[0]:
+            self.read_check(mnt, rel, files[rel])
+        st2 = self.stats(mnt)
+        print(f"  ssd kill: second mount backing_reads {st2['backing_reads']}, "
+              f"tiers {st2['tiers']}", file=sys.stderr)
+        self.assertLess(st2["backing_reads"], len(files), st2)
+        self.assertEqual(st2["errors"]["checksum"], 0, st2)
+        # The stale mount was detached, not buried under the new one.
+        self.assertEqual(len(layers), 1, f"FUSE mounts stacked at {mnt}: {layers}")
