@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <thread>
 
 namespace clairfs {
 
@@ -65,24 +66,57 @@ Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& r
   std::vector<ManifestError> errors = m.errors;
   uint64_t error_count = m.error_count;
   std::vector<uint32_t> raw_to_id(m.paths.size(), kNoPos);
-  for (size_t i = 0; i < m.paths.size(); ++i) {
-    struct stat st {};
-    auto r = resolver.Resolve(m.paths[i], true, &st);
-    if (!r.ok() || !S_ISREG(st.st_mode)) {
-      ++error_count;
-      errors.push_back({m.path_line[i], "'" + m.paths[i] + "': " + Describe(r.status(), &st)});
-      continue;
+  // Resolving means a few system calls per path: batches are resolved by several threads, each
+  // with its own resolver, then merged in manifest order, so the result does not depend on
+  // the thread count.
+  struct Resolved {
+    Result<std::string> path{Status::Error(Code::kUnavailable, "")};
+    FileVersion version;
+    bool regular = false;
+    std::string why;  // when not a regular file
+  };
+  constexpr size_t kBatch = 1 << 16;
+  const size_t nthreads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  std::vector<PathResolver> resolvers;
+  for (size_t t = 0; t < nthreads; ++t) resolvers.push_back(resolver.Fork());
+  std::vector<Resolved> batch;
+  for (size_t begin = 0; begin < m.paths.size(); begin += kBatch) {
+    const size_t n = std::min(kBatch, m.paths.size() - begin);
+    batch.assign(n, Resolved{});
+    auto work = [&](size_t t) {
+      for (size_t i = t; i < n; i += nthreads) {
+        struct stat st {};
+        Resolved& r = batch[i];
+        r.path = resolvers[t].Resolve(m.paths[begin + i], true, &st);
+        r.regular = r.path.ok() && S_ISREG(st.st_mode);
+        if (r.regular) {
+          r.version = {static_cast<uint64_t>(st.st_size),
+                       st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+        } else {
+          r.why = Describe(r.path.status(), &st);
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < std::min(nthreads, n); ++t) threads.emplace_back(work, t);
+    work(0);
+    for (auto& th : threads) th.join();
+    for (size_t i = 0; i < n; ++i) {
+      Resolved& r = batch[i];
+      if (!r.regular) {
+        ++error_count;
+        errors.push_back({m.path_line[begin + i], "'" + m.paths[begin + i] + "': " + r.why});
+        continue;
+      }
+      auto it = canon.find(r.path.value());
+      if (it != canon.end()) {
+        raw_to_id[begin + i] = it->second;
+        continue;
+      }
+      plan->files.push_back({std::move(r.path.value()), r.version});
+      raw_to_id[begin + i] = static_cast<uint32_t>(plan->files.size() - 1);
+      canon.emplace(plan->files.back().path, raw_to_id[begin + i]);
     }
-    auto it = canon.find(r.value());
-    if (it != canon.end()) {
-      raw_to_id[i] = it->second;
-      continue;
-    }
-    FileVersion v{static_cast<uint64_t>(st.st_size),
-                  st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
-    plan->files.push_back({std::move(r.value()), v});
-    raw_to_id[i] = static_cast<uint32_t>(plan->files.size() - 1);
-    canon.emplace(plan->files.back().path, raw_to_id[i]);
   }
   if (plan->sequence.size() + m.sequence.size() > ManifestParser::kMaxEntries) {
     ++error_count;

@@ -26,6 +26,9 @@ class PathResolver {
   // tree), kNotFound, kInvalidArgument (symlink loop). Not thread-safe: it memoizes directories.
   Result<std::string> Resolve(std::string_view path, bool follow_final, struct stat* st);
 
+  // A resolver over the same tree with an empty memo, for another thread.
+  PathResolver Fork() const { return PathResolver(backing_, aliases_); }
+
   // Strips a root alias from an absolute path: "/data/set/a/b" -> "a/b". False if none matches.
   bool StripAlias(std::string_view absolute, std::string* relative) const;
 

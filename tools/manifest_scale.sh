@@ -34,6 +34,7 @@ with open(out, "w") as f:
         f.write("\n")
 PY
 cat > "$work/cfg.yaml" <<'YAML'
+cache: {tiers: [{kind: ram, capacity: 1GiB}]}  # no SSD tier: nothing left behind in /var/tmp
 log: {level: info}
 YAML
 "$CLAIRFS" -f -c "$work/cfg.yaml" "$work/data" "$work/mnt" 2>"$work/log" &
