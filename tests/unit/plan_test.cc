@@ -105,6 +105,35 @@ TEST_F(PlanTest, InvalidAppendLeavesBaseUntouched) {
   EXPECT_EQ(base.value()->sequence.size(), 1u);
 }
 
+TEST(PlanBatches, ResolutionAcrossBatchesIsInManifestOrder) {
+  MemBacking backing;
+  constexpr int kFiles = 70'000;  // more than one resolution batch (65,536 paths)
+  std::string text;
+  for (int i = 0; i < kFiles; ++i) {
+    backing.AddFile("d" + std::to_string(i % 97) + "/f" + std::to_string(i), "x");
+    text += "d" + std::to_string(i % 97) + "/f" + std::to_string(i) + "\n";
+  }
+  backing.AddSymlink("alias", "d3/f3");
+  text += "alias\n";  // line 70,001: the same file as line 4, across the batch boundary
+  PathResolver resolver(backing, {});
+  auto plan = BuildPlan(Parse(text), resolver, nullptr);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan.value()->files.size(), static_cast<size_t>(kFiles));
+  for (int i = 0; i < kFiles; i += 9'999) {
+    EXPECT_EQ(plan.value()->files[i].path, "d" + std::to_string(i % 97) + "/f" + std::to_string(i));
+  }
+  EXPECT_EQ(plan.value()->sequence.back(), 3u);
+  EXPECT_EQ(plan.value()->files[3].freq, 2u);
+
+  std::string bad = text + "missing-after\n";
+  bad.insert(0, "missing-before\n");  // line 1; the other error is on line 70,003
+  auto rejected = BuildPlan(Parse(bad), resolver, nullptr);
+  ASSERT_FALSE(rejected.ok());
+  const std::string& m = rejected.status().message();
+  EXPECT_NE(m.find("2 errors"), std::string::npos) << m;
+  EXPECT_LT(m.find("line 1: 'missing-before'"), m.find("line 70003: 'missing-after'")) << m;
+}
+
 // Placement on hand-checkable cases: sizes in bytes, frequencies from the access string.
 class PlacementTest : public ::testing::Test {
  protected:
