@@ -81,8 +81,7 @@ Result<BlobPtr> PosixBacking::ReadFile(const std::string& path, uint64_t max_byt
   auto blob = Blob::Allocate(size, version);
   uint64_t done = 0;
   while (done < size) {
-    ssize_t n = pread(fd.get(), blob->mutable_data() + done, size - done,
-                      static_cast<off_t>(done));
+    ssize_t n = pread(fd.get(), blob->mutable_data() + done, size - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::FromErrno(errno, path);
     if (n == 0) return Status::Error(Code::kIoError, path + ": file shrank while being read");

@@ -55,7 +55,8 @@ void ManifestParser::Line(std::string_view line) {
   }
   if (line[0] == '#') {
     if (!IsEpochMarker(line)) return;  // a comment
-    if (epoch_open_ && (out_.epoch_begin.empty() || out_.epoch_begin.back() == out_.sequence.size())) {
+    if (epoch_open_ &&
+        (out_.epoch_begin.empty() || out_.epoch_begin.back() == out_.sequence.size())) {
       return Error(n, "epoch " + std::to_string(out_.epoch_begin.size()) + " is empty");
     }
     epoch_open_ = true;

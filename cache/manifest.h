@@ -18,12 +18,12 @@ struct ManifestError {
 
 // What the text says, before any path is checked against the dataset.
 struct ParsedManifest {
-  std::deque<std::string> paths;     // distinct paths as written ("./#x" unescaped to "#x")
-  std::vector<uint64_t> path_line;   // line of the first appearance of paths[i]
-  std::vector<uint32_t> sequence;    // index into paths, one per entry, in read order
-  std::vector<uint32_t> epoch_begin; // index into sequence where each epoch starts
-  std::vector<ManifestError> errors; // the first kMaxErrors lexical errors, by line
-  uint64_t error_count = 0;          // all lexical errors, including those not kept
+  std::deque<std::string> paths;      // distinct paths as written ("./#x" unescaped to "#x")
+  std::vector<uint64_t> path_line;    // line of the first appearance of paths[i]
+  std::vector<uint32_t> sequence;     // index into paths, one per entry, in read order
+  std::vector<uint32_t> epoch_begin;  // index into sequence where each epoch starts
+  std::vector<ManifestError> errors;  // the first kMaxErrors lexical errors, by line
+  uint64_t error_count = 0;           // all lexical errors, including those not kept
   uint64_t lines = 0;
   bool ok() const { return error_count == 0; }
 };

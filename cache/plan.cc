@@ -185,8 +185,8 @@ PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
   s.epochs = plan.epochs();
   s.entries = plan.sequence.size();
   for (size_t t = 0; t < limits.tier_capacity.size(); ++t) {
-    s.tiers.push_back({t < limits.tier_names.size() ? limits.tier_names[t] : "tier",
-                       0, 0, limits.tier_capacity[t]});
+    s.tiers.push_back({t < limits.tier_names.size() ? limits.tier_names[t] : "tier", 0, 0,
+                       limits.tier_capacity[t]});
   }
   s.staging.capacity = limits.staging_capacity;
   for (const PlanFile& f : plan.files) {

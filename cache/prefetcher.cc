@@ -28,7 +28,8 @@ void Prefetcher::Start() {
     int n = t < options_.tier_threads.size() ? options_.tier_threads[t] : 2;
     for (int i = 0; i < n; ++i) threads_.emplace_back([this, t] { TierLoop(t); });
   }
-  for (int i = 0; i < options_.staging_threads; ++i) threads_.emplace_back([this] { StagingLoop(); });
+  for (int i = 0; i < options_.staging_threads; ++i)
+    threads_.emplace_back([this] { StagingLoop(); });
   for (int i = 0; i < std::max(1, options_.demand_threads); ++i) {
     threads_.emplace_back([this] { DemandLoop(); });
   }
@@ -126,8 +127,8 @@ Result<BlobPtr> Prefetcher::ReadBacking(const std::string& path) {
   return r;
 }
 
-Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& version,
-                                    int except, int* source) {
+Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& version, int except,
+                                    int* source) {
   for (size_t t = 0; t < tiers_.size(); ++t) {
     if (static_cast<int>(t) == except || !tiers_[t]->Contains(path, version)) continue;
     auto r = tiers_[t]->Get(path, version);
@@ -192,9 +193,8 @@ void Prefetcher::TierLoop(size_t t) {
     uint64_t gen;
     {
       std::unique_lock lock(mu_);
-      tier_cv_.wait(lock, [&] {
-        return stop_ || (plan_ && tier_next_[t] < plan_->tier_order[t].size());
-      });
+      tier_cv_.wait(
+          lock, [&] { return stop_ || (plan_ && tier_next_[t] < plan_->tier_order[t].size()); });
       if (stop_) return;
       const PlanFile& f = plan_->files[plan_->tier_order[t][tier_next_[t]++]];
       path = f.path;

@@ -30,12 +30,12 @@
 namespace clairfs {
 
 struct PrefetchOptions {
-  uint64_t staging_capacity = 256ull << 20;  // bytes the staging window may hold
-  int staging_threads = 4;                   // threads filling the staging window
-  std::vector<int> tier_threads;             // threads filling each tier (default 2)
-  int demand_threads = 4;                    // threads fetching what readers reached first
+  uint64_t staging_capacity = 256ull << 20;         // bytes the staging window may hold
+  int staging_threads = 4;                          // threads filling the staging window
+  std::vector<int> tier_threads;                    // threads filling each tier (default 2)
+  int demand_threads = 4;                           // threads fetching what readers reached first
   std::chrono::milliseconds fetch_timeout{60'000};  // longest a reader waits on a fetch
-  uint64_t max_file_size = 256ull << 20;     // larger planned files are read directly
+  uint64_t max_file_size = 256ull << 20;            // larger planned files are read directly
 };
 
 struct OpenResult {
@@ -81,10 +81,10 @@ class Prefetcher {
 
  private:
   struct StageEntry {
-    BlobPtr blob;         // null until the fetch lands
-    FlightPtr flight;     // the fetch that fills it
-    uint32_t pending = 0; // staged occurrences not yet consumed
-    uint64_t bytes = 0;   // reserved window bytes
+    BlobPtr blob;          // null until the fetch lands
+    FlightPtr flight;      // the fetch that fills it
+    uint32_t pending = 0;  // staged occurrences not yet consumed
+    uint64_t bytes = 0;    // reserved window bytes
   };
   struct DemandJob {
     std::string path;
@@ -130,7 +130,7 @@ class Prefetcher {
   uint32_t stage_cursor_ = 0;       // next position the staging threads consider
   std::unordered_map<uint32_t, StageEntry> staging_;
   uint64_t staging_bytes_ = 0;
-  std::vector<size_t> tier_next_;   // per tier: next index into plan_->tier_order
+  std::vector<size_t> tier_next_;  // per tier: next index into plan_->tier_order
   std::deque<DemandJob> demand_;
   std::vector<std::thread> threads_;
 };

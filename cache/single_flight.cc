@@ -9,8 +9,8 @@ std::pair<FlightPtr, bool> SingleFlight::Join(const std::string& key) {
   return {it->second, inserted};
 }
 
-void SingleFlight::Finish(const std::string& key, const FlightPtr& flight,
-                          Result<BlobPtr> result, int source) {
+void SingleFlight::Finish(const std::string& key, const FlightPtr& flight, Result<BlobPtr> result,
+                          int source) {
   {
     std::lock_guard lock(mu_);
     auto it = flights_.find(key);
@@ -23,8 +23,7 @@ void SingleFlight::Finish(const std::string& key, const FlightPtr& flight,
   flight->cv.notify_all();
 }
 
-Result<BlobPtr> SingleFlight::Wait(Flight& flight,
-                                   std::chrono::steady_clock::time_point deadline,
+Result<BlobPtr> SingleFlight::Wait(Flight& flight, std::chrono::steady_clock::time_point deadline,
                                    int* source) {
   std::unique_lock lock(flight.mu);
   if (!flight.cv.wait_until(lock, deadline, [&] { return flight.done; })) {

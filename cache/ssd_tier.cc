@@ -45,7 +45,9 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::stri
                                                uint64_t capacity) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::Error(Code::kIoError, "cannot create cache directory '" + dir + "': " + ec.message());
+  if (ec)
+    return Status::Error(Code::kIoError,
+                         "cannot create cache directory '" + dir + "': " + ec.message());
   rocksdb::DBOptions db_opts;
   db_opts.create_if_missing = true;
   db_opts.create_missing_column_families = true;
@@ -75,8 +77,9 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::stri
   rocksdb::Status s = rocksdb::DB::Open(db_opts, dir, cfs, &handles, &raw);
   if (!s.ok()) {
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-      return Status::Error(Code::kUnavailable,
-                           "cache directory '" + dir + "' is in use by another process: " + s.ToString());
+      return Status::Error(
+          Code::kUnavailable,
+          "cache directory '" + dir + "' is in use by another process: " + s.ToString());
     }
     return FromRocks(s, "cannot open the SSD cache in '" + dir + "'");
   }
@@ -84,7 +87,8 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::stri
   tier->db_ = raw;
   tier->meta_ = handles[0];
   tier->data_ = handles[1];
-  std::unique_ptr<rocksdb::Iterator> it(tier->db_->NewIterator(rocksdb::ReadOptions(), tier->meta_));
+  std::unique_ptr<rocksdb::Iterator> it(
+      tier->db_->NewIterator(rocksdb::ReadOptions(), tier->meta_));
   std::vector<std::string> bad;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     Record r;
@@ -143,7 +147,8 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
   if (!s.ok()) {
     bad = FromRocks(s, name_ + " read of '" + std::string(path) + "'");
   } else if (value.size() != rec.version.size) {
-    bad = Status::Error(Code::kCorruption, name_ + ": '" + std::string(path) + "' has the wrong size");
+    bad = Status::Error(Code::kCorruption,
+                        name_ + ": '" + std::string(path) + "' has the wrong size");
   }
   std::shared_ptr<Blob> blob;
   if (bad.ok()) {
@@ -151,7 +156,8 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
     std::memcpy(blob->mutable_data(), value.data(), value.size());
     blob->Seal();
     if (blob->hash() != rec.hash) {
-      bad = Status::Error(Code::kCorruption, name_ + ": '" + std::string(path) + "' fails its checksum");
+      bad = Status::Error(Code::kCorruption,
+                          name_ + ": '" + std::string(path) + "' fails its checksum");
     }
   }
   if (!bad.ok()) {
@@ -172,7 +178,8 @@ Status SsdTier::Put(std::string_view path, BlobPtr blob) {
     std::lock_guard lock(mu_);
     auto it = index_.find(path);
     const uint64_t old = it == index_.end() ? 0 : it->second.version.size;
-    if (used_ - old + size > capacity_) return Status::Error(Code::kNoSpace, name_ + " tier is full");
+    if (used_ - old + size > capacity_)
+      return Status::Error(Code::kNoSpace, name_ + " tier is full");
     used_ += size;  // reserved until the write lands
   }
   rocksdb::WriteBatch batch;

@@ -11,12 +11,12 @@ inline constexpr int kMaxTiers = 4;
 
 struct Stats {
   using Counter = std::atomic<uint64_t>;
-  Counter files_opened{0};     // opens of dataset files
-  Counter bytes_read{0};       // bytes returned by read() on dataset files
-  std::array<Counter, kMaxTiers> served_tier{};  // opens served by each tier
-  std::array<Counter, kMaxTiers> tier_fetched{}; // objects the prefetch put into each tier
+  Counter files_opened{0};                         // opens of dataset files
+  Counter bytes_read{0};                           // bytes returned by read() on dataset files
+  std::array<Counter, kMaxTiers> served_tier{};    // opens served by each tier
+  std::array<Counter, kMaxTiers> tier_fetched{};   // objects the prefetch put into each tier
   std::array<Counter, kMaxTiers> tier_promoted{};  // of those, copied from another tier
-  Counter served_staging{0};   // opens served from the staging window
+  Counter served_staging{0};                       // opens served from the staging window
   Counter served_backing{0};   // opens served by reading the backing store on demand
   Counter backing_reads{0};    // files (or direct opens) read from the backing store
   Counter backing_bytes{0};    // bytes read from the backing store

@@ -6,16 +6,26 @@ namespace clairfs {
 
 const char* CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kNotFound: return "not found";
-    case Code::kInvalidArgument: return "invalid argument";
-    case Code::kOutsideRoot: return "outside the dataset root";
-    case Code::kIoError: return "I/O error";
-    case Code::kTimedOut: return "timed out";
-    case Code::kNoSpace: return "no space";
-    case Code::kCorruption: return "corruption";
-    case Code::kReadOnly: return "read-only";
-    case Code::kUnavailable: return "unavailable";
+    case Code::kOk:
+      return "ok";
+    case Code::kNotFound:
+      return "not found";
+    case Code::kInvalidArgument:
+      return "invalid argument";
+    case Code::kOutsideRoot:
+      return "outside the dataset root";
+    case Code::kIoError:
+      return "I/O error";
+    case Code::kTimedOut:
+      return "timed out";
+    case Code::kNoSpace:
+      return "no space";
+    case Code::kCorruption:
+      return "corruption";
+    case Code::kReadOnly:
+      return "read-only";
+    case Code::kUnavailable:
+      return "unavailable";
   }
   return "unknown";
 }
@@ -23,13 +33,29 @@ const char* CodeName(Code code) {
 Status Status::FromErrno(int err, std::string context) {
   Code code = Code::kIoError;
   switch (err) {
-    case ENOENT: case ENOTDIR: code = Code::kNotFound; break;
-    case EXDEV: code = Code::kOutsideRoot; break;
-    case EINVAL: case ENAMETOOLONG: case ELOOP: code = Code::kInvalidArgument; break;
-    case ENOSPC: code = Code::kNoSpace; break;
-    case EROFS: code = Code::kReadOnly; break;
-    case ETIMEDOUT: code = Code::kTimedOut; break;
-    default: break;
+    case ENOENT:
+    case ENOTDIR:
+      code = Code::kNotFound;
+      break;
+    case EXDEV:
+      code = Code::kOutsideRoot;
+      break;
+    case EINVAL:
+    case ENAMETOOLONG:
+    case ELOOP:
+      code = Code::kInvalidArgument;
+      break;
+    case ENOSPC:
+      code = Code::kNoSpace;
+      break;
+    case EROFS:
+      code = Code::kReadOnly;
+      break;
+    case ETIMEDOUT:
+      code = Code::kTimedOut;
+      break;
+    default:
+      break;
   }
   return Status(code, context + ": " + std::strerror(err), err);
 }

@@ -27,7 +27,8 @@ class Tier {
   // Removes path's object, if any.
   virtual void Erase(std::string_view path) = 0;
   // Evicts every object for which keep(path, version) is false.
-  virtual void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) = 0;
+  virtual void RetainOnly(
+      const std::function<bool(std::string_view, const FileVersion&)>& keep) = 0;
   virtual uint64_t used_bytes() const = 0;
   virtual uint64_t capacity() const = 0;
   // Objects found corrupt (and deleted) so far.

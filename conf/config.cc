@@ -1,9 +1,8 @@
 #include "conf/config.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <sys/statvfs.h>
 #include <sys/sysinfo.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <filesystem>
@@ -50,10 +49,10 @@ Status GetSize(const YAML::Node& node, const char* name, const std::string& key,
   return Status::Ok();
 }
 
-#define CLAIRFS_TRY(expr)          \
-  do {                             \
-    Status _s = (expr);            \
-    if (!_s.ok()) return _s;       \
+#define CLAIRFS_TRY(expr)    \
+  do {                       \
+    Status _s = (expr);      \
+    if (!_s.ok()) return _s; \
   } while (0)
 
 Status ParseInto(const YAML::Node& root, Config* c) {
@@ -67,8 +66,8 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));
   }
   if (const auto k = root["cache"]) {
-    CLAIRFS_TRY(CheckKeys(k, "cache", {"tiers", "staging", "demand_threads", "fetch_timeout",
-                                       "max_file_size"}));
+    CLAIRFS_TRY(CheckKeys(
+        k, "cache", {"tiers", "staging", "demand_threads", "fetch_timeout", "max_file_size"}));
     if (const auto tiers = k["tiers"]) {
       if (!tiers.IsSequence()) return Bad("cache.tiers", "must be a list");
       c->cache.tiers.clear();
@@ -118,11 +117,21 @@ Result<uint64_t> ParseSize(std::string_view text) {
   }
   std::string unit = s.substr(i);
   while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},       {"B", 1},          {"K", 1024.0},         {"KiB", 1024.0},
-      {"M", 1 << 20}, {"MiB", 1 << 20}, {"G", 1 << 30},        {"GiB", 1 << 30},
-      {"T", 1099511627776.0}, {"TiB", 1099511627776.0},        {"kB", 1e3},
-      {"KB", 1e3},   {"MB", 1e6},       {"GB", 1e9},           {"TB", 1e12}};
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"K", 1024.0},
+                                                          {"KiB", 1024.0},
+                                                          {"M", 1 << 20},
+                                                          {"MiB", 1 << 20},
+                                                          {"G", 1 << 30},
+                                                          {"GiB", 1 << 30},
+                                                          {"T", 1099511627776.0},
+                                                          {"TiB", 1099511627776.0},
+                                                          {"kB", 1e3},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"TB", 1e12}};
   for (const auto& [name, factor] : kUnits) {
     if (unit == name) {
       const double bytes = number * factor;
@@ -132,8 +141,8 @@ Result<uint64_t> ParseSize(std::string_view text) {
       return static_cast<uint64_t>(std::llround(bytes));
     }
   }
-  return Status::Error(Code::kInvalidArgument,
-                       "unknown unit '" + unit + "' in '" + s + "' (use KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
+  return Status::Error(Code::kInvalidArgument, "unknown unit '" + unit + "' in '" + s +
+                                                   "' (use KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
 }
 
 Status Config::Validate() const {
@@ -144,8 +153,10 @@ Status Config::Validate() const {
   for (size_t i = 0; i < cache.tiers.size(); ++i) {
     const std::string at = "cache.tiers[" + std::to_string(i) + "]";
     const TierConfig& t = cache.tiers[i];
-    if (t.kind != "ram" && t.kind != "ssd") return Bad(at + ".kind", "unknown kind (supported: ram, ssd)");
-    if (t.kind == "ram" && !t.dir.empty()) return Bad(at + ".dir", "only an ssd tier has a directory");
+    if (t.kind != "ram" && t.kind != "ssd")
+      return Bad(at + ".kind", "unknown kind (supported: ram, ssd)");
+    if (t.kind == "ram" && !t.dir.empty())
+      return Bad(at + ".dir", "only an ssd tier has a directory");
     if (cache.tiers[i].threads < 0 || cache.tiers[i].threads > 256) {
       return Bad(at + ".threads", "must be 0..256");
     }
@@ -158,7 +169,7 @@ Status Config::Validate() const {
   }
   if (!(cache.fetch_timeout > 0)) return Bad("cache.fetch_timeout", "must be > 0 seconds");
   if (cache.max_file_size == 0) return Bad("cache.max_file_size", "must be > 0");
-  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn",
+  static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                 "error", "critical", "off"};
   if (!kLevels.count(log.level)) return Bad("log.level", "unknown level '" + log.level + "'");
   return Status::Ok();
@@ -216,8 +227,8 @@ Status ResolveForDataset(Config* c, const std::string& dataset) {
     const uint64_t available = FreeBytes(t.dir) + DirBytes(t.dir);
     if (t.capacity == 0) t.capacity = available / 2;
     if (t.capacity > available) {
-      return Bad(at + ".capacity", Human(t.capacity) + " is more than '" + t.dir +
-                                       "' can hold (" + Human(available) + " free)");
+      return Bad(at + ".capacity", Human(t.capacity) + " is more than '" + t.dir + "' can hold (" +
+                                       Human(available) + " free)");
     }
   }
   return Status::Ok();
@@ -229,7 +240,8 @@ Result<Config> ParseConfig(std::string_view yaml) {
     Status s = ParseInto(YAML::Load(std::string(yaml)), &c);
     if (!s.ok()) return s;
   } catch (const YAML::Exception& e) {
-    return Status::Error(Code::kInvalidArgument, std::string("config is not valid YAML: ") + e.what());
+    return Status::Error(Code::kInvalidArgument,
+                         std::string("config is not valid YAML: ") + e.what());
   }
   return c;
 }

@@ -19,12 +19,13 @@ struct TierConfig {
 };
 
 struct CacheConfig {
-  std::vector<TierConfig> tiers{TierConfig{"ram"}, TierConfig{"ssd"}};  // fastest first
-  uint64_t staging_capacity = 256ull << 20;     // bytes the staging window may hold
-  int staging_threads = 4;                      // threads filling the window in read order
-  int demand_threads = 4;                       // threads fetching what readers reached first
-  double fetch_timeout = 60;                    // seconds a reader waits on a fetch
-  uint64_t max_file_size = 256ull << 20;        // larger planned files are read directly
+  std::vector<TierConfig> tiers{TierConfig{"ram", 0, 2, ""},
+                                TierConfig{"ssd", 0, 2, ""}};  // fastest first
+  uint64_t staging_capacity = 256ull << 20;                    // bytes the staging window may hold
+  int staging_threads = 4;                // threads filling the window in read order
+  int demand_threads = 4;                 // threads fetching what readers reached first
+  double fetch_timeout = 60;              // seconds a reader waits on a fetch
+  uint64_t max_file_size = 256ull << 20;  // larger planned files are read directly
 };
 
 struct LogConfig {

@@ -48,10 +48,10 @@ void Guard(fuse_req_t req, F&& f) {
 }  // namespace
 
 struct ClairFs::FileHandle {
-  BlobPtr blob;          // whole contents: cached, staged, or a control file's snapshot
-  int fd = -1;           // or a backing descriptor, read directly
+  BlobPtr blob;  // whole contents: cached, staged, or a control file's snapshot
+  int fd = -1;   // or a backing descriptor, read directly
   std::unique_ptr<ControlPlane::Writer> writer;  // or a manifest writer
-  bool dataset = false;  // a dataset file (its reads count in bytes_read)
+  bool dataset = false;                          // a dataset file (its reads count in bytes_read)
   ~FileHandle() {
     if (fd >= 0) close(fd);
   }
@@ -67,10 +67,16 @@ struct ClairFs::DirHandle {
   }
 };
 
-ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
-                 Stats& stats, FsOptions options, std::vector<std::string> root_aliases)
-    : backing_(backing), prefetcher_(prefetcher), control_(control), stats_(stats),
-      options_(options), aliases_(std::move(root_aliases)), uid_(getuid()), gid_(getgid()) {
+ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control, Stats& stats,
+                 FsOptions options, std::vector<std::string> root_aliases)
+    : backing_(backing),
+      prefetcher_(prefetcher),
+      control_(control),
+      stats_(stats),
+      options_(options),
+      aliases_(std::move(root_aliases)),
+      uid_(getuid()),
+      gid_(getgid()) {
   clock_gettime(CLOCK_REALTIME, &started_);
 }
 
@@ -158,9 +164,9 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
 void ClairFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat*, int to_set) {
   // Truncating the manifest is how a writer without atomic O_TRUNC starts a new plan; it
   // changes nothing until the writer closes.
-  if (ino == kCtlManifest && (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
-                                         FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
-                                         FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0) {
+  if (ino == kCtlManifest &&
+      (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+                  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0) {
     struct stat st;
     ControlAttr(ino, &st);
     return (void)fuse_reply_attr(req, &st, 0);
@@ -190,7 +196,7 @@ void ClairFs::OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   } else if (ino == kCtlErrors) {
     h->blob = TextBlob(control_.ErrorsText());
   }
-  fi->direct_io = 1;  // contents are generated per open; the page cache must not keep them
+  fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
   fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
   fi->fh = reinterpret_cast<uint64_t>(h.get());
   if (fuse_reply_open(req, fi) == 0) h.release();
@@ -253,8 +259,7 @@ void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
   fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
 }
 
-void ClairFs::Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size,
-                    fuse_file_info* fi) {
+void ClairFs::Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, fuse_file_info* fi) {
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   if (!h->writer) return (void)fuse_reply_err(req, EBADF);
   control_.Write(*h->writer, std::string_view(buf, size));
@@ -296,8 +301,7 @@ void ClairFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) == 0) h.release();
 }
 
-void ClairFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                      fuse_file_info* fi) {
+void ClairFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   auto* h = reinterpret_cast<DirHandle*>(fi->fh);
   std::vector<char> buf(size);
   size_t used = 0;
@@ -387,11 +391,15 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
       Guard(r, [&] { Self(r)->SetAttr(r, i, a, s); });
     };
     o.readlink = [](fuse_req_t r, fuse_ino_t i) { Guard(r, [&] { Self(r)->ReadLink(r, i); }); };
-    o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { fuse_reply_err(r, EROFS); };
+    o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) {
+      fuse_reply_err(r, EROFS);
+    };
     o.mkdir = [](fuse_req_t r, fuse_ino_t, const char*, mode_t) { fuse_reply_err(r, EROFS); };
     o.unlink = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
     o.rmdir = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
-    o.symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) {
+      fuse_reply_err(r, EROFS);
+    };
     o.rename = [](fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
       fuse_reply_err(r, EROFS);
     };
@@ -431,7 +439,9 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
       Guard(r, [&] { Self(r)->ReleaseDir(r, f); });
     };
     o.statfs = [](fuse_req_t r, fuse_ino_t) { Guard(r, [&] { Self(r)->StatFs(r); }); };
-    o.access = [](fuse_req_t r, fuse_ino_t i, int m) { Guard(r, [&] { Self(r)->Access(r, i, m); }); };
+    o.access = [](fuse_req_t r, fuse_ino_t i, int m) {
+      Guard(r, [&] { Self(r)->Access(r, i, m); });
+    };
     return o;
   }();
   return ops;

@@ -1,8 +1,7 @@
 #include "fs/control.h"
 
-#include <spdlog/spdlog.h>
-
 #include <malloc.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <map>
@@ -16,7 +15,10 @@ using nlohmann::json;
 
 ControlPlane::ControlPlane(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
                            std::vector<std::string> root_aliases)
-    : backing_(backing), prefetcher_(prefetcher), stats_(stats), aliases_(std::move(root_aliases)) {}
+    : backing_(backing),
+      prefetcher_(prefetcher),
+      stats_(stats),
+      aliases_(std::move(root_aliases)) {}
 
 std::unique_ptr<ControlPlane::Writer> ControlPlane::OpenWriter(bool append, bool truncate) {
   return std::make_unique<Writer>(append, truncate);
@@ -56,7 +58,8 @@ Status ControlPlane::Commit(Writer& w, bool last) {
   prefetcher_.Install(std::move(plan.value()), append);
   parsed = ParsedManifest();
   malloc_trim(0);  // the parser's and the old plan's memory goes back to the system
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("manifest {}: {} entries, {} files in the plan ({:.3f} s)",
                append ? "appended" : "installed", entries, files, secs);
   {
@@ -129,24 +132,29 @@ std::string ControlPlane::PlanJson() const {
   json j;
   if (!plan) {
     PlanSummary empty;
-    j = {{"epochs", 0}, {"entries", 0}, {"files", 0}, {"bytes", 0},
-         {"tiers", json::array()}, {"staging", {{"files", 0}, {"bytes", 0}}},
-         {"direct", {{"files", 0}, {"bytes", 0}}}, {"predicted_backing_bytes", 0}};
+    j = {{"epochs", 0},
+         {"entries", 0},
+         {"files", 0},
+         {"bytes", 0},
+         {"tiers", json::array()},
+         {"staging", {{"files", 0}, {"bytes", 0}}},
+         {"direct", {{"files", 0}, {"bytes", 0}}},
+         {"predicted_backing_bytes", 0}};
     return j.dump(2) + "\n";
   }
   const PlanSummary s = Summarize(*plan, prefetcher_.limits());
   json tiers = json::array();
   for (const auto& t : s.tiers) {
-    tiers.push_back({{"name", t.name}, {"files", t.files}, {"bytes", t.bytes},
-                     {"capacity", t.capacity}});
+    tiers.push_back(
+        {{"name", t.name}, {"files", t.files}, {"bytes", t.bytes}, {"capacity", t.capacity}});
   }
   j = {{"epochs", s.epochs},
        {"entries", s.entries},
        {"files", s.files},
        {"bytes", s.bytes},
        {"tiers", tiers},
-       {"staging", {{"files", s.staging.files}, {"bytes", s.staging.bytes},
-                    {"capacity", s.staging.capacity}}},
+       {"staging",
+        {{"files", s.staging.files}, {"bytes", s.staging.bytes}, {"capacity", s.staging.capacity}}},
        {"direct", {{"files", s.direct.files}, {"bytes", s.direct.bytes}}},
        {"predicted_backing_bytes", s.predicted_backing_bytes}};
   return j.dump(2) + "\n";

@@ -28,7 +28,7 @@ class ControlPlane {
     std::mutex mu_;  // taken before ControlPlane::commit_mu_
     ManifestParser parser_;
     bool append_;
-    bool truncate_;     // opened with O_TRUNC: even an empty text replaces the plan
+    bool truncate_;  // opened with O_TRUNC: even an empty text replaces the plan
     bool dirty_ = false;
     bool committed_ = false;  // something was committed through this writer
     Status last_;
@@ -55,7 +55,7 @@ class ControlPlane {
   Prefetcher& prefetcher_;
   Stats& stats_;
   const std::vector<std::string> aliases_;
-  std::mutex commit_mu_;  // serializes plan building and installation
+  std::mutex commit_mu_;          // serializes plan building and installation
   mutable std::mutex errors_mu_;  // leaf
   std::string errors_;
 };

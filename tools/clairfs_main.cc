@@ -13,12 +13,12 @@
 
 #include <CLI/CLI.hpp>
 #include <climits>
-#include <fstream>
-#include <sstream>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -80,16 +80,21 @@ std::string PrepareMountpoint(const std::string& path) {
   if (!IsClairfsMount(path)) return "";
   struct statvfs sv;
   if (statvfs(path.c_str(), &sv) == 0) {
-    return "'" + path + "' is already mounted by a running clairfs; unmount it first "
-           "(fusermount3 -u " + path + ")";
+    return "'" + path +
+           "' is already mounted by a running clairfs; unmount it first "
+           "(fusermount3 -u " +
+           path + ")";
   }
   if (errno != ENOTCONN) return "";
   const std::string cmd = "fusermount3 -uz '" + path + "' 2>/dev/null";
   if (std::system(cmd.c_str()) != 0 || IsClairfsMount(path)) {
-    return "'" + path + "' is the stale mount of a clairfs that is gone, and it could not be "
-           "detached; run: fusermount3 -u " + path;
+    return "'" + path +
+           "' is the stale mount of a clairfs that is gone, and it could not be "
+           "detached; run: fusermount3 -u " +
+           path;
   }
-  std::fprintf(stderr, "clairfs: detached the stale mount of a killed clairfs at %s\n", path.c_str());
+  std::fprintf(stderr, "clairfs: detached the stale mount of a killed clairfs at %s\n",
+               path.c_str());
   return "";
 }
 
@@ -117,8 +122,9 @@ void SetUpLogging(const clairfs::LogConfig& log, bool foreground) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"clairfs: a read-only FUSE mount of a dataset that prefetches in the order the "
-               "training job will read it (.clairfs/manifest)."};
+  CLI::App app{
+      "clairfs: a read-only FUSE mount of a dataset that prefetches in the order the "
+      "training job will read it (.clairfs/manifest)."};
   std::string dataset, mountpoint, config_path;
   bool foreground = false, debug = false;
   std::vector<std::string> mount_opts;
@@ -139,7 +145,8 @@ int main(int argc, char** argv) {
     config = std::move(loaded.value());
   }
   // A killed daemon's mount must go before any path through it is resolved.
-  if (std::string err = PrepareMountpoint(LexicalAbsolute(mountpoint.empty() ? dataset : mountpoint));
+  if (std::string err =
+          PrepareMountpoint(LexicalAbsolute(mountpoint.empty() ? dataset : mountpoint));
       !err.empty()) {
     return Fail(err);
   }
@@ -183,8 +190,8 @@ int main(int argc, char** argv) {
   popts.staging_capacity = config.cache.staging_capacity;
   popts.staging_threads = config.cache.staging_threads;
   popts.demand_threads = config.cache.demand_threads;
-  popts.fetch_timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(config.cache.fetch_timeout * 1000));
+  popts.fetch_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config.cache.fetch_timeout * 1000));
   popts.max_file_size = config.cache.max_file_size;
   clairfs::Prefetcher prefetcher(*backing.value(), tier_ptrs, popts, &stats);
   std::vector<std::string> aliases = {data_abs};
@@ -202,8 +209,8 @@ int main(int argc, char** argv) {
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(fargv.size()), fargv.data());
   // libfuse copies the arguments it keeps; they are freed on every way out of main.
   std::unique_ptr<fuse_args, void (*)(fuse_args*)> free_args(&args, fuse_opt_free_args);
-  fuse_session* se = fuse_session_new(&args, &clairfs::ClairFs::Ops(),
-                                      sizeof(fuse_lowlevel_ops), &fs);
+  fuse_session* se =
+      fuse_session_new(&args, &clairfs::ClairFs::Ops(), sizeof(fuse_lowlevel_ops), &fs);
   if (!se) return Fail("invalid FUSE options: " + opts);
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);

@@ -31,7 +31,8 @@ TEST(Config, EmptyGivesRamAndSsdWithMachineDefaults) {
   EXPECT_TRUE(c->fuse.keep_cache);
   ASSERT_TRUE(ResolveForDataset(&c.value(), "/data/imagenet").ok());
   EXPECT_EQ(c->cache.tiers[0].capacity, 1ull << 30);
-  EXPECT_EQ(c->cache.tiers[1].dir.rfind("/var/tmp/clairfs/imagenet-", 0), 0u) << c->cache.tiers[1].dir;
+  EXPECT_EQ(c->cache.tiers[1].dir.rfind("/var/tmp/clairfs/imagenet-", 0), 0u)
+      << c->cache.tiers[1].dir;
   EXPECT_GT(c->cache.tiers[1].capacity, 0u);
   Config again = ParseConfig("").value();
   ASSERT_TRUE(ResolveForDataset(&again, "/data/imagenet").ok());
@@ -46,8 +47,9 @@ TEST(Config, ImpossibleCapacitiesNameTheKey) {
   ASSERT_TRUE(c.ok());
   Status s = ResolveForDataset(&c.value(), "/data/x");
   EXPECT_NE(s.message().find("'cache.tiers[0].capacity'"), std::string::npos) << s.message();
-  auto d = ParseConfig("cache: {tiers: [{kind: ram, capacity: 1MiB}, "
-                       "{kind: ssd, capacity: 900TiB, dir: /tmp/clairfs-never-created}]}");
+  auto d = ParseConfig(
+      "cache: {tiers: [{kind: ram, capacity: 1MiB}, "
+      "{kind: ssd, capacity: 900TiB, dir: /tmp/clairfs-never-created}]}");
   ASSERT_TRUE(d.ok());
   s = ResolveForDataset(&d.value(), "/data/x");
   EXPECT_NE(s.message().find("'cache.tiers[1].capacity'"), std::string::npos) << s.message();

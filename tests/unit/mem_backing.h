@@ -41,11 +41,23 @@ class MemBacking final : public Backing {
 
   // Fault injection: reads of path fail with EIO; every read takes delay; a closed gate blocks
   // every read until it is opened.
-  void FailReads(const std::string& path) { std::lock_guard lock(mu_); failing_ = path; }
-  void SetDelay(std::chrono::milliseconds d) { std::lock_guard lock(mu_); delay_ = d; }
-  void CloseGate() { std::lock_guard lock(mu_); gate_open_ = false; }
+  void FailReads(const std::string& path) {
+    std::lock_guard lock(mu_);
+    failing_ = path;
+  }
+  void SetDelay(std::chrono::milliseconds d) {
+    std::lock_guard lock(mu_);
+    delay_ = d;
+  }
+  void CloseGate() {
+    std::lock_guard lock(mu_);
+    gate_open_ = false;
+  }
   void OpenGate() {
-    { std::lock_guard lock(mu_); gate_open_ = true; }
+    {
+      std::lock_guard lock(mu_);
+      gate_open_ = true;
+    }
     gate_cv_.notify_all();
   }
   uint64_t reads() const { return reads_.load(); }
@@ -84,8 +96,8 @@ class MemBacking final : public Backing {
     if (it == nodes_.end()) return Status::FromErrno(ENOENT, path);
     if (!S_ISREG(it->second.mode)) return Status::Error(Code::kInvalidArgument, "not regular");
     if (it->second.data.size() > max_bytes) return Status::Error(Code::kNoSpace, "too large");
-    auto blob = Blob::Allocate(it->second.data.size(),
-                               {it->second.data.size(), it->second.mtime_ns});
+    auto blob =
+        Blob::Allocate(it->second.data.size(), {it->second.data.size(), it->second.mtime_ns});
     std::copy(it->second.data.begin(), it->second.data.end(), blob->mutable_data());
     lock.unlock();
     if (delay.count() > 0) std::this_thread::sleep_for(delay);

@@ -57,11 +57,16 @@ TEST_F(PlanTest, HostilePathsAreRejectedWithLines) {
   struct Case {
     const char* line;
     const char* reason;
-  } cases[] = {{"../x", "out of the dataset"},     {"/etc/passwd", "outside the dataset"},
-               {"out", "out of the dataset"},      {"absout", "out of the dataset"},
-               {"a/../../x", "out of the dataset"}, {"missing", "no such file"},
-               {"a", "is a directory"},            {"fifo", "not a regular file"},
-               {"loop", "symbolic links"},         {"a/1/x", "not a directory"}};
+  } cases[] = {{"../x", "out of the dataset"},
+               {"/etc/passwd", "outside the dataset"},
+               {"out", "out of the dataset"},
+               {"absout", "out of the dataset"},
+               {"a/../../x", "out of the dataset"},
+               {"missing", "no such file"},
+               {"a", "is a directory"},
+               {"fifo", "not a regular file"},
+               {"loop", "symbolic links"},
+               {"a/1/x", "not a directory"}};
   for (const auto& c : cases) {
     auto plan = Build(std::string("a/1\nb/3\n") + c.line + "\na/2\n");
     ASSERT_FALSE(plan.ok()) << c.line;

@@ -47,8 +47,8 @@ class PrefetcherTest : public ::testing::Test {
     o.tier_threads = {2};
     o.demand_threads = 2;
     o.fetch_timeout = timeout;
-    prefetcher_ = std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get()}, o,
-                                               &stats_);
+    prefetcher_ =
+        std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get()}, o, &stats_);
   }
   std::shared_ptr<Plan> PlanOf(const std::vector<std::vector<int>>& epochs,
                                const Plan* base = nullptr) {

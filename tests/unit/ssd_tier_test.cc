@@ -65,7 +65,8 @@ TEST_F(SsdTierTest, ObjectsSurviveReopen) {
   {
     auto t = Open(1 << 20);
     for (int i = 0; i < 50; ++i) {
-      ASSERT_TRUE(t->Put("f" + std::to_string(i), MakeBlob(std::string(1000 + i, 'a' + i % 26), i)).ok());
+      ASSERT_TRUE(
+          t->Put("f" + std::to_string(i), MakeBlob(std::string(1000 + i, 'a' + i % 26), i)).ok());
     }
   }
   auto t = Open(1 << 20);

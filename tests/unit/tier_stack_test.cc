@@ -18,7 +18,9 @@ namespace {
 using namespace std::chrono_literals;
 constexpr size_t kSize = 1000;
 
-std::string Content(int i) { return std::string(kSize, static_cast<char>('a' + i % 26)) + std::to_string(i); }
+std::string Content(int i) {
+  return std::string(kSize, static_cast<char>('a' + i % 26)) + std::to_string(i);
+}
 std::string Name(int i) { return "f" + std::to_string(i); }
 
 class TierStackTest : public ::testing::Test {
@@ -45,8 +47,8 @@ class TierStackTest : public ::testing::Test {
     o.staging_threads = 1;
     o.tier_threads = {1, 1};
     o.demand_threads = 1;
-    prefetcher_ = std::make_unique<Prefetcher>(
-        backing_, std::vector<Tier*>{ram_.get(), ssd_.get()}, o, stats_.get());
+    prefetcher_ = std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get(), ssd_.get()},
+                                               o, stats_.get());
     prefetcher_->Start();
   }
   void Down() {
@@ -69,7 +71,8 @@ class TierStackTest : public ::testing::Test {
     prefetcher_->Install(plan.value(), false);
   }
   void WaitFilled(uint64_t objects) {
-    for (int i = 0; i < 2000 && stats_->fetched_files.load() < objects; ++i) std::this_thread::sleep_for(2ms);
+    for (int i = 0; i < 2000 && stats_->fetched_files.load() < objects; ++i)
+      std::this_thread::sleep_for(2ms);
     ASSERT_EQ(stats_->fetched_files.load(), objects);
   }
   void ReadAll() {
