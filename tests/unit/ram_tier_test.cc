@@ -2,15 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/test_util.h"
+
 namespace clairfs {
 namespace {
 
-BlobPtr MakeBlob(const std::string& data, int64_t mtime = 1) {
-  auto b = Blob::Allocate(data.size(), {data.size(), mtime});
-  std::copy(data.begin(), data.end(), b->mutable_data());
-  b->Seal();
-  return b;
-}
+using testing::MakeBlob;
 
 TEST(RamTier, GetReturnsOnlyTheMatchingVersion) {
   RamTier t("ram", 100);

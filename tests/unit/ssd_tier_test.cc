@@ -5,30 +5,23 @@
 
 #include <filesystem>
 
+#include "tests/unit/test_util.h"
+
 namespace clairfs {
 namespace {
 
-BlobPtr MakeBlob(const std::string& data, int64_t mtime = 1) {
-  auto b = Blob::Allocate(data.size(), {data.size(), mtime});
-  std::copy(data.begin(), data.end(), b->mutable_data());
-  b->Seal();
-  return b;
-}
+using testing::MakeBlob;
 
 class SsdTierTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/clairfs-ssd-test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void SetUp() override { ASSERT_FALSE(dir_.empty()); }
   std::unique_ptr<SsdTier> Open(uint64_t capacity) {
     auto t = SsdTier::Open("ssd", dir_, capacity);
     EXPECT_TRUE(t.ok()) << t.status().message();
     return t.ok() ? std::move(t.value()) : nullptr;
   }
-  std::string dir_;
+  testing::TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(SsdTierTest, PutGetVersionAndDelete) {

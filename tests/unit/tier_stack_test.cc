@@ -11,6 +11,7 @@
 #include "cache/ram_tier.h"
 #include "cache/ssd_tier.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
@@ -26,15 +27,10 @@ std::string Name(int i) { return "f" + std::to_string(i); }
 class TierStackTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/clairfs-stack-test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(dir_.empty());
     for (int i = 0; i < 10; ++i) backing_.AddFile(Name(i), Content(i));
   }
-  void TearDown() override {
-    Down();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { Down(); }
   // A "daemon": fresh RAM tier, the SSD tier reopened from dir_, a new prefetcher.
   void Up(uint64_t ram_files, uint64_t ssd_files) {
     ram_ = std::make_unique<RamTier>("ram", ram_files * (kSize + 1));
@@ -84,7 +80,8 @@ class TierStackTest : public ::testing::Test {
     }
   }
   testing::MemBacking backing_;
-  std::string dir_;
+  testing::TempDir tmp_;
+  const std::string dir_ = tmp_.path();
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<SsdTier> ssd_;
   std::unique_ptr<Stats> stats_;

@@ -51,8 +51,9 @@ MERGERFS_OPTS="ro,cache.files=auto-full,cache.attr=3600,cache.entry=3600,cache.n
 MERGERFS_OPTS+=",cache.readdir=true,category.search=ff,fsname=mergerfs-bench"
 BINDFS_OPTS="ro,kernel_cache,entry_timeout=3600,attr_timeout=3600,negative_timeout=3600"
 
-die() { echo "fuse_compare: $*" >&2; exit 1; }
-log() { echo "[$(date +%T)] $*" >&2; }
+NAME=fuse_compare
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -79,54 +80,6 @@ BENCH_BIN=$(realpath "$BENCH_BIN")
 [[ -n $OUT ]] && OUT=$(realpath -m "$OUT")
 has_source() { [[ ",$SOURCES," == *",$1,"* ]]; }
 
-# ---- teardown: registered mounts (newest first), then daemons, then the temp dir -------------
-WORK="" CHILD=""
-MOUNTS=() PIDS=()
-is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
-unmount() {  # unmount $1 if mounted: fusermount3 -u, then lazy -uz; each bounded by a timeout
-  is_mounted "$1" || return 0
-  timeout 20 fusermount3 -u "$1" 2>/dev/null || timeout 20 fusermount3 -uz "$1" ||
-    echo "fuse_compare: could not unmount $1" >&2
-}
-stop_pid() {  # wait up to 10 s for $1 to exit by itself, then TERM, then KILL; reap it
-  local p=$1 i state
-  for ((i = 0; i < 60; i++)); do
-    state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || echo gone)
-    [[ $state == gone || $state == Z ]] && break
-    ((i == 50)) && kill -TERM "$p" 2>/dev/null
-    sleep 0.2
-  done
-  kill -KILL "$p" 2>/dev/null || true
-  wait "$p" 2>/dev/null || true
-}
-teardown() {  # undo every mount and daemon registered so far; safe to call repeatedly
-  local i
-  for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
-    log "teardown: unmount ${MOUNTS[i]}"
-    unmount "${MOUNTS[i]}"
-  done
-  for i in "${PIDS[@]}"; do
-    log "teardown: stop pid $i"
-    stop_pid "$i"
-  done
-  MOUNTS=() PIDS=()
-}
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  set +e  # best effort from here on: a failing step must not skip the rest of the teardown
-  [[ -n $CHILD ]] && log "teardown: stop pid $CHILD" && kill -TERM "$CHILD" 2>/dev/null &&
-    wait "$CHILD" 2>/dev/null
-  teardown
-  [[ -n $WORK && -d $WORK ]] && rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# Runs "$@" as a background child so INT/TERM interrupt the wait at once (cleanup kills it).
-run() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=""; return "$rc"; }
 
 # clairfs_config VARIANT FILE: writes the YAML for one variant (RAM tier 1.25x the dataset).
 clairfs_config() {
@@ -161,7 +114,6 @@ WORK=$(mktemp -d "$TMPBASE/clairfs-compare.XXXXXX")
 DATA=$WORK/data MNT=$WORK/mnt LIST=$WORK/list.txt
 mkdir -p "$DATA" "$MNT"
 # Run snapshots of the binaries, so a rebuild of build/ during the run cannot mix versions.
-built() { date -u -r "$1" '+%Y-%m-%d %H:%M:%S UTC'; }
 BIN_INFO="clairfs-bench copied from $BENCH_BIN (built $(built "$BENCH_BIN"))"
 cp "$BENCH_BIN" "$WORK/clairfs-bench"
 BENCH_BIN=$WORK/clairfs-bench

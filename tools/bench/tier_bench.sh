@@ -42,8 +42,9 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 WARM_TIMEOUT=${WARM_TIMEOUT:-600}
 EPOCHS=3
 
-die() { echo "tier_bench: $*" >&2; exit 1; }
-log() { echo "[$(date +%T)] $*" >&2; }
+NAME=tier_bench
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -71,54 +72,12 @@ done
 for tool in jq fusermount3 "$PYTHON"; do command -v "$tool" >/dev/null || die "missing $tool"; done
 [[ -n $OUT ]] && OUT=$(realpath -m "$OUT")
 
-# ---- teardown: the mount, then the daemon, then the temp dir ---------------------------------
-WORK="" MNT="" DAEMON="" CHILD=""
-is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
-unmount() {  # every mount stacked at $1: fusermount3 -u, then lazy -uz; each under a timeout
-  local i
-  for ((i = 0; i < 4; i++)); do
-    is_mounted "$1" || return 0
-    timeout 20 fusermount3 -u "$1" 2>/dev/null || timeout 20 fusermount3 -uz "$1" || true
-  done
-  is_mounted "$1" && echo "tier_bench: could not unmount $1" >&2
-  return 0
-}
-stop_daemon() {  # unmount, then wait up to 10 s for the daemon to exit, then TERM, then KILL
-  local i state
-  [[ -n $MNT ]] && unmount "$MNT"
-  [[ -z $DAEMON ]] && return 0
-  for ((i = 0; i < 60; i++)); do
-    state=$(awk '{print $3}' "/proc/$DAEMON/stat" 2>/dev/null || echo gone)
-    [[ $state == gone || $state == Z ]] && break
-    ((i == 50)) && kill -TERM "$DAEMON" 2>/dev/null
-    sleep 0.2
-  done
-  kill -KILL "$DAEMON" 2>/dev/null || true
-  wait "$DAEMON" 2>/dev/null || true
-  DAEMON=""
-}
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  set +e
-  [[ -n $CHILD ]] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD" 2>/dev/null
-  log "teardown"
-  stop_daemon
-  [[ -n $WORK && -d $WORK ]] && rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# Runs "$@" as a background child so INT/TERM interrupt the wait at once (cleanup kills it).
-run() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=""; return "$rc"; }
+MNT="" DAEMON=""
 
 WORK=$(mktemp -d "$TMPBASE/clairfs-tier.XXXXXX")
 DATA=$WORK/data MNT=$WORK/mnt SSD_DIR=$WORK/ssd LIST=$WORK/manifest.txt CFG=$WORK/clairfs.yaml
 mkdir -p "$DATA" "$MNT"
 # Snapshots of the binaries: a rebuild of build/ during the run cannot mix versions.
-built() { date -u -r "$1" '+%Y-%m-%d %H:%M:%S UTC'; }
 BIN_INFO="$("$CLAIRFS_BIN" --version 2>&1 | head -1) from $(realpath "$CLAIRFS_BIN")"
 BIN_INFO+=" (built $(built "$CLAIRFS_BIN")), clairfs-bench built $(built "$BENCH_BIN")"
 cp "$CLAIRFS_BIN" "$WORK/clairfs"
@@ -170,6 +129,8 @@ EOF
 log "clairfs: mount: $CLAIRFS_BIN -f -c $CFG $DATA $MNT"
 "$CLAIRFS_BIN" -f -c "$CFG" "$DATA" "$MNT" >"$WORK/clairfs.log" 2>&1 &
 DAEMON=$!
+PIDS+=("$DAEMON")
+MOUNTS+=("$MNT")
 for ((i = 0; i < 150; i++)); do
   is_mounted "$MNT" && break
   kill -0 "$DAEMON" 2>/dev/null || die "clairfs exited: $(tail -20 "$WORK/clairfs.log")"
@@ -203,7 +164,7 @@ if ((WARM)); then
 fi
 bench "$MNT" "$WORK/clairfs.json"
 STATS=$(cat "$MNT/.clairfs/stats")
-stop_daemon
+teardown
 
 # ---- report ----------------------------------------------------------------------------------
 report() {

@@ -1,0 +1,63 @@
+# Shared by the benchmark scripts (source it; set NAME first): logging, and a teardown that
+# undoes every registered mount (newest first), then every registered process, then WORK, on
+# success, error, INT and TERM. Register with MOUNTS+=("$dir") and PIDS+=("$pid").
+# shellcheck shell=bash
+WORK="" CHILD=""
+MOUNTS=() PIDS=()
+
+die() { echo "$NAME: $*" >&2; exit 1; }
+log() { echo "[$(date +%T)] $*" >&2; }
+built() { date -u -r "$1" '+%Y-%m-%d %H:%M:%S UTC'; }
+is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
+
+unmount() {  # every mount stacked at $1: fusermount3 -u, then lazy -uz; each under a timeout
+  local i
+  for ((i = 0; i < 4; i++)); do
+    is_mounted "$1" || return 0
+    timeout 20 fusermount3 -u "$1" 2>/dev/null || timeout 20 fusermount3 -uz "$1" || true
+  done
+  is_mounted "$1" && echo "$NAME: could not unmount $1" >&2
+  return 0
+}
+
+stop_pid() {  # wait up to 10 s for $1 to exit by itself, then TERM, then KILL; reap it
+  local p=$1 i state
+  for ((i = 0; i < 60; i++)); do
+    state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || echo gone)
+    [[ $state == gone || $state == Z ]] && break
+    ((i == 50)) && kill -TERM "$p" 2>/dev/null
+    sleep 0.2
+  done
+  kill -KILL "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+}
+
+teardown() {  # undo every mount and process registered so far; safe to call repeatedly
+  local i
+  for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+    log "teardown: unmount ${MOUNTS[i]}"
+    unmount "${MOUNTS[i]}"
+  done
+  for i in "${PIDS[@]}"; do
+    log "teardown: stop pid $i"
+    stop_pid "$i"
+  done
+  MOUNTS=() PIDS=()
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  set +e  # best effort from here on: a failing step must not skip the rest of the teardown
+  [[ -n $CHILD ]] && log "teardown: stop pid $CHILD" && kill -TERM "$CHILD" 2>/dev/null &&
+    wait "$CHILD" 2>/dev/null
+  teardown
+  [[ -n $WORK && -d $WORK ]] && rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Runs "$@" as a background child so INT/TERM interrupt the wait at once (cleanup kills it).
+run() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=""; return "$rc"; }
