@@ -130,8 +130,8 @@ Result<BlobPtr> Prefetcher::ReadBacking(const std::string& path) {
 Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& version, int except,
                                     int* source) {
   for (size_t t = 0; t < tiers_.size(); ++t) {
-    if (static_cast<int>(t) == except || !tiers_[t]->Contains(path, version)) continue;
-    auto r = tiers_[t]->Get(path, version);
+    if (static_cast<int>(t) == except) continue;
+    auto r = tiers_[t]->Get(path, version);  // a miss is answered from memory, without I/O
     if (r.ok()) {
       *source = static_cast<int>(t);
       return r;
@@ -275,13 +275,14 @@ void Prefetcher::StagingLoop() {
     Result<BlobPtr> r = leader ? ReadAny(path, version, -1, &source)
                                : SingleFlight::Wait(*flight, Clock::time_point::max());
     if (leader) flights_.Finish(path, flight, r, source);
+    // Counted here: a reader may consume the entry (and drop it) before the lock below.
+    if (leader && r.ok()) stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
     if (gen != generation_) continue;
     auto it = staging_.find(id);
     if (it == staging_.end() || it->second.flight != flight) continue;
     if (r.ok()) {
       it->second.blob = r.value();
-      stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
     } else {
       staging_bytes_ -= it->second.bytes;  // readers will fetch it on demand
       staging_.erase(it);
@@ -345,9 +346,8 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
   if (tier >= 0) {
     // The fastest tier holding it serves it; a copy found below its planned tier is promoted.
     for (size_t j = 0; j < tiers_.size(); ++j) {
-      if (!tiers_[j]->Contains(path, version)) continue;
       auto r = tiers_[j]->Get(path, version);
-      if (!r.ok()) continue;  // a failing tier is a miss
+      if (!r.ok()) continue;  // absent, stale or failing: a miss
       if (static_cast<int>(j) > tier && tiers_[tier]->Put(path, r.value()).ok()) {
         stats_->tier_promoted[tier].fetch_add(1, std::memory_order_relaxed);
       }

@@ -18,7 +18,8 @@ class Tier {
  public:
   virtual ~Tier() = default;
   virtual const std::string& name() const = 0;
-  // The object stored for path if its version equals version; kNotFound otherwise.
+  // The object stored for path if its version equals version; kNotFound otherwise, answered
+  // without I/O for an absent or stale object.
   virtual Result<BlobPtr> Get(std::string_view path, const FileVersion& version) = 0;
   // Stores blob for path, replacing an older version. kNoSpace if the tier's capacity would be
   // exceeded (nothing is evicted to make room: the planner decides what a tier holds).
