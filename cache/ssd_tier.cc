@@ -5,6 +5,9 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 
@@ -43,11 +46,45 @@ rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.s
 
 Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::string& dir,
                                                uint64_t capacity) {
+  std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), dir, capacity));
+  Status s = tier->OpenDb();
+  if (!s.ok()) return s;
+  return tier;
+}
+
+Result<std::unique_ptr<SsdTier>> SsdTier::Prepare(std::string name, const std::string& dir,
+                                                  uint64_t capacity) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec)
+  if (ec) {
     return Status::Error(Code::kIoError,
                          "cannot create cache directory '" + dir + "': " + ec.message());
+  }
+  const std::string lock_path = dir + "/LOCK";
+  int fd = open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    const bool held = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    close(fd);
+    if (held) {
+      return Status::Error(Code::kUnavailable, "cache directory '" + dir +
+                                                   "' is in use by another process (pid " +
+                                                   std::to_string(fl.l_pid) + ")");
+    }
+  }
+  return std::unique_ptr<SsdTier>(new SsdTier(std::move(name), dir, capacity));
+}
+
+Status SsdTier::OpenDb() {
+  const std::string& dir = dir_;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return Status::Error(Code::kIoError,
+                         "cannot create cache directory '" + dir + "': " + ec.message());
+  }
   rocksdb::DBOptions db_opts;
   db_opts.create_if_missing = true;
   db_opts.create_missing_column_families = true;
@@ -83,12 +120,11 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::stri
     }
     return FromRocks(s, "cannot open the SSD cache in '" + dir + "'");
   }
-  std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), capacity));
-  tier->db_ = raw;
-  tier->meta_ = handles[0];
-  tier->data_ = handles[1];
+  db_ = raw;
+  meta_ = handles[0];
+  data_ = handles[1];
   std::unique_ptr<rocksdb::Iterator> it(
-      tier->db_->NewIterator(rocksdb::ReadOptions(), tier->meta_));
+      db_->NewIterator(rocksdb::ReadOptions(), meta_));
   std::vector<std::string> bad;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     Record r;
@@ -96,19 +132,31 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::stri
       bad.push_back(it->key().ToString());
       continue;
     }
-    tier->used_ += r.version.size;
-    tier->index_.emplace(it->key().ToString(), r);
+    used_ += r.version.size;
+    index_.emplace(it->key().ToString(), r);
   }
-  for (const auto& key : bad) tier->EraseLocked(key);
-  return tier;
+  for (const auto& key : bad) EraseLocked(key);
+  return Status::Ok();
 }
 
-SsdTier::~SsdTier() {
+SsdTier::~SsdTier() { Close(); }
+
+
+void SsdTier::Close() {
   if (!db_) return;
   db_->DestroyColumnFamilyHandle(meta_);
   db_->DestroyColumnFamilyHandle(data_);
   (void)db_->Close();
   delete db_;
+  db_ = nullptr;
+  std::lock_guard lock(mu_);
+  index_.clear();
+  used_ = 0;
+}
+
+Status SsdTier::Reopen() {
+  Close();
+  return OpenDb();
 }
 
 void SsdTier::EraseLocked(std::string_view path) {

@@ -48,6 +48,16 @@ class SsdTier final : public Tier {
   uint64_t corruptions() const override { return corruptions_.load(); }
   size_t objects() const;
 
+  // A tier whose database is not open yet: checks that dir can be created and that no other
+  // process holds it, without starting RocksDB. A process that forks (daemonizes) must use this
+  // and call Reopen() after the fork: RocksDB's thread pool is process-wide, fork keeps only
+  // the calling thread, and RocksDB without its flush threads stalls forever.
+  static Result<std::unique_ptr<SsdTier>> Prepare(std::string name, const std::string& dir,
+                                                  uint64_t capacity);
+  // Closes the database, if open, and opens it, reloading the index.
+  void Close();
+  Status Reopen();
+
   // Test hook: replaces the stored bytes of path without updating its record, as a failing
   // device would.
   Status CorruptForTest(std::string_view path);
@@ -61,10 +71,13 @@ class SsdTier final : public Tier {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
   };
-  SsdTier(std::string name, uint64_t capacity) : name_(std::move(name)), capacity_(capacity) {}
+  SsdTier(std::string name, std::string dir, uint64_t capacity)
+      : name_(std::move(name)), dir_(std::move(dir)), capacity_(capacity) {}
+  Status OpenDb();
   void EraseLocked(std::string_view path);
 
   const std::string name_;
+  const std::string dir_;
   const uint64_t capacity_;
   rocksdb::DB* db_ = nullptr;  // owned; closed and deleted by the destructor
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;

@@ -173,13 +173,17 @@ int main(int argc, char** argv) {
   clairfs::Stats stats;
   std::vector<std::unique_ptr<clairfs::Tier>> tiers;
   std::vector<clairfs::Tier*> tier_ptrs;
+  std::vector<clairfs::SsdTier*> ssd_tiers;  // closed across the daemonizing fork
   clairfs::PrefetchOptions popts;
   for (const auto& t : config.cache.tiers) {
     if (t.kind == "ssd") {
-      auto ssd = clairfs::SsdTier::Open(t.kind, t.dir, t.capacity);
+      // A daemon opens RocksDB only after the fork (see SsdTier::Prepare).
+      auto ssd = foreground ? clairfs::SsdTier::Open(t.kind, t.dir, t.capacity)
+                            : clairfs::SsdTier::Prepare(t.kind, t.dir, t.capacity);
       if (!ssd.ok()) return Fail(ssd.status().message());
       spdlog::info("ssd tier in {}: {} objects, {} of {} bytes", t.dir, ssd.value()->objects(),
                    ssd.value()->used_bytes(), t.capacity);
+      ssd_tiers.push_back(ssd.value().get());
       tiers.push_back(std::move(ssd.value()));
     } else {
       tiers.push_back(std::make_unique<clairfs::RamTier>(t.kind, t.capacity));
@@ -226,6 +230,17 @@ int main(int argc, char** argv) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return Fail("cannot daemonize");
+  }
+  if (!foreground) {
+    for (auto* ssd : ssd_tiers) {
+      if (clairfs::Status s = ssd->Reopen(); !s.ok()) {
+        spdlog::critical("cannot reopen the SSD tier after daemonizing: {}", s.message());
+        fuse_session_unmount(se);
+        fuse_remove_signal_handlers(se);
+        fuse_session_destroy(se);
+        return 1;
+      }
+    }
   }
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, data_abs, mount_abs);
   prefetcher.Start();
