@@ -27,6 +27,15 @@ void Plan::Finalize() {
   }
 }
 
+std::shared_ptr<Plan> Plan::Clone() const {
+  auto copy = std::make_shared<Plan>();
+  copy->files = files;
+  copy->sequence = sequence;
+  copy->epoch_begin = epoch_begin;
+  copy->Finalize();
+  return copy;
+}
+
 uint32_t Plan::Find(std::string_view path) const {
   auto it = index_.find(path);
   return it == index_.end() ? kNoPos : it->second;
@@ -196,10 +205,12 @@ PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
     const uint64_t size = f.version.size;
     PlanSummary::Part* part = f.tier >= 0 && static_cast<size_t>(f.tier) < s.tiers.size()
                                   ? &s.tiers[f.tier]
-                                  : (f.tier == kDirect ? &s.direct : &s.staging);
+                              : f.tier == kDirect ? &s.direct
+                              : f.tier == kPeer   ? &s.peer
+                                                  : &s.staging;
     ++part->files;
     part->bytes += size;
-    s.predicted_backing_bytes += f.tier >= 0 ? size : size * f.freq;
+    s.predicted_backing_bytes += f.tier >= 0 ? size : f.tier == kPeer ? 0 : size * f.freq;
   }
   return s;
 }

@@ -19,13 +19,15 @@ namespace clairfs {
 inline constexpr uint32_t kNoPos = 0xFFFFFFFFu;
 inline constexpr int8_t kStaging = -1;  // fetched into the staging window in read order
 inline constexpr int8_t kDirect = -2;   // too large to hold whole: read from the backing store
+inline constexpr int8_t kPeer = -3;     // staged in read order once the peer holding it says so
+inline bool IsStaged(int8_t tier) { return tier == kStaging || tier == kPeer; }
 
 struct PlanFile {
   std::string path;  // canonical, relative to the dataset root
   FileVersion version;
   uint32_t freq = 0;        // how often it appears in the access string
   uint32_t first = kNoPos;  // position of its first appearance
-  int8_t tier = kStaging;   // index into the tiers (fastest first), or kStaging / kDirect
+  int8_t tier = kStaging;   // index into the tiers (fastest first), or kStaging/kDirect/kPeer
 };
 
 class Plan {
@@ -42,6 +44,9 @@ class Plan {
 
   // Computes freq, first, next_same and the path index from files and sequence.
   void Finalize();
+  // A copy of files (with their placement), sequence and epochs, finalized; tier_order is
+  // left empty for the next placement.
+  std::shared_ptr<Plan> Clone() const;
   // File id of a canonical path, or kNoPos.
   uint32_t Find(std::string_view path) const;
   // 0-based epoch of a position (epochs() if past the end).
@@ -82,9 +87,9 @@ struct PlanSummary {
   };
   uint64_t epochs = 0, entries = 0, files = 0, bytes = 0;
   std::vector<Part> tiers;
-  Part staging{"staging"}, direct{"direct"};
+  Part staging{"staging"}, direct{"direct"}, peer{"peer"};  // peer: staged from other nodes
   // Bytes the plan will read from the backing store: each tier file once, every staged or
-  // direct entry each time it is read.
+  // direct entry each time it is read, nothing for files other nodes hold.
   uint64_t predicted_backing_bytes = 0;
 };
 PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits);

@@ -52,11 +52,36 @@ void Prefetcher::Stop() {
   }
 }
 
+void Prefetcher::SetCluster(ClusterHooks hooks) { cluster_ = std::move(hooks); }
+
 void Prefetcher::Install(std::shared_ptr<Plan> plan, bool append) {
-  PlaceFiles(*plan, limits_);
+  std::lock_guard install(install_mu_);
+  InstallLocked(std::move(plan), append, false);
+}
+
+void Prefetcher::Replan() {
+  std::lock_guard install(install_mu_);
+  std::shared_ptr<Plan> copy;
+  {
+    std::lock_guard lock(mu_);
+    if (!plan_ || stop_) return;
+    copy = plan_->Clone();
+  }
+  InstallLocked(std::move(copy), true, true);
+}
+
+void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool append, bool replan) {
+  bool ready = true;
+  if (cluster_.place) {
+    ready = cluster_.place(*plan, limits_, replan);
+  } else {
+    PlaceFiles(*plan, limits_);
+  }
   for (size_t t = 0; t < tiers_.size(); ++t) {
     // Keep what the plan puts in this tier or a faster one: the faster tier's fill copies it
-    // up from here (and erases it here) instead of reading the backing store.
+    // up from here (and erases it here) instead of reading the backing store. While the
+    // placement is pending nothing is evicted.
+    if (!ready) break;
     tiers_[t]->RetainOnly([&](std::string_view path, const FileVersion& v) {
       uint32_t id = plan->Find(path);
       return id != kNoPos && plan->files[id].tier >= 0 &&
@@ -77,6 +102,7 @@ void Prefetcher::Install(std::shared_ptr<Plan> plan, bool append) {
       if (!consumed_[p]) next_use_[plan->sequence[p]] = static_cast<uint32_t>(p);
     }
     ++generation_;
+    hold_ = !ready;
     staging_.clear();
     staging_bytes_ = 0;
     stage_cursor_ = low_;
@@ -137,8 +163,38 @@ Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& 
       return r;
     }
   }
+  if (cluster_.peer && cluster_.peer->Contains(path, version) && PreferPeer()) {
+    const auto start = Clock::now();
+    auto r = cluster_.peer->Get(path, version);  // bounded by the peer deadline
+    if (r.ok()) {
+      RecordRate(true, r.value()->size(), Clock::now() - start);
+      stats_->peer_fetched.fetch_add(1, std::memory_order_relaxed);
+      *source = kFromPeer;
+      return r;
+    }
+  }
   *source = -1;
-  return ReadBacking(path);
+  const auto start = Clock::now();
+  auto r = ReadBacking(path);
+  if (r.ok() && cluster_.peer) RecordRate(false, r.value()->size(), Clock::now() - start);
+  return r;
+}
+
+bool Prefetcher::PreferPeer() {
+  if (cluster_.backing_advantage <= 0) return true;
+  std::lock_guard lock(rate_mu_);
+  // Every 16th choice takes the other source, so that both rates stay measured.
+  const bool probe = ++choices_ % 16 == 0;
+  const bool peer_faster = peer_rate_ == 0 || backing_rate_ == 0 ||
+                           backing_rate_ <= cluster_.backing_advantage * peer_rate_;
+  return peer_faster != probe;
+}
+
+void Prefetcher::RecordRate(bool peer, uint64_t bytes, Clock::duration took) {
+  const double secs = std::max(1e-7, std::chrono::duration<double>(took).count());
+  std::lock_guard lock(rate_mu_);
+  double& rate = peer ? peer_rate_ : backing_rate_;
+  rate = rate == 0 ? bytes / secs : 0.9 * rate + 0.1 * (bytes / secs);
 }
 
 Result<BlobPtr> Prefetcher::WaitTimed(Flight& flight, int* source) {
@@ -193,15 +249,19 @@ void Prefetcher::TierLoop(size_t t) {
     uint64_t gen;
     {
       std::unique_lock lock(mu_);
-      tier_cv_.wait(
-          lock, [&] { return stop_ || (plan_ && tier_next_[t] < plan_->tier_order[t].size()); });
+      tier_cv_.wait(lock, [&] {
+        return stop_ || (plan_ && !hold_ && tier_next_[t] < plan_->tier_order[t].size());
+      });
       if (stop_) return;
       const PlanFile& f = plan_->files[plan_->tier_order[t][tier_next_[t]++]];
       path = f.path;
       version = f.version;
       gen = generation_;
     }
-    if (tiers_[t]->Contains(path, version)) continue;
+    if (tiers_[t]->Contains(path, version)) {
+      if (cluster_.held) cluster_.held(path, version);
+      continue;
+    }
     auto [flight, leader] = flights_.Join(path);
     int source = -1;
     Result<BlobPtr> r = leader ? ReadAny(path, version, static_cast<int>(t), &source)
@@ -217,6 +277,7 @@ void Prefetcher::TierLoop(size_t t) {
       continue;
     }
     stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
+    if (cluster_.held) cluster_.held(path, version);
     if (source >= 0) {
       stats_->tier_promoted[t].fetch_add(1, std::memory_order_relaxed);
       if (source > static_cast<int>(t)) tiers_[source]->Erase(path);  // tiers stay exclusive
@@ -237,12 +298,12 @@ void Prefetcher::StagingLoop() {
       std::unique_lock lock(mu_);
       for (;;) {
         if (stop_) return;
-        bool found = false;
-        while (plan_ && stage_cursor_ < plan_->sequence.size()) {
+        bool found = false, awaiting_peer = false;
+        while (plan_ && !hold_ && stage_cursor_ < plan_->sequence.size()) {
           const uint32_t p = stage_cursor_;
           const uint32_t fid = plan_->sequence[p];
           const PlanFile& f = plan_->files[fid];
-          if (consumed_[p] || f.tier != kStaging) {
+          if (consumed_[p] || !IsStaged(f.tier)) {
             ++stage_cursor_;
             continue;
           }
@@ -253,6 +314,12 @@ void Prefetcher::StagingLoop() {
             continue;
           }
           if (staging_bytes_ + f.version.size > options_.staging_capacity) break;  // full
+          // A file another node holds is staged from it once it announced it; the window does
+          // not read it from the backing store (a reader that gets there first fetches it).
+          if (f.tier == kPeer && cluster_.peer && !cluster_.peer->Contains(f.path, f.version)) {
+            awaiting_peer = true;
+            break;
+          }
           ++stage_cursor_;
           StageEntry& e = staging_[fid];
           e.pending = 1;
@@ -268,7 +335,11 @@ void Prefetcher::StagingLoop() {
           break;
         }
         if (found) break;
-        staging_cv_.wait(lock);
+        if (awaiting_peer) {
+          staging_cv_.wait_for(lock, std::chrono::milliseconds(10));  // announcements are polled
+        } else {
+          staging_cv_.wait(lock);
+        }
       }
     }
     int source = -1;
@@ -332,7 +403,7 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
       return out;  // changed since planning: never serve a cached copy
     }
     tier = f.tier;
-    if (tier == kStaging) {
+    if (IsStaged(tier)) {
       auto it = staging_.find(id);
       if (it != staging_.end() && (pos == kNoPos || pos < stage_cursor_)) {
         out.blob = it->second.blob;
@@ -381,6 +452,11 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
     stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
   }
   out.blob = std::move(r.value());
+  if (source == kFromPeer) {
+    stats_->served_peer.fetch_add(1, std::memory_order_relaxed);
+    out.source = OpenResult::Source::kPeer;
+    return out;
+  }
   if (source >= 0) {
     stats_->served_tier[source].fetch_add(1, std::memory_order_relaxed);
     out.source = OpenResult::Source::kTier;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -38,8 +39,28 @@ struct PrefetchOptions {
   uint64_t max_file_size = 256ull << 20;            // larger planned files are read directly
 };
 
+// ReadAny's source when a peer (ClusterHooks::peer) supplied the bytes.
+inline constexpr int kFromPeer = -2;
+
+// How the prefetcher works with other nodes (cluster/). Every member is optional.
+struct ClusterHooks {
+  // Replaces HDMLP placement (PlaceFiles). It may append files to plan.files (existing ids
+  // are kept; it then calls plan.Finalize()) and must fill plan.tier_order. It returns false
+  // while the placement is not known yet: the prefetch threads then hold until Replan(), and
+  // readers are still served on demand. `replan`: called from Replan(), not for a new plan.
+  std::function<bool(Plan& plan, const PlacementLimits& limits, bool replan)> place;
+  // A local tier now holds path at version (the fill stored it or found it there).
+  std::function<void(const std::string& path, const FileVersion& version)> held;
+  // Consulted after the local tiers and before the backing store; Contains() must answer
+  // from memory. Not owned.
+  Tier* peer = nullptr;
+  // Source choice: a peer that holds a file is read unless the backing store's measured
+  // throughput is more than this many times the peers'; 0 never prefers the backing store.
+  double backing_advantage = 0;
+};
+
 struct OpenResult {
-  enum class Source { kTier, kStaging, kBacking, kDirect };
+  enum class Source { kTier, kStaging, kBacking, kDirect, kPeer };
   Source source = Source::kDirect;
   int tier = -1;  // with kTier: which tier
   BlobPtr blob;   // null with kDirect: the caller reads the backing file itself
@@ -62,6 +83,8 @@ class Prefetcher {
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
+  // Before Start().
+  void SetCluster(ClusterHooks hooks);
   void Start();
   // Stops and joins every thread; waiting readers get kUnavailable. Idempotent.
   void Stop();
@@ -70,6 +93,8 @@ class Prefetcher {
   // Append (plan = old epochs + new ones, file ids kept): consumption state is kept. Tier
   // objects the new placement does not assign to that tier are evicted.
   void Install(std::shared_ptr<Plan> plan, bool append);
+  // Places the active plan again (on a copy; ClusterHooks::place decides), keeping progress.
+  void Replan();
   std::shared_ptr<const Plan> plan() const;
   const PlacementLimits& limits() const { return limits_; }
   PrefetchProgress progress() const;
@@ -92,6 +117,10 @@ class Prefetcher {
     FlightPtr flight;
   };
 
+  void InstallLocked(std::shared_ptr<Plan> plan, bool append, bool replan);
+  // Whether to ask a peer that holds a file rather than the backing store (by throughput).
+  bool PreferPeer();
+  void RecordRate(bool peer, uint64_t bytes, std::chrono::steady_clock::duration took);
   void TierLoop(size_t tier);
   void StagingLoop();
   void DemandLoop();
@@ -114,14 +143,20 @@ class Prefetcher {
   Stats* const stats_;
   SingleFlight flights_;
 
+  ClusterHooks cluster_;
+  std::mutex install_mu_;                    // serializes Install and Replan; taken before mu_
+  std::mutex rate_mu_;                       // leaf
+  double peer_rate_ = 0, backing_rate_ = 0;  // bytes per second, moving averages; 0: unknown
+  uint64_t choices_ = 0;
   // Lock order: mu_ before SingleFlight's lock before a Flight's lock; tiers' locks are leaves
-  // and are never taken while holding mu_.
+  // and are never taken while holding mu_, except the peer tier's Contains() (a leaf too).
   mutable std::mutex mu_;
   std::condition_variable tier_cv_;     // a plan was installed, or stop
   std::condition_variable staging_cv_;  // the window has room, a plan was installed, or stop
   std::condition_variable demand_cv_;   // a demand job was queued, or stop
   bool stop_ = false;
   bool started_ = false;
+  bool hold_ = false;        // placement pending (ClusterHooks::place returned false)
   uint64_t generation_ = 0;  // bumped by every Install; stale jobs drop their result
   std::shared_ptr<Plan> plan_;
   std::vector<uint8_t> consumed_;   // per position

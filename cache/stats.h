@@ -23,6 +23,13 @@ struct Stats {
   Counter unplanned_opens{0};  // opens of files the plan does not name
   Counter fetched_files{0};    // prefetches completed (tier fills and staging)
   Counter stall_ns{0};         // time readers waited on a fetch
+  // Peer tier (cluster/): opens whose bytes a reader got from a peer, files the prefetch got
+  // from peers, and the bytes moved each way.
+  Counter served_peer{0};
+  Counter peer_fetched{0};
+  Counter peer_bytes_in{0};
+  Counter peer_bytes_out{0};
+  Counter peer_errors{0};  // requests that failed: timeout, down peer, bad hash, bad reply
   struct Errors {
     Counter fetch{0};              // backing-store reads that failed
     Counter timeout{0};            // readers that gave up waiting on a fetch

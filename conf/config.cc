@@ -57,7 +57,18 @@ Status GetSize(const YAML::Node& node, const char* name, const std::string& key,
 
 Status ParseInto(const YAML::Node& root, Config* c) {
   if (!root || root.IsNull()) return Status::Ok();
-  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "log"}));
+  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log"}));
+  if (const auto k = root["cluster"]) {
+    CLAIRFS_TRY(CheckKeys(
+        k, "cluster",
+        {"plan_timeout", "peer_timeout", "down_for", "serve_threads", "backing_advantage"}));
+    CLAIRFS_TRY(Get(k, "plan_timeout", "cluster.plan_timeout", &c->cluster.plan_timeout));
+    CLAIRFS_TRY(Get(k, "peer_timeout", "cluster.peer_timeout", &c->cluster.peer_timeout));
+    CLAIRFS_TRY(Get(k, "down_for", "cluster.down_for", &c->cluster.down_for));
+    CLAIRFS_TRY(Get(k, "serve_threads", "cluster.serve_threads", &c->cluster.serve_threads));
+    CLAIRFS_TRY(
+        Get(k, "backing_advantage", "cluster.backing_advantage", &c->cluster.backing_advantage));
+  }
   if (const auto f = root["fuse"]) {
     CLAIRFS_TRY(CheckKeys(f, "fuse", {"threads", "entry_timeout", "attr_timeout", "keep_cache"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
@@ -168,6 +179,13 @@ Status Config::Validate() const {
     return Bad("cache.demand_threads", "must be 1..256");
   }
   if (!(cache.fetch_timeout > 0)) return Bad("cache.fetch_timeout", "must be > 0 seconds");
+  if (!(cluster.plan_timeout >= 0)) return Bad("cluster.plan_timeout", "must be >= 0 seconds");
+  if (!(cluster.peer_timeout > 0)) return Bad("cluster.peer_timeout", "must be > 0 seconds");
+  if (!(cluster.down_for >= 0)) return Bad("cluster.down_for", "must be >= 0 seconds");
+  if (cluster.serve_threads < 1 || cluster.serve_threads > 256) {
+    return Bad("cluster.serve_threads", "must be 1..256");
+  }
+  if (!(cluster.backing_advantage >= 0)) return Bad("cluster.backing_advantage", "must be >= 0");
   if (cache.max_file_size == 0) return Bad("cache.max_file_size", "must be > 0");
   static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                 "error", "critical", "off"};
@@ -204,7 +222,15 @@ std::string Human(uint64_t bytes) {
 
 }  // namespace
 
-Status ResolveForDataset(Config* c, const std::string& dataset) {
+void SubstituteRank(Config* c, int rank) {
+  for (TierConfig& t : c->cache.tiers) {
+    for (size_t at; (at = t.dir.find("{rank}")) != std::string::npos;) {
+      t.dir.replace(at, 6, std::to_string(rank));
+    }
+  }
+}
+
+Status ResolveForDataset(Config* c, const std::string& dataset, int instance) {
   struct sysinfo si {};
   sysinfo(&si);
   const uint64_t memory = static_cast<uint64_t>(si.totalram) * si.mem_unit;
@@ -223,7 +249,10 @@ Status ResolveForDataset(Config* c, const std::string& dataset) {
       }
       continue;
     }
-    if (t.dir.empty()) t.dir = "/var/tmp/clairfs/" + (name.empty() ? "root" : name) + "-" + hash;
+    if (t.dir.empty()) {
+      t.dir = "/var/tmp/clairfs/" + (name.empty() ? "root" : name) + "-" + hash +
+              (instance >= 0 ? "-rank" + std::to_string(instance) : "");
+    }
     const uint64_t available = FreeBytes(t.dir) + DirBytes(t.dir);
     if (t.capacity == 0) t.capacity = available / 2;
     if (t.capacity > available) {

@@ -28,6 +28,16 @@ struct CacheConfig {
   uint64_t max_file_size = 256ull << 20;  // larger planned files are read directly
 };
 
+// The peer tier, when clairfs runs under an MPI launcher (one daemon per rank).
+struct ClusterConfig {
+  double plan_timeout = 30;      // seconds a node waits for the other nodes' plans
+  double peer_timeout = 2;       // seconds a reader waits for one peer's reply
+  double down_for = 60;          // seconds a peer that missed a reply is skipped
+  int serve_threads = 2;         // threads answering other nodes' requests
+  double backing_advantage = 0;  // read the backing store instead of a holding peer only when
+                                 // it is measured this many times faster; 0: never
+};
+
 struct LogConfig {
   std::string level = "info";  // trace, debug, info, warn, error, critical, off
   std::string file;            // empty: stderr in the foreground, syslog as a daemon
@@ -36,16 +46,21 @@ struct LogConfig {
 struct Config {
   FsOptions fuse;
   CacheConfig cache;
+  ClusterConfig cluster;
   LogConfig log;
   // Checks ranges; the message names the bad key.
   Status Validate() const;
 };
 
+// Replaces "{rank}" in every SSD tier directory with rank.
+void SubstituteRank(Config* config, int rank);
+
 // Fills what depends on the machine and the dataset (absolute, normalized path): default SSD
-// directories and capacities. Fails, naming the key, when a capacity cannot be met: a RAM tier
+// directories (suffixed "-rank<N>" when instance >= 0, so that ranks sharing a machine do not
+// share a cache) and capacities. Fails, naming the key, when a capacity cannot be met: a RAM tier
 // larger than the machine's memory, an SSD tier larger than its file system's free space plus
 // what its cache already holds.
-Status ResolveForDataset(Config* config, const std::string& dataset);
+Status ResolveForDataset(Config* config, const std::string& dataset, int instance = -1);
 
 // Parses YAML text; unknown keys and bad values fail with the key named ("cache.staging.x").
 Result<Config> ParseConfig(std::string_view yaml);

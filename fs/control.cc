@@ -94,6 +94,7 @@ std::string ControlPlane::StatsJson() const {
   }
   served["staging"] = get(stats_.served_staging);
   served["backing"] = get(stats_.served_backing);
+  served["peer"] = get(stats_.served_peer);
   const PrefetchProgress p = prefetcher_.progress();
   json j = {
       {"files_opened", get(stats_.files_opened)},
@@ -102,6 +103,10 @@ std::string ControlPlane::StatsJson() const {
       {"backing_reads", get(stats_.backing_reads)},
       {"backing_bytes", get(stats_.backing_bytes)},
       {"unplanned_opens", get(stats_.unplanned_opens)},
+      {"peer_fetched", get(stats_.peer_fetched)},
+      {"peer_bytes_in", get(stats_.peer_bytes_in)},
+      {"peer_bytes_out", get(stats_.peer_bytes_out)},
+      {"peer_errors", get(stats_.peer_errors)},
       {"prefetch",
        {{"planned_files", p.planned_files},
         {"fetched_files", get(stats_.fetched_files)},
@@ -156,7 +161,9 @@ std::string ControlPlane::PlanJson() const {
        {"staging",
         {{"files", s.staging.files}, {"bytes", s.staging.bytes}, {"capacity", s.staging.capacity}}},
        {"direct", {{"files", s.direct.files}, {"bytes", s.direct.bytes}}},
+       {"from_peers", {{"files", s.peer.files}, {"bytes", s.peer.bytes}}},
        {"predicted_backing_bytes", s.predicted_backing_bytes}};
+  if (cluster_info_) j["cluster"] = json::parse(cluster_info_());
   return j.dump(2) + "\n";
 }
 

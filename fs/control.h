@@ -4,6 +4,7 @@
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,9 @@ class ControlPlane {
   // earlier flush with no data must not count.)
   Status Commit(Writer& w, bool last);
 
+  // A JSON object text shown as "cluster" in the plan (cluster/ provides it). Before serving.
+  void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
+
   std::string StatsJson() const;
   std::string PlanJson() const;
   std::string ErrorsText() const;
@@ -55,6 +59,7 @@ class ControlPlane {
   Prefetcher& prefetcher_;
   Stats& stats_;
   const std::vector<std::string> aliases_;
+  std::function<std::string()> cluster_info_;
   std::mutex commit_mu_;          // serializes plan building and installation
   mutable std::mutex errors_mu_;  // leaf
   std::string errors_;

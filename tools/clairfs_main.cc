@@ -1,6 +1,9 @@
 // clairfs: mount a dataset read-only with a clairvoyant cache (docs/usage.md).
 // Order of start-up: parse options, open the dataset, construct everything, mount, daemonize,
 // then start threads (fork would not carry them), serve, and tear down in reverse.
+// Under an MPI launcher (more than one rank) the daemon stays in the foreground under a
+// supervising parent (tools/supervise.h), joins the job's peer tier (cluster/), and
+// "{rank}" in the mountpoint and SSD directories becomes its rank.
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -26,9 +29,12 @@
 #include "cache/prefetcher.h"
 #include "cache/ram_tier.h"
 #include "cache/ssd_tier.h"
+#include "cluster/mpi_transport.h"
+#include "cluster/peer_tier.h"
 #include "conf/config.h"
 #include "fs/clairfs_fs.h"
 #include "fs/control.h"
+#include "tools/supervise.h"
 
 namespace {
 
@@ -144,6 +150,20 @@ int main(int argc, char** argv) {
     if (!loaded.ok()) return Fail(loaded.status().message());
     config = std::move(loaded.value());
   }
+  // With one rank, or no launcher, MPI is not touched at all.
+  std::unique_ptr<clairfs::cluster::MpiTransport> transport;
+  if (clairfs::cluster::LauncherWorldSize() > 1) {
+    foreground = true;  // the launcher owns the process
+    if (int code; clairfs::Supervise(&code)) return code;
+    auto t = clairfs::cluster::MpiTransport::Create();
+    if (!t.ok()) return Fail(t.status().message());
+    transport = std::move(t.value());
+    const std::string rank = std::to_string(transport->rank());
+    for (size_t at; (at = mountpoint.find("{rank}")) != std::string::npos;) {
+      mountpoint.replace(at, 6, rank);
+    }
+    clairfs::SubstituteRank(&config, transport->rank());
+  }
   // A killed daemon's mount must go before any path through it is resolved.
   if (std::string err =
           PrepareMountpoint(LexicalAbsolute(mountpoint.empty() ? dataset : mountpoint));
@@ -166,7 +186,8 @@ int main(int argc, char** argv) {
   auto backing = clairfs::PosixBacking::Open(data_abs);
   if (!backing.ok()) return Fail(backing.status().message());
 
-  if (auto s = clairfs::ResolveForDataset(&config, data_abs); !s.ok()) {
+  if (auto s = clairfs::ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1);
+      !s.ok()) {
     return Fail((config_path.empty() ? "" : config_path + ": ") + s.message());
   }
   SetUpLogging(config.log, foreground);
@@ -202,6 +223,30 @@ int main(int argc, char** argv) {
   if (mount_abs != data_abs) aliases.push_back(mount_abs);
   clairfs::ControlPlane control(*backing.value(), prefetcher, stats, aliases);
   clairfs::ClairFs fs(*backing.value(), prefetcher, control, stats, config.fuse, aliases);
+  std::unique_ptr<clairfs::cluster::PeerTier> peer;
+  if (transport) {
+    const auto ms = [](double secs) {
+      return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+    };
+    clairfs::cluster::PeerOptions po;
+    po.plan_timeout = ms(config.cluster.plan_timeout);
+    po.peer_timeout = ms(config.cluster.peer_timeout);
+    po.down_for = ms(config.cluster.down_for);
+    po.serve_threads = config.cluster.serve_threads;
+    peer = std::make_unique<clairfs::cluster::PeerTier>(*transport, po, &stats);
+    clairfs::ClusterHooks hooks;
+    hooks.place = [&](clairfs::Plan& plan, const clairfs::PlacementLimits& limits, bool replan) {
+      return peer->Place(plan, limits, replan);
+    };
+    hooks.held = [&](const std::string& path, const clairfs::FileVersion& version) {
+      peer->Held(path, version);
+    };
+    hooks.peer = peer.get();
+    hooks.backing_advantage = config.cluster.backing_advantage;
+    prefetcher.SetCluster(std::move(hooks));
+    control.SetClusterInfo([&] { return peer->InfoJson(); });
+    spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
+  }
 
   std::string opts = "fsname=clairfs:" + data_abs + ",subtype=clairfs,default_permissions";
   if (geteuid() == 0) opts += ",allow_other";
@@ -243,6 +288,18 @@ int main(int argc, char** argv) {
     }
   }
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, data_abs, mount_abs);
+  if (peer) {
+    peer->Start(
+        [&](const std::string& path,
+            const clairfs::FileVersion& version) -> clairfs::Result<clairfs::BlobPtr> {
+          for (clairfs::Tier* t : tier_ptrs) {
+            auto r = t->Get(path, version);
+            if (r.ok()) return r;
+          }
+          return clairfs::Status::Error(clairfs::Code::kNotFound, path);
+        },
+        [&] { prefetcher.Replan(); });
+  }
   prefetcher.Start();
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, static_cast<unsigned>(config.fuse.threads));
@@ -250,9 +307,12 @@ int main(int argc, char** argv) {
   const int rc = fuse_session_loop_mt(se, loop);
   fuse_loop_cfg_destroy(loop);
   prefetcher.Stop();
+  if (peer) peer->Stop();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   spdlog::info("clairfs stopped");
+  // MPI_Finalize waits for every rank; a dead one would keep this process forever.
+  if (transport) transport->Finalize(std::chrono::seconds(10), rc == 0 ? 0 : 1);
   return rc == 0 ? 0 : 1;
 }

@@ -1,0 +1,63 @@
+// MpiTransport: the Transport over MPI. The only code that calls MPI (design.md section 2).
+//
+// One progress thread makes every MPI call after initialization: it posts queued sends with
+// MPI_Isend, tests them, and matches incoming messages with MPI_Improbe/MPI_Mrecv on a private
+// duplicate of MPI_COMM_WORLD whose error handler returns errors instead of aborting. A send
+// to a rank that died never completes: it is abandoned after send_timeout (its buffer is kept,
+// since MPI may still read it).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cache/status.h"
+#include "cluster/transport.h"
+
+namespace clairfs::cluster {
+
+// The number of ranks a process launcher (mpiexec) announces in the environment, or 0 when
+// the process was not started by one. Makes no MPI call.
+int LauncherWorldSize();
+
+class MpiTransport : public Transport {
+ public:
+  // Initializes MPI with MPI_THREAD_MULTIPLE unless the process already did, and starts the
+  // progress thread. Fails if the library cannot provide MPI_THREAD_MULTIPLE.
+  static Result<std::unique_ptr<MpiTransport>> Create(
+      std::chrono::milliseconds send_timeout = std::chrono::seconds(30));
+  ~MpiTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void Send(int dst, int tag, std::vector<char> bytes) override;
+  std::optional<Message> Receive(std::chrono::milliseconds wait) override;
+  void Shutdown() override;
+  // After Shutdown: finalizes MPI if Create initialized it. MPI_Finalize waits for the other
+  // ranks, and a dead rank can keep it waiting: past `timeout` the process exits with
+  // `exit_code` instead of hanging.
+  void Finalize(std::chrono::milliseconds timeout, int exit_code);
+  uint64_t abandoned_sends() const { return abandoned_.load(); }
+
+ private:
+  struct Impl;
+  MpiTransport(std::unique_ptr<Impl> impl, int rank, int size);
+  void Progress();
+
+  std::unique_ptr<Impl> impl_;
+  const int rank_, size_;
+  std::mutex mu_;  // guards the queues below; leaf
+  std::condition_variable out_cv_, in_cv_;
+  std::deque<Message> outbox_;  // source field holds the destination
+  std::deque<Message> inbox_;
+  bool stop_ = false;
+  std::atomic<uint64_t> abandoned_{0};
+  std::thread thread_;
+};
+
+}  // namespace clairfs::cluster

@@ -1,0 +1,378 @@
+#include "cluster/peer_tier.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace clairfs::cluster {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+Status Miss() { return Status::Error(Code::kNotFound, "no peer holds it"); }
+}  // namespace
+
+PeerTier::PeerTier(Transport& transport, PeerOptions options, Stats* stats)
+    : transport_(transport),
+      options_(options),
+      stats_(stats),
+      rank_(transport.rank()),
+      size_(transport.size()),
+      digests_(transport.size()),
+      down_until_(transport.size()),
+      gone_(transport.size(), false) {}
+
+PeerTier::~PeerTier() { Stop(); }
+
+void PeerTier::Start(LocalLookup lookup, std::function<void()> replan) {
+  std::lock_guard lock(mu_);
+  if (started_) return;
+  started_ = true;
+  lookup_ = std::move(lookup);
+  replan_ = std::move(replan);
+  threads_.emplace_back([this] { ReceiveLoop(); });
+  for (int i = 0; i < std::max(1, options_.serve_threads); ++i) {
+    threads_.emplace_back([this] { ServeLoop(); });
+  }
+  threads_.emplace_back([this] { PlanLoop(); });
+}
+
+void PeerTier::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  Broadcast(kBye, {});
+  reply_cv_.notify_all();
+  serve_cv_.notify_all();
+  plan_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void PeerTier::Broadcast(int tag, const std::vector<char>& bytes) {
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (gone_[r]) continue;
+    }
+    transport_.Send(r, tag, bytes);
+  }
+}
+
+bool PeerTier::LiveLocked(int r, Clock::time_point now) const {
+  return r != rank_ && !gone_[r] && down_until_[r] <= now;
+}
+
+bool PeerTier::AllRegisteredLocked() const {
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && LiveLocked(r, now) && !digests_[r]) return false;
+  }
+  return true;
+}
+
+void PeerTier::MarkDown(int r) {
+  {
+    std::lock_guard lock(mu_);
+    down_until_[r] = Clock::now() + options_.down_for;
+  }
+  {
+    std::lock_guard lock(plan_mu_);
+    dirty_ = true;
+  }
+  plan_cv_.notify_all();
+}
+
+bool PeerTier::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
+  std::unique_lock lock(plan_mu_);
+  if (!replan || !registered_) {
+    Digest mine = MakeDigest(plan, limits, rank_, ++generation_);
+    const std::vector<char> bytes = EncodeDigest(mine);
+    digests_[rank_] = std::move(mine);
+    registered_ = true;
+    registered_at_ = Clock::now();
+    Broadcast(kPlan, bytes);
+  }
+  if (!AllRegisteredLocked() && Clock::now() < registered_at_ + options_.plan_timeout) {
+    placed_ = false;
+    lock.unlock();
+    plan_cv_.notify_all();  // the planner watches the deadline
+    return false;
+  }
+  std::vector<const Digest*> present;
+  {
+    std::lock_guard l(mu_);
+    const auto now = Clock::now();
+    for (int r = 0; r < size_; ++r) {
+      if (digests_[r] && (r == rank_ || LiveLocked(r, now))) present.push_back(&*digests_[r]);
+    }
+  }
+  totals_ = PlaceCluster(present);
+  local_ = ApplyPlacement(plan, limits, totals_, present, rank_);
+  placed_ranks_.clear();
+  for (const Digest* d : present) placed_ranks_.push_back(d->rank);
+  totals_.owner.clear();  // only the counts are kept for InfoJson
+  placed_ = true;
+  dirty_ = false;
+  return true;
+}
+
+void PeerTier::Held(const std::string& path, const FileVersion& version) {
+  bool flush;
+  {
+    std::lock_guard lock(mu_);
+    announce_.emplace_back(path, version);
+    flush = announce_.size() >= 1024;
+  }
+  if (flush) plan_cv_.notify_all();
+}
+
+void PeerTier::PlanLoop() {
+  for (;;) {
+    std::vector<std::pair<std::string, FileVersion>> batch;
+    bool replan = false;
+    {
+      std::unique_lock lock(plan_mu_);
+      plan_cv_.wait_for(lock, options_.announce_every);
+      {
+        std::lock_guard l(mu_);
+        if (stop_) return;
+        batch.swap(announce_);
+      }
+      if (registered_) {
+        const bool ready =
+            AllRegisteredLocked() || Clock::now() >= registered_at_ + options_.plan_timeout;
+        replan = (!placed_ && ready) || (placed_ && dirty_);
+        if (replan) dirty_ = false;
+      }
+    }
+    if (!batch.empty()) Broadcast(kHave, EncodeHave(Have{std::move(batch)}));
+    if (replan && replan_) replan_();
+  }
+}
+
+void PeerTier::ReceiveLoop() {
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+    }
+    std::optional<Message> m = transport_.Receive(std::chrono::milliseconds(50));
+    if (!m) continue;
+    const std::string_view bytes(m->bytes.data(), m->bytes.size());
+    const int src = m->source;
+    if (src < 0 || src >= size_ || src == rank_) continue;
+    switch (m->tag) {
+      case kRequest: {
+        std::lock_guard lock(mu_);
+        requests_.push_back(std::move(*m));
+        serve_cv_.notify_one();
+        break;
+      }
+      case kReply: {
+        const char* data;
+        size_t n;
+        auto h = DecodeReply(bytes, &data, &n);
+        if (!h) break;
+        std::lock_guard lock(mu_);
+        auto it = pending_.find(h->id);
+        if (it == pending_.end()) break;  // its reader gave up
+        it->second->reply = std::move(m->bytes);
+        it->second->done = true;
+        reply_cv_.notify_all();
+        break;
+      }
+      case kHave: {
+        auto have = DecodeHave(bytes);
+        if (!have) break;
+        std::lock_guard lock(mu_);
+        for (auto& [path, version] : have->files) {
+          auto [it, fresh] = holders_.try_emplace(std::move(path), Holder{src, version});
+          if (!fresh) holder_bytes_ -= it->second.version.size;
+          it->second = Holder{src, version};
+          holder_bytes_ += version.size;
+        }
+        break;
+      }
+      case kPlan: {
+        auto d = DecodeDigest(bytes);
+        if (!d || d->rank != src) break;
+        {
+          std::lock_guard lock(plan_mu_);
+          if (digests_[src] && digests_[src]->generation >= d->generation) break;
+          digests_[src] = std::move(*d);
+          dirty_ = true;
+        }
+        {
+          std::lock_guard lock(mu_);
+          gone_[src] = false;  // a rank that registers is back
+          down_until_[src] = {};
+        }
+        plan_cv_.notify_all();
+        break;
+      }
+      case kBye: {
+        {
+          std::lock_guard lock(mu_);
+          gone_[src] = true;
+        }
+        {
+          std::lock_guard lock(plan_mu_);
+          dirty_ = true;
+        }
+        plan_cv_.notify_all();
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+void PeerTier::ServeLoop() {
+  for (;;) {
+    Message m;
+    {
+      std::unique_lock lock(mu_);
+      serve_cv_.wait(lock, [&] { return stop_ || !requests_.empty(); });
+      if (stop_) return;
+      m = std::move(requests_.front());
+      requests_.pop_front();
+    }
+    auto q = DecodeRequest(std::string_view(m.bytes.data(), m.bytes.size()));
+    if (!q) continue;
+    ReplyHeader h{q->id, 0, 0, q->version};
+    auto r = lookup_ ? lookup_(q->path, q->version) : Result<BlobPtr>(Miss());
+    if (r.ok() && r.value()->version() == q->version) {
+      const Blob& b = *r.value();
+      h.found = 1;
+      h.hash = b.hash();
+      transport_.Send(m.source, kReply, EncodeReply(h, b.data(), b.size()));
+      stats_->peer_bytes_out.fetch_add(b.size(), std::memory_order_relaxed);
+    } else {
+      transport_.Send(m.source, kReply, EncodeReply(h, nullptr, 0));
+    }
+  }
+}
+
+Result<BlobPtr> PeerTier::Get(std::string_view path, const FileVersion& version) {
+  int holder;
+  uint64_t id;
+  auto slot = std::make_shared<Pending>();
+  {
+    std::lock_guard lock(mu_);
+    auto it = holders_.find(std::string(path));
+    if (stop_ || it == holders_.end() || it->second.version != version ||
+        !LiveLocked(it->second.rank, Clock::now())) {
+      return Miss();
+    }
+    holder = it->second.rank;
+    id = ++next_id_;
+    pending_.emplace(id, slot);
+  }
+  transport_.Send(holder, kRequest, EncodeRequest({id, version, std::string(path)}));
+  std::vector<char> reply;
+  {
+    std::unique_lock lock(mu_);
+    const bool answered =
+        reply_cv_.wait_for(lock, options_.peer_timeout, [&] { return stop_ || slot->done; });
+    pending_.erase(id);
+    if (!answered || !slot->done) {
+      lock.unlock();
+      stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
+      if (!answered) MarkDown(holder);
+      return Status::Error(Code::kUnavailable,
+                           "peer " + std::to_string(holder) + " did not answer");
+    }
+    reply = std::move(slot->reply);
+  }
+  const char* data;
+  size_t n;
+  auto h = DecodeReply(std::string_view(reply.data(), reply.size()), &data, &n);
+  if (h && !h->found) {
+    std::lock_guard lock(mu_);
+    auto it = holders_.find(std::string(path));
+    if (it != holders_.end() && it->second.rank == holder) {
+      holder_bytes_ -= it->second.version.size;
+      holders_.erase(it);
+    }
+    return Miss();
+  }
+  if (!h || h->version != version || n != version.size) {
+    stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
+    return Miss();
+  }
+  auto blob = Blob::Allocate(n, version);
+  std::memcpy(blob->mutable_data(), data, n);
+  blob->Seal();
+  if (blob->hash() != h->hash) {
+    stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
+    return Miss();  // damaged on the way: never served
+  }
+  stats_->peer_bytes_in.fetch_add(n, std::memory_order_relaxed);
+  return BlobPtr(std::move(blob));
+}
+
+Status PeerTier::Put(std::string_view, BlobPtr) {
+  return Status::Error(Code::kNoSpace, "peers fill their own tiers");
+}
+
+bool PeerTier::Contains(std::string_view path, const FileVersion& version) {
+  std::lock_guard lock(mu_);
+  auto it = holders_.find(std::string(path));
+  return it != holders_.end() && it->second.version == version &&
+         LiveLocked(it->second.rank, Clock::now());
+}
+
+uint64_t PeerTier::used_bytes() const {
+  std::lock_guard lock(mu_);
+  return holder_bytes_;
+}
+
+uint64_t PeerTier::capacity() const {
+  std::lock_guard lock(plan_mu_);
+  uint64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || !digests_[r]) continue;
+    for (uint64_t c : digests_[r]->tier_capacity) total += c;
+  }
+  return total;
+}
+
+std::string PeerTier::InfoJson() const {
+  using nlohmann::json;
+  std::lock_guard lock(plan_mu_);
+  json registered = json::array(), down = json::array();
+  {
+    std::lock_guard l(mu_);
+    const auto now = Clock::now();
+    for (int r = 0; r < size_; ++r) {
+      if (digests_[r]) registered.push_back(r);
+      if (r != rank_ && !LiveLocked(r, now)) down.push_back(r);
+    }
+  }
+  json from = json::object();
+  for (const auto& [r, files] : local_.from_peer_files) from[std::to_string(r)] = files;
+  json j = {
+      {"rank", rank_},
+      {"ranks", size_},
+      {"registered", registered},
+      {"unreachable", down},
+      {"state", !registered_ ? "no plan"
+                : placed_    ? "placed"
+                             : "waiting for plans"},
+      {"placed_with", placed_ranks_},
+      {"owned", {{"files", local_.owned_files}, {"bytes", local_.owned_bytes}}},
+      {"from_peers",
+       {{"files", local_.from_peers_files}, {"bytes", local_.from_peers_bytes}, {"by_rank", from}}},
+      {"unowned", {{"files", local_.unowned_files}, {"bytes", local_.unowned_bytes}}},
+      {"cluster_files", totals_.files},
+      {"cluster_bytes", totals_.bytes},
+      {"predicted_cluster_backing_bytes", totals_.predicted_backing_bytes}};
+  return j.dump();
+}
+
+}  // namespace clairfs::cluster

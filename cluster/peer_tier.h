@@ -1,0 +1,137 @@
+// PeerTier: the other nodes' caches, as one more tier (design.md section 3), over a Transport.
+//
+// Plans. When this node registers a manifest, Place() sends its plan digest to every rank.
+// Once every live rank's digest is here, or plan_timeout after this node registered, every
+// node computes the same cluster placement (placement.h) and its prefetcher fills what this
+// node owns. A digest that arrives later (a late node, new epochs), a node that leaves or one
+// marked down triggers a new placement. Until the first placement the prefetcher holds, so
+// nodes do not all read the same files from the backing store.
+//
+// Holding. Every file a local tier holds is announced to the other nodes (batched); Get()
+// asks only a node that announced the file at the requested version. A peer answers at once
+// with the bytes and their xxh3, or "not here"; the receiver checks the hash and the size, so
+// a bad reply is a miss, never wrong bytes. A peer that does not answer within peer_timeout is
+// marked down and skipped for down_for; readers then go to the backing store.
+//
+// Threads: a receiver (dispatches messages), serve_threads servers (answer requests from
+// the local tiers), and a planner (announcements, placement deadlines, replans). Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/plan.h"
+#include "cache/stats.h"
+#include "cache/tier.h"
+#include "cluster/placement.h"
+#include "cluster/protocol.h"
+#include "cluster/transport.h"
+
+namespace clairfs::cluster {
+
+struct PeerOptions {
+  std::chrono::milliseconds plan_timeout{30'000};  // longest wait for the other nodes' plans
+  std::chrono::milliseconds peer_timeout{2'000};   // longest wait for one peer's reply
+  std::chrono::milliseconds down_for{60'000};      // a peer that missed a reply is skipped so long
+  int serve_threads = 2;                           // threads answering peers' requests
+  std::chrono::milliseconds announce_every{20};    // announcements are batched this long
+};
+
+class PeerTier : public Tier {
+ public:
+  // This node's tiers: the bytes of path at version if a local tier holds them. Must not
+  // block on the network.
+  using LocalLookup = std::function<Result<BlobPtr>(const std::string&, const FileVersion&)>;
+
+  PeerTier(Transport& transport, PeerOptions options, Stats* stats);
+  ~PeerTier() override;
+
+  // Starts the threads. replan re-places the active plan (Prefetcher::Replan); it is called
+  // from the planner thread with no lock held.
+  void Start(LocalLookup lookup, std::function<void()> replan);
+  // Tells the other nodes that this one leaves and joins the threads; waiting readers return
+  // kUnavailable at once. Idempotent.
+  void Stop();
+
+  // ClusterHooks::place: see the header comment. Returns false while the placement waits for
+  // other nodes' plans.
+  bool Place(Plan& plan, const PlacementLimits& limits, bool replan);
+  // ClusterHooks::held: a local tier holds path at version.
+  void Held(const std::string& path, const FileVersion& version);
+  // The cluster section of .clairfs/plan, as JSON text.
+  std::string InfoJson() const;
+
+  const std::string& name() const override { return name_; }
+  Result<BlobPtr> Get(std::string_view path, const FileVersion& version) override;
+  // Peers fill their own tiers: refused with kNoSpace.
+  Status Put(std::string_view path, BlobPtr blob) override;
+  bool Contains(std::string_view path, const FileVersion& version) override;
+  void Erase(std::string_view) override {}
+  void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>&) override {}
+  uint64_t used_bytes() const override;  // bytes the other nodes announced
+  uint64_t capacity() const override;    // the other registered nodes' tier capacity
+
+ private:
+  struct Holder {
+    int rank;
+    FileVersion version;
+  };
+  struct Pending {
+    bool done = false;
+    std::vector<char> reply;
+  };
+
+  void ReceiveLoop();
+  void ServeLoop();
+  void PlanLoop();
+  void Broadcast(int tag, const std::vector<char>& bytes);
+  bool LiveLocked(int r, std::chrono::steady_clock::time_point now) const;  // mu_ held
+  // plan_mu_ held: every rank that is live has registered.
+  bool AllRegisteredLocked() const;
+  void MarkDown(int r);
+
+  Transport& transport_;
+  const PeerOptions options_;
+  Stats* const stats_;
+  const std::string name_ = "peer";
+  const int rank_, size_;
+  LocalLookup lookup_;
+  std::function<void()> replan_;
+
+  // Lock order: plan_mu_ before mu_. Transport calls may be made under either.
+  mutable std::mutex plan_mu_;
+  std::vector<std::optional<Digest>> digests_;  // by rank; this node's own included
+  uint64_t generation_ = 0;
+  bool registered_ = false;  // this node has a plan
+  std::chrono::steady_clock::time_point registered_at_;
+  bool placed_ = false;  // the active plan has a cluster placement
+  bool dirty_ = false;   // digests or liveness changed since the last placement
+  ClusterPlacement totals_;
+  LocalPlacement local_;
+  std::vector<int> placed_ranks_;
+
+  mutable std::mutex mu_;
+  std::condition_variable reply_cv_, serve_cv_, plan_cv_;
+  bool stop_ = false;
+  bool started_ = false;
+  std::unordered_map<std::string, Holder> holders_;
+  uint64_t holder_bytes_ = 0;
+  std::vector<std::chrono::steady_clock::time_point> down_until_;
+  std::vector<bool> gone_;  // said bye
+  uint64_t next_id_ = 0;
+  std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
+  std::deque<Message> requests_;
+  std::vector<std::pair<std::string, FileVersion>> announce_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace clairfs::cluster

@@ -1,0 +1,66 @@
+// The peer protocol: message tags and their encodings (little-endian, native layout; all
+// ranks of a job run the same binary on the same architecture).
+//   kPlan     a node's plan digest, sent to every rank when the node registers a manifest
+//   kHave     files a node's tiers now hold (announcements, batched)
+//   kRequest  "send me path at version", answered by exactly one kReply
+//   kReply    the bytes and their xxh3, or "not here" (answered at once, never waited for)
+//   kBye      the sender is leaving; stop asking it
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/object.h"
+
+namespace clairfs::cluster {
+
+enum Tag : int { kPlan = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5 };
+
+// One file of a node's plan.
+struct DigestFile {
+  std::string path;
+  FileVersion version;
+  uint32_t freq = 0;  // reads of it in the node's access string
+  double first = 0;   // first read, as a fraction of the node's access string (a time proxy)
+};
+
+struct Digest {
+  int rank = -1;
+  uint64_t generation = 0;  // increases with every manifest the node registers
+  std::vector<uint64_t> tier_capacity;
+  uint64_t max_file_size = 0;
+  std::vector<DigestFile> files;
+};
+
+struct Have {
+  std::vector<std::pair<std::string, FileVersion>> files;
+};
+
+struct Request {
+  uint64_t id = 0;
+  FileVersion version;
+  std::string path;
+};
+
+struct ReplyHeader {
+  uint64_t id = 0;
+  uint8_t found = 0;
+  uint64_t hash = 0;
+  FileVersion version;
+};
+
+std::vector<char> EncodeDigest(const Digest& d);
+std::optional<Digest> DecodeDigest(std::string_view bytes);
+std::vector<char> EncodeHave(const Have& h);
+std::optional<Have> DecodeHave(std::string_view bytes);
+std::vector<char> EncodeRequest(const Request& r);
+std::optional<Request> DecodeRequest(std::string_view bytes);
+// A reply: the header, then the file's bytes when found.
+std::vector<char> EncodeReply(const ReplyHeader& h, const char* data, size_t size);
+// The header; *data and *size point into bytes.
+std::optional<ReplyHeader> DecodeReply(std::string_view bytes, const char** data, size_t* size);
+
+}  // namespace clairfs::cluster

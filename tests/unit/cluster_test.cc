@@ -1,0 +1,323 @@
+// The peer tier without MPI: protocol encodings, cluster placement, and whole nodes
+// (MemBacking + RamTier + Prefetcher + PeerTier) talking over a LoopbackNetwork.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "cache/prefetcher.h"
+#include "cache/ram_tier.h"
+#include "cluster/loopback_transport.h"
+#include "cluster/peer_tier.h"
+#include "cluster/placement.h"
+#include "cluster/protocol.h"
+#include "tests/unit/mem_backing.h"
+
+namespace clairfs::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using clairfs::testing::MemBacking;
+
+TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
+  Digest d{3, 7, {100, 200}, 50, {{"a/b", {10, 5}, 2, 0.25}, {"c", {1, 2}, 1, 0.5}}};
+  auto bytes = EncodeDigest(d);
+  auto back = DecodeDigest({bytes.data(), bytes.size()});
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->rank, 3);
+  EXPECT_EQ(back->generation, 7u);
+  EXPECT_EQ(back->tier_capacity, (std::vector<uint64_t>{100, 200}));
+  ASSERT_EQ(back->files.size(), 2u);
+  EXPECT_EQ(back->files[0].path, "a/b");
+  EXPECT_EQ(back->files[0].version, (FileVersion{10, 5}));
+  EXPECT_EQ(back->files[1].first, 0.5);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    EXPECT_FALSE(DecodeDigest({bytes.data(), cut})) << cut;
+  }
+  auto req = EncodeRequest({9, {3, 4}, "x/y"});
+  auto q = DecodeRequest({req.data(), req.size()});
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->id, 9u);
+  EXPECT_EQ(q->path, "x/y");
+  EXPECT_FALSE(DecodeRequest({req.data(), req.size() - 1}));
+  auto rep = EncodeReply({5, 1, 42, {3, 4}}, "abc", 3);
+  const char* data;
+  size_t n;
+  auto h = DecodeReply({rep.data(), rep.size()}, &data, &n);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->hash, 42u);
+  EXPECT_EQ(std::string(data, n), "abc");
+  auto have = EncodeHave({{{"p", {1, 1}}, {"q", {2, 2}}}});
+  auto hv = DecodeHave({have.data(), have.size()});
+  ASSERT_TRUE(hv);
+  EXPECT_EQ(hv->files.size(), 2u);
+}
+
+Digest MakeNode(int rank, uint64_t capacity,
+                std::vector<std::tuple<std::string, uint32_t, double>> files) {
+  Digest d{rank, 1, {capacity}, 1000, {}};
+  for (auto& [path, freq, first] : files) d.files.push_back({path, {100, 1}, freq, first});
+  return d;
+}
+
+TEST(PlacementTest, MostFrequentReaderOwnsThenEarliestThenRoomiest) {
+  Digest a = MakeNode(0, 1000, {{"f", 1, 0.5}, {"g", 2, 0.1}, {"h", 1, 0.2}});
+  Digest b = MakeNode(1, 1000, {{"f", 3, 0.9}, {"g", 2, 0.0}, {"h", 1, 0.6}});
+  Digest c = MakeNode(2, 1000, {});
+  auto p = PlaceCluster({&a, &b, &c});
+  EXPECT_EQ(p.owner.at("f"), 1);  // read most by 1
+  EXPECT_EQ(p.owner.at("g"), 1);  // tie: 1 reads it first
+  EXPECT_EQ(p.owner.at("h"), 0);  // tie: 0 reads it first
+  EXPECT_EQ(p.files, 3u);
+  EXPECT_EQ(p.owned_files, 3u);
+  EXPECT_EQ(p.predicted_backing_bytes, 300u);  // each file once
+
+  // Readers without room: the roomiest node holds it; nowhere: no owner, read every time.
+  Digest small0 = MakeNode(0, 100, {{"x", 2, 0.0}, {"y", 1, 0.1}, {"z", 1, 0.2}});
+  Digest small1 = MakeNode(1, 150, {});
+  auto q = PlaceCluster({&small0, &small1});
+  EXPECT_EQ(q.owner.at("x"), 0);
+  EXPECT_EQ(q.owner.at("y"), 1);
+  EXPECT_EQ(q.owner.count("z"), 0u);
+  EXPECT_EQ(q.predicted_backing_bytes, 100u + 100u + 100u);
+}
+
+TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
+  MemBacking backing;
+  for (const char* f : {"f", "g", "h", "k"}) backing.AddFile(f, std::string(100, 'x'));
+  ManifestParser parser;
+  parser.Feed("f\ng\nh\nf\n");
+  PathResolver resolver(backing, {});
+  auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr);
+  ASSERT_TRUE(plan.ok());
+  PlacementLimits limits{{"ram"}, {1000}, 1000, 1000};
+  Digest mine = MakeDigest(*plan.value(), limits, 0, 1);
+  Digest other{1, 1, {1000}, 1000, {{"g", {100, 1}, 5, 0.0}, {"k", {100, 1}, 1, 0.0}}};
+  mine.files.push_back({"k", {100, 1}, 0, 1.0});  // nobody but 1 reads k; force 0 to own it:
+  other.tier_capacity = {0};                      // 1 has no room
+  mine.files.pop_back();
+  auto placement = PlaceCluster({&mine, &other});
+  auto local = ApplyPlacement(*plan.value(), limits, placement, {&mine, &other}, 0);
+  Plan& p = *plan.value();
+  EXPECT_EQ(p.files[p.Find("f")].tier, 0);
+  EXPECT_EQ(p.files[p.Find("g")].tier, 0);  // 1 reads it more but has no room
+  ASSERT_NE(p.Find("k"), kNoPos);           // owned, not read here: appended
+  EXPECT_EQ(p.files[p.Find("k")].tier, 0);
+  EXPECT_EQ(local.owned_files, 4u);
+  EXPECT_EQ(local.from_peers_files, 0u);
+}
+
+// Wraps a transport and flips one byte in every reply it receives.
+class CorruptingTransport : public Transport {
+ public:
+  explicit CorruptingTransport(Transport& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void Send(int dst, int tag, std::vector<char> bytes) override {
+    inner_.Send(dst, tag, std::move(bytes));
+  }
+  std::optional<Message> Receive(std::chrono::milliseconds wait) override {
+    auto m = inner_.Receive(wait);
+    if (m && m->tag == kReply && !m->bytes.empty()) m->bytes.back() ^= 0x40;
+    return m;
+  }
+  void Shutdown() override { inner_.Shutdown(); }
+
+ private:
+  Transport& inner_;
+};
+
+// One node: its own backing view, RAM tier, prefetcher and peer tier.
+struct Node {
+  Node(MemBacking& backing, Transport& t, uint64_t ram, PeerOptions po, Stats* stats,
+       uint64_t staging = 64 << 10)
+      : ram_tier("ram", ram), peer(t, po, stats) {
+    PrefetchOptions o;
+    o.staging_capacity = staging;
+    o.staging_threads = 2;
+    o.tier_threads = {2};
+    o.demand_threads = 2;
+    o.fetch_timeout = 10s;
+    prefetcher = std::make_unique<Prefetcher>(backing, std::vector<Tier*>{&ram_tier}, o, stats);
+    ClusterHooks hooks;
+    hooks.place = [this](Plan& p, const PlacementLimits& l, bool re) {
+      return peer.Place(p, l, re);
+    };
+    hooks.held = [this](const std::string& path, const FileVersion& v) { peer.Held(path, v); };
+    hooks.peer = &peer;
+    prefetcher->SetCluster(hooks);
+    peer.Start(
+        [this](const std::string& path, const FileVersion& v) { return ram_tier.Get(path, v); },
+        [this] { prefetcher->Replan(); });
+    prefetcher->Start();
+  }
+  ~Node() {
+    prefetcher->Stop();
+    peer.Stop();
+  }
+  RamTier ram_tier;
+  PeerTier peer;
+  std::unique_ptr<Prefetcher> prefetcher;
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  static constexpr int kFiles = 120;
+  static constexpr size_t kSize = 1000;
+  static std::string Name(int i) { return "d/f" + std::to_string(i); }
+  static std::string Content(int i) {
+    std::string s(kSize, '\0');
+    for (size_t k = 0; k < kSize; ++k) s[k] = static_cast<char>('a' + (i * 13 + k) % 26);
+    return s;
+  }
+  void SetUp() override {
+    for (int i = 0; i < kFiles; ++i) backing_.AddFile(Name(i), Content(i));
+  }
+  // A seeded global shuffle per epoch, split round-robin across ranks (DistributedSampler).
+  static std::vector<std::vector<int>> Order(int rank, int world, int epochs) {
+    std::vector<std::vector<int>> out;
+    for (int e = 0; e < epochs; ++e) {
+      std::vector<int> all(kFiles);
+      for (int i = 0; i < kFiles; ++i) all[i] = i;
+      std::mt19937 rng(1000 + e);
+      std::shuffle(all.begin(), all.end(), rng);
+      std::vector<int> mine;
+      for (size_t k = rank; k < all.size(); k += world) mine.push_back(all[k]);
+      out.push_back(mine);
+    }
+    return out;
+  }
+  std::shared_ptr<Plan> PlanOf(const std::vector<std::vector<int>>& epochs) {
+    std::string text;
+    for (const auto& e : epochs) {
+      text += "#epoch\n";
+      for (int i : e) text += Name(i) + "\n";
+    }
+    ManifestParser p;
+    p.Feed(text);
+    PathResolver resolver(backing_, {});
+    auto plan = BuildPlan(std::move(p).Finish(), resolver, nullptr);
+    EXPECT_TRUE(plan.ok());
+    return plan.value();
+  }
+  void StartNodes(int n, uint64_t ram, PeerOptions po, uint64_t staging = 64 << 10) {
+    net_ = std::make_unique<LoopbackNetwork>(n);
+    stats_ = std::vector<Stats>(n);
+    for (int r = 0; r < n; ++r) {
+      nodes_.push_back(std::make_unique<Node>(backing_, net_->at(r), ram, po, &stats_[r], staging));
+    }
+  }
+  static bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds limit = 10s) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
+  }
+  uint64_t TierFetched(int r) { return stats_[r].tier_fetched[0].load(); }
+  void ReadAll(int r, const std::vector<std::vector<int>>& epochs) {
+    for (const auto& e : epochs) {
+      for (int i : e) {
+        auto res = nodes_[r]->prefetcher->Open(Name(i), {kSize, 1});
+        ASSERT_TRUE(res.ok()) << res.status().message();
+        ASSERT_TRUE(res->blob) << Name(i);
+        ASSERT_EQ(std::string(res->blob->data(), res->blob->size()), Content(i)) << Name(i);
+      }
+    }
+  }
+  void TearDown() override { nodes_.clear(); }
+
+  MemBacking backing_;
+  std::unique_ptr<LoopbackNetwork> net_;
+  std::unique_ptr<Transport> wrapper_;  // between a node and net_, when a test needs one
+  std::vector<Stats> stats_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+TEST_F(ClusterTest, BackingStoreIsReadOnceAcrossTheCluster) {
+  const int n = 4;
+  // Each node holds 30% of the dataset: together they hold it all, none alone.
+  StartNodes(n, kFiles * kSize * 3 / 10, PeerOptions{});
+  std::vector<std::vector<std::vector<int>>> orders;
+  for (int r = 0; r < n; ++r) {
+    orders.push_back(Order(r, n, 3));
+    nodes_[r]->prefetcher->Install(PlanOf(orders[r]), false);
+  }
+  // Every file has an owner; wait until the owners hold them and announced them.
+  ASSERT_TRUE(WaitFor([&] {
+    uint64_t held = 0;
+    for (int r = 0; r < n; ++r) held += TierFetched(r);
+    return held == kFiles;
+  }));
+  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() >= kSize; }));
+  std::this_thread::sleep_for(100ms);  // the last announcements
+  std::vector<std::thread> readers;
+  for (int r = 0; r < n; ++r) readers.emplace_back([&, r] { ReadAll(r, orders[r]); });
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(backing_.reads(), static_cast<uint64_t>(kFiles));
+  uint64_t from_peers = 0;
+  for (int r = 0; r < n; ++r) from_peers += stats_[r].peer_fetched + stats_[r].served_peer;
+  EXPECT_GT(from_peers, 0u);
+  EXPECT_EQ(stats_[0].peer_errors.load(), 0u);
+  auto info = nodes_[0]->peer.InfoJson();
+  EXPECT_NE(info.find("\"state\":\"placed\""), std::string::npos) << info;
+}
+
+TEST_F(ClusterTest, ANodeThatNeverRegistersDelaysOthersOnlyUntilTheDeadline) {
+  PeerOptions po;
+  po.plan_timeout = 300ms;
+  StartNodes(3, kFiles * kSize, po);
+  auto order0 = Order(0, 3, 1), order1 = Order(1, 3, 1);
+  const auto start = std::chrono::steady_clock::now();
+  nodes_[0]->prefetcher->Install(PlanOf(order0), false);
+  nodes_[1]->prefetcher->Install(PlanOf(order1), false);
+  // Rank 2 never registers: placement waits for it at most plan_timeout.
+  ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == 2 * order0[0].size(); }));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+  ReadAll(0, order0);
+  ReadAll(1, order1);
+  // Reads before the placement are served on demand, not blocked.
+  EXPECT_NE(nodes_[0]->peer.InfoJson().find("\"placed_with\":[0,1]"), std::string::npos);
+}
+
+TEST_F(ClusterTest, ADeadPeerIsMarkedDownAndReadsFallBackToTheBackingStore) {
+  PeerOptions po;
+  po.peer_timeout = 200ms;
+  const int n = 2;
+  StartNodes(n, kFiles * kSize / 2, po, 2 * kSize);  // a small window: most reads come later
+  auto all = Order(0, 1, 1);  // both nodes read everything once, in the same order
+  nodes_[0]->prefetcher->Install(PlanOf(all), false);
+  nodes_[1]->prefetcher->Install(PlanOf(all), false);
+  ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == kFiles; }));
+  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() == TierFetched(1) * kSize; }));
+  net_->Kill(1);
+  const auto start = std::chrono::steady_clock::now();
+  ReadAll(0, all);  // correct bytes although half the files were held by the dead node
+  // One request waited for the deadline; after that the node was skipped.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_GE(stats_[0].peer_errors.load(), 1u);
+  EXPECT_NE(nodes_[0]->peer.InfoJson().find("\"unreachable\":[1]"), std::string::npos);
+}
+
+TEST_F(ClusterTest, DamagedRepliesAreNeverServed) {
+  net_ = std::make_unique<LoopbackNetwork>(2);
+  stats_ = std::vector<Stats>(2);
+  wrapper_ = std::make_unique<CorruptingTransport>(net_->at(0));
+  nodes_.push_back(std::make_unique<Node>(backing_, *wrapper_, kFiles * kSize / 2, PeerOptions{},
+                                          &stats_[0], 2 * kSize));
+  nodes_.push_back(std::make_unique<Node>(backing_, net_->at(1), kFiles * kSize / 2, PeerOptions{},
+                                          &stats_[1], 2 * kSize));
+  auto all = Order(0, 1, 1);
+  nodes_[0]->prefetcher->Install(PlanOf(all), false);
+  nodes_[1]->prefetcher->Install(PlanOf(all), false);
+  ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == kFiles; }));
+  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() == TierFetched(1) * kSize; }));
+  ReadAll(0, all);
+  EXPECT_GE(stats_[0].peer_errors.load(), 1u);
+  EXPECT_EQ(stats_[0].peer_bytes_in.load(), 0u);
+}
+
+}  // namespace
+}  // namespace clairfs::cluster
