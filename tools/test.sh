@@ -28,7 +28,7 @@ for path in sys.argv[1:]:
     for line in lines:
         t = json.loads(line)
         out = t.get("stdout", "") + t.get("stderr", "")
-        summary = re.search(r"^fs: (\d+) passed, (\d+) failed, (\d+) skipped$", out, re.M)
+        summary = re.search(r"^(?:fs|mpi): (\d+) passed, (\d+) failed, (\d+) skipped$", out, re.M)
         ok = len(re.findall(r"^\[       OK \] ", out, re.M))
         bad = len(re.findall(r"^\[  FAILED  \] \S+ \(", out, re.M))
         if summary:

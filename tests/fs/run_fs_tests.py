@@ -52,7 +52,9 @@ class LogPrintingResult(unittest.TextTestResult):
             self.stream.flush()
 
 
-def main(argv):
+def main(argv, modules=None, label="fs"):
+    """Runs modules (default MODULES), prints "<label>: N passed, N failed, N skipped"."""
+    modules = modules or MODULES
     reason = skip_reason()
     if reason:
         print(f"SKIP: {reason}")
@@ -66,7 +68,7 @@ def main(argv):
     loader = unittest.TestLoader()
     if argv:
         loader.testNamePatterns = [p if "*" in p else f"*{p}*" for p in argv]
-    suite = unittest.TestSuite(loader.loadTestsFromName(m) for m in MODULES)
+    suite = unittest.TestSuite(loader.loadTestsFromName(m) for m in modules)
     if suite.countTestCases() == 0:
         print(f"no test matches {argv}")
         return 1
@@ -81,8 +83,9 @@ def main(argv):
         return 1
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
-    print(f"fs suite: {time.monotonic() - start:.1f}s")
-    print(f"fs: {result.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
+    print(f"{label} suite: {time.monotonic() - start:.1f}s")
+    print(f"{label}: {result.testsRun - failed - skipped} passed, {failed} failed, "
+          f"{skipped} skipped")
     return 0 if result.wasSuccessful() else 1
 
 
