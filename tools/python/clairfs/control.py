@@ -105,10 +105,10 @@ def write_manifest(mount, epochs, append=False):
     buf = bytearray()
 
     def flush():
-        view = memoryview(buf)
+        view = memoryview(bytes(buf))
+        buf.clear()
         while view:
             view = view[os.write(fd, view):]
-        del buf[:]
 
     try:
         for i, epoch in enumerate(epochs):
