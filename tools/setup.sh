@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
 # Installs what clairfs needs on Debian 12 from Debian's packages, builds it and installs
-# `clairfs` and `clairfs-bench` on PATH (/usr/local/bin). Run as root. Idempotent.
+# `clairfs` and `clairfs-bench` on PATH (/usr/local/bin) and the Python package `clairfs`
+# where /usr/bin/python3 imports it from. Run as root. Idempotent.
+#
+#   tools/setup.sh               what clairfs and its demo need
+#   tools/setup.sh --with-tests  also what only the tests need (PyTorch, for tests/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+with_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-tests) with_tests=1 ;;
+    -h | --help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "setup: unknown option '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   meson ninja-build pkg-config g++ python3
@@ -11,6 +24,12 @@ PACKAGES=(
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
 )
+# Test-only: the Python package's tests read an ImageFolder through DataLoaders. Several
+# hundred MB, so not part of the plain set-up.
+TEST_PACKAGES=(python3-torch python3-torchvision python3-pil)
+if [ "$with_tests" -eq 1 ]; then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 missing=()
@@ -31,3 +50,4 @@ fi
 ninja -C build
 $SUDO meson install -C build --quiet
 echo "setup: installed $(command -v clairfs) ($(clairfs --version))"
+echo "setup: installed the Python package: $(cd / && /usr/bin/python3 -c 'import clairfs; print(clairfs.__file__)')"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests and real-mount tests on the release build, then both again with
+# Runs every test: unit, real-mount and Python tests on the release build, then all again with
 # everything (the daemon too) built with AddressSanitizer and UndefinedBehaviorSanitizer.
-# Expects tools/setup.sh to have run. Ends with one line "tests: N passed, N failed, N skipped".
+# Expects tools/setup.sh --with-tests to have run (without PyTorch the torch tests skip).
+# Ends with one line "tests: N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +17,8 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 meson test -C build-asan --print-errorlogs --num-processes 2 || status=1
 
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'
-# Counts test cases, not executables: gtest's per-case lines and the fs runner's summary line.
+# Counts test cases, not executables: gtest's per-case lines and the summary line of the fs
+# and python runners ("fs: N passed, N failed, N skipped").
 import json, re, sys
 passed = failed = skipped = 0
 for path in sys.argv[1:]:
@@ -28,7 +30,7 @@ for path in sys.argv[1:]:
     for line in lines:
         t = json.loads(line)
         out = t.get("stdout", "") + t.get("stderr", "")
-        summary = re.search(r"^(?:fs|mpi): (\d+) passed, (\d+) failed, (\d+) skipped$", out, re.M)
+        summary = re.search(r"^(?:fs|mpi|python): (\d+) passed, (\d+) failed, (\d+) skipped$", out, re.M)
         ok = len(re.findall(r"^\[       OK \] ", out, re.M))
         bad = len(re.findall(r"^\[  FAILED  \] \S+ \(", out, re.M))
         if summary:

@@ -1,0 +1,29 @@
+"""clairfs from Python: tell a clairfs mount the order a training job will read its files in.
+
+Without torch (standard library only):
+    register_paths(mount, [[paths of epoch 0], [paths of epoch 1], ...])
+    stats(mount), plan(mount), errors(mount); ManifestError when clairfs rejects a manifest
+
+With torch (imported on first use of these names):
+    register_loader(mount, loader, epochs)            # a DataLoader, before its first epoch
+    register_dataset(mount, dataset, sampler, epochs) # a dataset with .samples and a sampler
+    loader_orders, sampler_orders, dataset_paths      # the same orders, without registering
+
+docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
+"""
+from .control import (ManifestError, control_path, errors, manifest_line, plan, register_paths,
+                      relative_path, stats, write_manifest)
+
+_TORCH_NAMES = ("dataset_paths", "loader_orders", "register_dataset", "register_loader",
+                "sampler_orders")
+
+__all__ = ["ManifestError", "control_path", "errors", "manifest_line", "plan", "register_paths",
+           "relative_path", "stats", "write_manifest", *_TORCH_NAMES]
+
+
+def __getattr__(name):
+    # Lazy: importing torch takes seconds and a job listing paths by itself does not need it.
+    if name in _TORCH_NAMES:
+        from . import torch_order
+        return getattr(torch_order, name)
+    raise AttributeError(f"module 'clairfs' has no attribute {name!r}")

@@ -1,0 +1,232 @@
+"""The read order of a PyTorch job, computed ahead of time and registered with clairfs.
+
+A seeded sampler's order is a function of its state, so it can be known before the epoch
+starts: this module iterates *copies* of the sampler (its torch.Generator objects cloned with
+get_state/set_state), never the user's, so the training loop later yields exactly the indices
+registered here. Written against torch 1.13; tests/python checks it against the real loader.
+
+Importing this module imports torch; `clairfs` imports it only when one of its names is used.
+"""
+import contextlib
+import copy
+import operator
+import random
+
+import torch
+from torch.utils.data import (ConcatDataset, IterableDataset, RandomSampler, Sampler,
+                              SequentialSampler, Subset, SubsetRandomSampler,
+                              WeightedRandomSampler)
+
+from .control import manifest_line, relative_path, write_manifest
+
+# Samplers whose order comes from `self.generator`, or from a fresh seed drawn from torch's
+# global RNG at every iteration when it is None (unknowable in advance).
+_SEEDED_BY_GENERATOR = (RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
+
+
+def dataset_paths(dataset):
+    """The file each sample is read from, by index: a list where item i is what dataset[i] opens.
+
+    Understands datasets with `.samples` (torchvision ImageFolder and DatasetFolder: a list of
+    (path, target)) or `.imgs`, and Subset and ConcatDataset built from them. Raises TypeError
+    for anything else: use clairfs.register_paths with the paths in read order.
+    """
+    if isinstance(dataset, Subset):
+        base = dataset_paths(dataset.dataset)
+        return [base[operator.index(i)] for i in dataset.indices]
+    if isinstance(dataset, ConcatDataset):
+        return [p for part in dataset.datasets for p in dataset_paths(part)]
+    samples = getattr(dataset, "samples", None)
+    if samples is None:
+        samples = getattr(dataset, "imgs", None)
+    if samples is None:
+        raise TypeError(f"{type(dataset).__name__} has no .samples (as ImageFolder and "
+                        f"DatasetFolder have); register its paths with clairfs.register_paths")
+    return [s[0] if isinstance(s, (tuple, list)) else s for s in samples]
+
+
+@contextlib.contextmanager
+def _global_rng_kept():
+    """Restores torch's global CPU RNG and Python's `random` afterwards: computing an order
+    must not change what the job's own random draws (model init, augmentation) will be."""
+    torch_state, py_state = torch.get_rng_state(), random.getstate()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(torch_state)
+        random.setstate(py_state)
+
+
+def _unseeded(sampler, seen=None):
+    """The first sampler in the chain (sampler, its .sampler, ...) whose order is unknowable."""
+    seen = seen if seen is not None else set()
+    if id(sampler) in seen or not hasattr(sampler, "__dict__"):
+        return None
+    seen.add(id(sampler))
+    if isinstance(sampler, _SEEDED_BY_GENERATOR) and sampler.generator is None:
+        return sampler
+    for value in vars(sampler).values():
+        if isinstance(value, Sampler):
+            found = _unseeded(value, seen)
+            if found is not None:
+                return found
+    return None
+
+
+class _Replay:
+    """A copy of a sampler (and of the samplers it wraps) with cloned generators, iterated
+    epoch after epoch as the DataLoader would iterate the original."""
+
+    def __init__(self, index_sampler, loader, first_epoch):
+        self._generators = {}  # id(original generator) -> clone; one clone per original
+        self._samplers = []    # every copied sampler, for set_epoch
+        self._root = self._copy(index_sampler)
+        self._epoch = first_epoch
+        self._loader = loader
+        # The DataLoader draws its workers' base seed from loader.generator each time it makes
+        # an iterator, after creating the sampler's iterator but before the sampler's first
+        # draw. That draw shifts the order only when the sampler uses the same generator
+        # (DataLoader(shuffle=True, generator=g) does exactly that).
+        gen = getattr(loader, "generator", None)
+        self._seed_generator = self._generators.get(id(gen)) if gen is not None else None
+        self._made_iterators = getattr(loader, "_iterator", None) is not None
+
+    def _copy(self, s):
+        if not hasattr(s, "__dict__"):
+            if iter(s) is s:
+                raise TypeError("the sampler is a one-shot iterator: its order cannot be read ahead")
+            return s  # a list or range: iterating it changes nothing
+        c = copy.copy(s)
+        for name, value in list(vars(c).items()):
+            if isinstance(value, torch.Generator):
+                clone = self._generators.get(id(value))
+                if clone is None:
+                    clone = torch.Generator(device=value.device)
+                    clone.set_state(value.get_state())
+                    self._generators[id(value)] = clone
+                setattr(c, name, clone)
+            elif isinstance(value, Sampler):
+                setattr(c, name, self._copy(value))
+        self._samplers.append(c)
+        return c
+
+    def next_epoch(self):
+        """The indices of the next epoch, in the order the loader hands them to its workers."""
+        for s in self._samplers:
+            if callable(getattr(s, "set_epoch", None)):
+                s.set_epoch(self._epoch)
+        loader = self._loader
+        persistent = loader is not None and loader.persistent_workers and loader.num_workers > 0
+        if self._seed_generator is not None and not (persistent and self._made_iterators):
+            torch.empty((), dtype=torch.int64).random_(generator=self._seed_generator)
+        self._made_iterators = True
+        self._epoch += 1
+        out = []
+        for item in self._root:
+            try:
+                out.append(operator.index(item))
+            except TypeError:
+                out.extend(operator.index(i) for i in item)  # a batch of indices
+        return out
+
+
+def _orders(index_sampler, epochs, first_epoch, loader):
+    """Checks that the order is knowable, then returns an iterator of per-epoch index lists."""
+    if epochs < 1:
+        raise ValueError("epochs must be at least 1")
+    bad = _unseeded(index_sampler)
+    if bad is not None:
+        raise ValueError(
+            f"{type(bad).__name__} has no generator: it draws a new seed from torch's global RNG "
+            f"every epoch, so its order cannot be known in advance. Give it one: "
+            f"generator=torch.Generator().manual_seed(SEED) (for DataLoader(shuffle=True), pass "
+            f"generator= to the DataLoader)")
+    with _global_rng_kept():  # two copies must agree, or the sampler has hidden randomness
+        a = _Replay(index_sampler, loader, first_epoch).next_epoch()
+        b = _Replay(index_sampler, loader, first_epoch).next_epoch()
+    if a != b:
+        raise ValueError(f"{type(index_sampler).__name__} gave two different orders from the same "
+                         f"state: it is not reproducible (is its randomness in a torch.Generator "
+                         f"attribute?)")
+
+    def gen():
+        replay = _Replay(index_sampler, loader, first_epoch)
+        for _ in range(epochs):
+            with _global_rng_kept():
+                order = replay.next_epoch()
+            yield order
+
+    return gen()
+
+
+def sampler_orders(sampler, epochs, first_epoch=0):
+    """The indices `sampler` will yield in each of its next `epochs` iterations, as lists.
+
+    The sampler, its generator and torch's global RNG are left as they were. Handles
+    SequentialSampler, RandomSampler/SubsetRandomSampler/WeightedRandomSampler with a seeded
+    `generator` (iteration k of the returned list is the sampler's k-th iteration from now),
+    DistributedSampler (epoch k is the order after set_epoch(first_epoch + k), which the
+    training loop must call as usual), BatchSampler around any of these (flattened), and other
+    samplers whose randomness lives in torch.Generator attributes. Raises ValueError for a
+    sampler whose order cannot be known (no generator, or two copies disagree).
+
+    Iterating a sampler directly is what this models; a DataLoader can shift a shared
+    generator between epochs: for a loader use loader_orders.
+    """
+    return list(_orders(sampler, epochs, first_epoch, None))
+
+
+def loader_orders(loader, epochs, first_epoch=0):
+    """The dataset indices `loader` will fetch in each of its next `epochs` epochs, as lists.
+
+    Call it before the first `for batch in loader`. Includes what the DataLoader does besides
+    iterating its sampler: batches (drop_last drops the tail), and the base-seed draw from
+    `loader.generator` at every new iterator (once with persistent_workers), which moves a
+    RandomSampler built by shuffle=True along the same generator. With num_workers > 0 the
+    workers open files a little out of this order, which clairfs tolerates; the order of
+    the returned indices is the order batches come out. Raises TypeError for an
+    IterableDataset (it has no sampler) and ValueError as sampler_orders does.
+    """
+    if isinstance(loader.dataset, IterableDataset):
+        raise TypeError("an IterableDataset decides its own order: register it with register_paths")
+    index_sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+    return list(_orders(index_sampler, epochs, first_epoch, loader))
+
+
+def _register(mount, dataset, orders, root, append):
+    root = mount if root is None else root
+    lines = [manifest_line(relative_path(p, root)) for p in dataset_paths(dataset)]
+    return write_manifest(mount, ([lines[i] for i in order] for order in orders), append=append)
+
+
+def register_dataset(mount, dataset, sampler=None, epochs=1, *, first_epoch=0, root=None,
+                     append=False):
+    """Registers with the clairfs mount `mount` the files `sampler` makes `dataset` read.
+
+    dataset: see dataset_paths. Its paths must lie under `root` (default: the mount point),
+      i.e. the dataset should be built over the mount.
+    sampler: see sampler_orders; None means SequentialSampler (DataLoader's shuffle=False).
+    epochs, first_epoch: how many epochs to register; first_epoch is passed to set_epoch.
+    append: add the epochs to the active plan instead of replacing it.
+
+    Every path is checked to be under `root` before anything is written. Returns the number of
+    entries registered. Raises ValueError (outside root, unknowable order), TypeError (dataset
+    without paths), clairfs.ManifestError (clairfs rejected it, e.g. a file is missing).
+    Epochs are produced one at a time, so a long plan is never held whole.
+    """
+    if sampler is None:
+        sampler = SequentialSampler(dataset)
+    return _register(mount, dataset, _orders(sampler, epochs, first_epoch, None), root, append)
+
+
+def register_loader(mount, loader, epochs=1, *, first_epoch=0, root=None, append=False):
+    """Registers the files the DataLoader `loader` will read in its next `epochs` epochs.
+
+    Like register_dataset with loader.dataset and the loader's (batch) sampler, including the
+    loader's own use of its generator (see loader_orders). Call it before iterating `loader`.
+    """
+    if isinstance(loader.dataset, IterableDataset):
+        raise TypeError("an IterableDataset decides its own order: register it with register_paths")
+    index_sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+    orders = _orders(index_sampler, epochs, first_epoch, loader)
+    return _register(mount, loader.dataset, orders, root, append)
