@@ -79,6 +79,26 @@ log: {level: debug, file: /tmp/x.log}
   EXPECT_EQ(c->log.level, "debug");
 }
 
+TEST(Config, ClusterKeysAndRankSubstitution) {
+  auto c = ParseConfig(R"(
+cache:
+  tiers:
+    - {kind: ram, capacity: 1MiB}
+    - {kind: ssd, capacity: 1MiB, dir: "/x/{rank}/c{rank}"}
+    - {kind: ssd, capacity: 1MiB}
+cluster: {plan_timeout: 5, peer_timeout: 0.5, down_for: 10, serve_threads: 3, backing_advantage: 2}
+)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->cluster.plan_timeout, 5);
+  EXPECT_EQ(c->cluster.peer_timeout, 0.5);
+  EXPECT_EQ(c->cluster.serve_threads, 3);
+  EXPECT_EQ(c->cluster.backing_advantage, 2);
+  SubstituteRank(&c.value(), 7);
+  EXPECT_EQ(c->cache.tiers[1].dir, "/x/7/c7");
+  ASSERT_TRUE(ResolveForDataset(&c.value(), "/data/set", 7).ok());
+  EXPECT_NE(c->cache.tiers[2].dir.find("-rank7"), std::string::npos) << c->cache.tiers[2].dir;
+}
+
 TEST(Config, ErrorsNameTheKey) {
   struct Case {
     const char* yaml;
@@ -95,6 +115,9 @@ TEST(Config, ErrorsNameTheKey) {
       {"cache: {fetch_timeout: 0}", "'cache.fetch_timeout'"},
       {"log: {level: loud}", "'log.level'"},
       {"cache: {tiers: {kind: ram}}", "'cache.tiers'"},
+      {"cluster: {peer_timeout: 0}", "'cluster.peer_timeout'"},
+      {"cluster: {serve_threads: 0}", "'cluster.serve_threads'"},
+      {"cluster: {wait: 3}", "'cluster.wait'"},
   };
   for (const auto& c : cases) {
     auto r = ParseConfig(c.yaml);
