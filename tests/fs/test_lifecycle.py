@@ -122,13 +122,14 @@ class StartupErrorTest(ClairfsCase):
 class DaemonModeTest(ClairfsCase):
     """Test 10: without -f, clairfs returns 0 once mounted; fusermount3 -u ends the daemon."""
 
-    def test_daemon_mode(self):
-        base = self.tmpdir("dmn")
-        ds = small_dataset(base, n=8)
+    def start_daemon(self, base, ds, cfg_extra=None):
+        """Starts clairfs without -f; returns (mountpoint, daemon pids) once it returned 0."""
         mnt = os.path.join(base, "mnt")
         os.mkdir(mnt)
         log = os.path.join(base, "daemon.log")
-        cfg = write_config(os.path.join(base, "cfg.yaml"), config(log_file=log))
+        cfg = config(log_file=log)
+        cfg.update(cfg_extra or {})
+        cfg_path = write_config(os.path.join(base, "cfg.yaml"), cfg)
         harness.register_mount(mnt)
         self.addCleanup(self.collect_log, log)
         self.addCleanup(self.kill_leftovers, mnt)
@@ -136,8 +137,9 @@ class DaemonModeTest(ClairfsCase):
         out_path = os.path.join(base, "stderr.txt")
         with open(out_path, "wb") as out:
             try:
-                rc = subprocess.run([harness.BIN, "-c", cfg, ds, mnt], stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=out, timeout=20).returncode
+                rc = subprocess.run([harness.BIN, "-c", cfg_path, ds, mnt],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                    timeout=20).returncode
             except subprocess.TimeoutExpired:
                 rc = "timeout"
         mounted = harness.is_fuse_mounted(mnt)
@@ -146,14 +148,13 @@ class DaemonModeTest(ClairfsCase):
         self.assertEqual(rc, 0, f"stderr: {err!r}")
         self.assertTrue(mounted, "not mounted when clairfs returned")
         self.assertTrue(os.path.ismount(mnt))
-        with open(os.path.join(mnt, "first"), "rb") as f:
-            with open(os.path.join(ds, "first"), "rb") as g:
-                self.assertEqual(f.read(), g.read())
-        self.assertIn("files_opened", self.stats(mnt))
         pids = clairfs_pids(mnt)
         self.assertEqual(len(pids), 1, f"daemon processes for {mnt}: {pids}")
         for pid in pids:
             harness.register_proc(pid)
+        return mnt, pids
+
+    def stop_daemon(self, mnt, pids):
         r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, timeout=20)
         self.assertEqual(r.returncode, 0, r.stderr)
         deadline = time.monotonic() + 10
@@ -162,6 +163,42 @@ class DaemonModeTest(ClairfsCase):
         self.assertFalse([p for p in pids if harness.pid_alive(p)],
                          "daemon still running 10s after fusermount3 -u")
         self.assertFalse(harness.is_fuse_mounted(mnt))
+
+    def test_daemon_mode(self):
+        base = self.tmpdir("dmn")
+        ds = small_dataset(base, n=8)
+        mnt, pids = self.start_daemon(base, ds)
+        with open(os.path.join(mnt, "first"), "rb") as f:
+            with open(os.path.join(ds, "first"), "rb") as g:
+                self.assertEqual(f.read(), g.read())
+        self.assertIn("files_opened", self.stats(mnt))
+        self.stop_daemon(mnt, pids)
+
+    def test_daemon_mode_with_ssd_tier(self):
+        """RocksDB's threads must exist in the daemon, not only in the process that forked it:
+        64 MiB through a 4 MiB RAM tier make the SSD tier flush its memtables."""
+        base = self.tmpdir("dmn-ssd")
+        ds = os.path.join(base, "data")
+        os.mkdir(ds)
+        names = [f"f{i:02d}" for i in range(64)]
+        for i, n in enumerate(names):
+            with open(os.path.join(ds, n), "wb") as f:
+                f.write(bytes([i]) * (1 << 20))
+        extra = {"cache": {"tiers": [{"kind": "ram", "capacity": "4MiB"},
+                                     {"kind": "ssd", "capacity": "96MiB",
+                                      "dir": os.path.join(base, "ssd")}],
+                           "staging": {"capacity": "4MiB"}, "fetch_timeout": 20}}
+        mnt, pids = self.start_daemon(base, ds, extra)
+        self.write_manifest(mnt, "\n".join(names) + "\n")
+        deadline = time.monotonic() + 60
+        while self.stats(mnt)["tiers"][1]["bytes"] < 58 << 20:
+            self.assertLess(time.monotonic(), deadline, f"SSD fill stalled: {self.stats(mnt)}")
+            time.sleep(0.1)
+        for i, n in enumerate(names):
+            with open(os.path.join(mnt, n), "rb") as f:
+                self.assertEqual(f.read(), bytes([i]) * (1 << 20), n)
+        self.assertGreater(self.stats(mnt)["served"]["ssd"], 50)
+        self.stop_daemon(mnt, pids)
 
     def kill_leftovers(self, mnt):
         for pid in clairfs_pids(mnt):
