@@ -190,7 +190,7 @@ EOF
     sed -i "s|{rank}|0|" "$cfg"
     (pfs_exec "$CLAIRFS_BIN" -f -c "$cfg" "$data" "$WORK/mnt-0" >"$WORK/$tag.log" 2>&1) &
   else
-    (pfs_exec mpiexec -n "$n" "$CLAIRFS_BIN" -f -c "$cfg" "$data" "$mnt" >"$WORK/$tag.log" 2>&1) &
+    (pfs_exec mpiexec -disable-auto-cleanup -n "$n" "$CLAIRFS_BIN" -f -c "$cfg" "$data" "$mnt" >"$WORK/$tag.log" 2>&1) &
   fi
   pid=$!
   PIDS+=("$pid")
@@ -207,14 +207,16 @@ EOF
     cat "$m.m$r" >"$WORK/mnt-$r/.clairfs/manifest"
     [[ -z $(cat "$WORK/mnt-$r/.clairfs/errors") ]] || die "$tag: manifest rejected: $(cat "$WORK/mnt-$r/.clairfs/errors")"
   done
-  jq -c '{files, bytes, tiers: [.tiers[] | {name, files, bytes}], staging, predicted_backing_bytes}' \
-    "$WORK/mnt-0/.clairfs/plan" >"$WORK/$tag.clairfs.plan"
-  log "$tag clairfs: $n rank(s), plan $(cat "$WORK/$tag.clairfs.plan")"
+  for ((r = 0; r < n; r++)); do cat "$WORK/mnt-$r/.clairfs/plan"; done | jq -s -c '{
+    files: map(.files), bytes: map(.bytes), tiers: map([.tiers[] | {name, files, bytes}]),
+    staging: map(.staging), predicted_backing_bytes: (map(.predicted_backing_bytes) | add)}' \
+    >"$WORK/$tag.clairfs.plan"
+  log "$tag clairfs: $n rank(s), plan (per rank) $(cat "$WORK/$tag.clairfs.plan")"
   bench_ranks "$tag.clairfs" "$n" "$mnt" "$m"
   echo $(($(dev_bytes) - d0)) >"$WORK/$tag.clairfs.dev"
   for ((r = 0; r < n; r++)); do cat "$WORK/mnt-$r/.clairfs/stats"; done | jq -s -c '{
-    served: (map(.served) | {ram: (map(.ram) | add), ssd: (map(.ssd // 0) | add),
-      staging: (map(.staging) | add), backing: (map(.backing) | add)}),
+    served: (map(.served | to_entries[]) | group_by(.key)
+      | map({key: .[0].key, value: (map(.value) | add)}) | from_entries),
     backing_bytes: (map(.backing_bytes) | add), stall_ns: (map(.stall_ns) | add),
     errors: (map(.errors | to_entries[] | select(.value > 0)) | from_entries)}' >"$WORK/$tag.clairfs.stats"
   # Peak RSS of the daemon(s): every clairfs process in the memory group.
@@ -231,8 +233,13 @@ scenario() {
   local s=$1 d=${DATA_OF[$1]} n=1 r
   if ((s == 3)); then
     n=$RANKS
-    if ! command -v mpiexec >/dev/null || ! "$CLAIRFS_BIN" --help 2>&1 | grep -qiE 'mpi|cluster|rank'; then
-      echo "skipped: clairfs has no MPI peer tier yet (its --help does not mention MPI) or mpiexec is missing" >"$WORK/s3.skip"
+    if ! command -v mpiexec >/dev/null; then
+      echo "skipped: mpiexec is not on PATH" >"$WORK/s3.skip"
+    elif ! "$CLAIRFS_BIN" --help 2>&1 | grep -qiE 'mpi|cluster|rank' &&
+      ! ldd "$CLAIRFS_BIN" 2>/dev/null | grep -q 'libmpi'; then
+      echo "skipped: this clairfs has no MPI peer tier (its --help does not mention MPI and it does not link libmpi)" >"$WORK/s3.skip"
+    fi
+    if [[ -f $WORK/s3.skip ]]; then
       log "scenario 3: $(cat "$WORK/s3.skip")"
       return 0
     fi

@@ -54,11 +54,11 @@ report() {
   done
   [[ -f $WORK/s3.skip ]] && echo "| 3 | - | scenario 3 $(cat "$WORK/s3.skip") |||||||||"
   echo
-  echo "| scenario | dataset | ranks | direct dev bytes / data, $EPOCHS epochs | clairfs dev bytes / data, registration + $EPOCHS epochs | clairfs backing_bytes / data | planned backing / data | clairfs opens served ram / ssd / staging / backing | daemon peak RSS | errors |"
+  echo "| scenario | dataset | ranks | direct dev bytes / data, $EPOCHS epochs | clairfs dev bytes / data, registration + $EPOCHS epochs | clairfs backing_bytes / data | planned backing / data (sum of ranks' plans) | clairfs opens served from | daemon peak RSS | errors |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   for s in "${all[@]}"; do
     jq -r --argjson ram "$RAM" --argjson ssd "$SSD" 'def f(x): (x * 100 | round) / 100 | tostring;
-      "| \(.s) | \(.files) files, \(.bytes / 1e6 | round) MB (\(f(.bytes / ($ram * 1048576))) x RAM, \(f(.bytes / (($ram + $ssd) * 1048576))) x RAM+SSD) | \(.ranks) | \(f(.ddev / .bytes)) | \(f(.cdev / .bytes)) | \(f(.stats.backing_bytes / .bytes)) | \(f(.plan.predicted_backing_bytes / .bytes)) (rank 0) | \(.stats.served | "\(.ram) / \(.ssd) / \(.staging) / \(.backing)") | \(.rss) MiB | \(if (.stats.errors | length) == 0 and .oom == 0 and (.clairfs.first_error == null) then "none" else "\(.stats.errors) oom \(.oom) \(.clairfs.first_error // "")" end) |"' <<<"$s"
+      "| \(.s) | \(.files) files, \(.bytes / 1e6 | round) MB (\(f(.bytes / ($ram * 1048576))) x RAM, \(f(.bytes / (($ram + $ssd) * 1048576))) x RAM+SSD) | \(.ranks) | \(f(.ddev / .bytes)) | \(f(.cdev / .bytes)) | \(f(.stats.backing_bytes / .bytes)) | \(f(.plan.predicted_backing_bytes / .bytes)) | \(.stats.served | to_entries | map("\(.key) \(.value)") | join(", ")) | \(.rss) MiB | \(if (.stats.errors | length) == 0 and .oom == 0 and (.clairfs.first_error == null) then "none" else "\(.stats.errors) oom \(.oom) \(.clairfs.first_error // "")" end) |"' <<<"$s"
   done
   echo
   echo "Targets, epochs 2-$EPOCHS (measured against, not asserted): clairfs epoch time <= 1.10 x lower bound (scenarios 1-3), stall at least 10x below direct reads, backing traffic over all epochs close to one dataset read where the tiers hold the dataset (1, 2; 3 across ranks)."
