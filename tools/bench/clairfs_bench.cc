@@ -1,8 +1,12 @@
-// clairfs-bench: reads whole files the way a data loader's worker processes do, and reports
-// per-epoch throughput and per-file latency.
+// clairfs-bench: reads whole files the way a data loader's workers do, and reports per-epoch
+// throughput and per-file latency; in replay mode it also runs the training loop that
+// consumes them and reports how long that loop waited for data.
 //
-//   clairfs-bench --root DIR (--list FILE | --walk) [--threads N] [--epochs E] [--limit N]
-//                 [--verify] [--json]
+//   clairfs-bench --root DIR (--list FILE | --walk) [--threads|--workers N] [--epochs E]
+//                 [--limit N] [--verify] [--json]
+//                 [--replay] [--prefetch-factor F] [--batch-size B] [--compute-ms MS]
+//                 [--compute-ns-per-byte NS] [--compute-only]
+//                 [--stats PATH | --no-stats] [--block-dev DEV]
 //
 // Plan. --list FILE holds paths relative to --root, one per line, in read order. Lines starting
 // with '#' are skipped, except that a line "#epoch" begins a new epoch section, so a clairfs
@@ -13,287 +17,94 @@
 // --limit N keeps the first N entries of every section. Absolute paths in a list are opened as
 // given, not below --root.
 //
-// Reading. W threads (--threads) claim the next index of the epoch from one atomic counter, so
-// files are started in plan order but finish out of order, as with a multi-worker loader.
-// Each claimed file is opened, read with read(2) in 1 MiB chunks into a per-thread buffer until
-// read returns 0 (as Python's f.read() does), and closed. No descriptor outlives its file.
-// Latency is open-to-close per file; wall time spans the thread start to the last join.
+// Modes.
+// - throughput (default): W threads claim the next index of the epoch from one atomic
+//   counter and read each file as fast as they can (bench_read.h). Wall time spans the thread
+//   start to the last join.
+// - replay (--replay, or implied by any of --prefetch-factor, --batch-size, --compute-ms,
+//   --compute-ns-per-byte): W workers read batches ahead of one consumer through a window of
+//   F x W batches, delivered in order; the consumer sleeps a simulated compute per batch
+//   (bench_replay.h). Adds per-epoch stall_s (consumer waiting for data) and compute_s.
+// - compute-only (--compute-only): the replay's consumer alone with every sample at hand, no
+//   reads: the lower bound of the replay's epoch time. With --compute-ns-per-byte the files
+//   are stat()ed once before the first epoch to learn their sizes.
+// Each file is opened, read with read(2) in 1 MiB chunks into a per-thread buffer until read
+// returns 0 (as Python's f.read() does), and closed; no descriptor outlives its file. Latency
+// is open-to-close per file.
+//
+// Probes, read before and after every epoch (bench_probe.h). --stats PATH: a clairfs stats
+// file; by default <root>/.clairfs/stats when it exists (--no-stats: never). The JSON has
+// stats_before/stats_after and per epoch stats_delta (numeric changes, e.g. backing_bytes,
+// served.ram). --block-dev DEV (e.g. loop0): per epoch device_read_bytes and device_read_ios
+// from /sys/block/DEV/stat, the traffic the device saw from every reader, not only this one.
 //
 // Verification. --verify hashes every file with XXH3-64 and prints the wrapping sum of the
 // hashes per epoch: independent of read order and thread count, so equal sums across runs over
 // different filesystems mean the same bytes were read (modulo 2^-64 collisions).
 //
-// Output: a human table on stdout, or one JSON object with --json. Exit status: 0 when every
-// file was read, 1 when any file failed (counted in "errors"), 2 on usage or plan errors.
-//
-// Extension point (not built yet): a training-loop replay would replace RecordSample() with a
-// push into a bounded queue drained by a consumer that simulates per-sample compute time; the
-// plan, the claiming loop and the per-file reader stay as they are.
+// Output: a human table on stdout, or one JSON object with --json (top level: root, plan,
+// mode, threads, chunk_bytes, verify, and for replays workers, prefetch_factor, batch_size,
+// compute_ms, compute_ns_per_byte; per epoch: epoch, files, bytes, errors, seconds,
+// files_per_s, mb_per_s (10^6 B), p50_us, p99_us, plus the mode's and probes' keys above).
+// Exit status: 0 when every file was read, 1 when any file failed (counted in "errors"),
+// 2 on usage or plan errors.
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <chrono>
-#include <cinttypes>
-#include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
+
+#include "bench_plan.h"
+#include "bench_probe.h"
+#include "bench_read.h"
+#include "bench_replay.h"
+#include "bench_report.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-constexpr size_t kChunkBytes = size_t{1} << 20;  // read(2) size; one call for files <= 1 MiB
+using namespace clairfs::bench;
 
 struct Options {
   std::string root;     // directory every plan path is relative to
   std::string list;     // plan file; empty when walk is set
   bool walk = false;    // plan = sorted regular files under root
-  int threads = 1;      // concurrent reader threads, >= 1
+  int threads = 1;      // concurrent reader threads (replay: workers), >= 1
   int epochs = 0;       // 0: one per section of the plan
   size_t limit = 0;     // 0: no limit; else first `limit` entries per section
   bool verify = false;  // hash every file with XXH3-64
   bool json = false;    // JSON instead of the human table
+  bool replay = false;  // loader pipeline with a consumer
+  bool compute_only = false;
+  ReplayOptions replay_opt;
+  std::string stats;      // stats file; "" = auto-detect under root
+  bool no_stats = false;  // never read a stats file
+  std::string block_dev;  // "" = no device probe
 };
 
-// Epoch sections of relative paths, in read order. Never empty after a successful load.
-using Plan = std::vector<std::vector<std::string>>;
-
-// Parses a list or clairfs manifest. Returns false and sets *error on I/O failure or when no
-// section holds a path. Empty sections (e.g. a leading "#epoch") are dropped.
-bool LoadList(const std::string& path, Plan* plan, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
-    *error = "cannot open list " + path + ": " + std::strerror(errno);
-    return false;
+// Sizes of every path (0 where stat fails), for the compute-only mode's per-byte compute.
+std::vector<uint64_t> SizesOf(int root_fd, const std::vector<std::string>& paths) {
+  std::vector<uint64_t> sizes;
+  sizes.reserve(paths.size());
+  for (const auto& p : paths) {
+    struct stat st {};
+    sizes.push_back(fstatat(root_fd, p.c_str(), &st, 0) == 0 ? static_cast<uint64_t>(st.st_size)
+                                                             : 0);
   }
-  plan->assign(1, {});
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
-    if (line[0] == '#') {
-      if (line == "#epoch" && !plan->back().empty()) plan->emplace_back();
-      continue;
-    }
-    plan->back().push_back(std::move(line));
-  }
-  if (plan->back().empty()) plan->pop_back();
-  if (plan->empty()) {
-    *error = "list " + path + " holds no paths";
-    return false;
-  }
-  return true;
-}
-
-// Collects the regular files under root (symlinks followed for files, not for directories).
-bool WalkRoot(const std::string& root, Plan* plan, std::string* error) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
-  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    std::error_code type_ec;
-    if (it->is_regular_file(type_ec)) {
-      files.push_back(it->path().lexically_relative(root).string());
-    }
-  }
-  if (ec) {
-    *error = "walking " + root + ": " + ec.message();
-    return false;
-  }
-  if (files.empty()) {
-    *error = "no regular files under " + root;
-    return false;
-  }
-  std::sort(files.begin(), files.end());
-  plan->assign(1, std::move(files));
-  return true;
-}
-
-// Outcome of reading one file. error is 0 or the errno of the failing call.
-struct Sample {
-  uint64_t bytes = 0;
-  uint64_t hash = 0;  // XXH3-64 of the content when verifying, else 0
-  int64_t latency_ns = 0;
-  int error = 0;
-};
-
-// Reads one whole file relative to root_fd through buffer (kChunkBytes). Thread-compatible:
-// each thread passes its own buffer and state.
-Sample ReadWhole(int root_fd, const std::string& path, char* buffer, XXH3_state_t* state) {
-  Sample s;
-  const auto start = Clock::now();
-  if (state != nullptr) XXH3_64bits_reset(state);
-  const int fd = openat(root_fd, path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    s.error = errno;
-  } else {
-    for (;;) {
-      const ssize_t n = read(fd, buffer, kChunkBytes);
-      if (n == 0) break;
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        s.error = errno;
-        break;
-      }
-      s.bytes += static_cast<uint64_t>(n);
-      if (state != nullptr) XXH3_64bits_update(state, buffer, static_cast<size_t>(n));
-    }
-    if (close(fd) != 0 && s.error == 0) s.error = errno;
-  }
-  if (state != nullptr && s.error == 0) s.hash = XXH3_64bits_digest(state);
-  s.latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-  return s;
-}
-
-// Per-thread accumulator; merged after the threads joined, so it needs no locking.
-struct WorkerStats {
-  uint64_t files = 0;
-  uint64_t bytes = 0;
-  uint64_t errors = 0;
-  uint64_t hash_sum = 0;            // wrapping sum of per-file hashes
-  std::vector<int64_t> latency_ns;  // one entry per successfully read file
-  std::string first_error;          // "path: strerror" of this thread's first failure
-};
-
-void RecordSample(const std::string& path, const Sample& s, WorkerStats* w) {
-  if (s.error != 0) {
-    if (w->errors++ == 0) w->first_error = path + ": " + std::strerror(s.error);
-    return;
-  }
-  ++w->files;
-  w->bytes += s.bytes;
-  w->hash_sum += s.hash;
-  w->latency_ns.push_back(s.latency_ns);
-}
-
-struct EpochResult {
-  int epoch = 0;
-  uint64_t files = 0;
-  uint64_t bytes = 0;
-  uint64_t errors = 0;
-  uint64_t checksum = 0;
-  double seconds = 0;
-  double p50_us = 0;
-  double p99_us = 0;
-  std::string first_error;
-
-  double FilesPerSecond() const { return seconds > 0 ? files / seconds : 0; }
-  double MegabytesPerSecond() const { return seconds > 0 ? bytes / seconds / 1e6 : 0; }
-};
-
-// Nearest-rank percentile q in [0, 1] of sorted values, in microseconds; 0 when empty.
-double PercentileUs(const std::vector<int64_t>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  rank = std::clamp<size_t>(rank, 1, sorted.size());
-  return static_cast<double>(sorted[rank - 1]) / 1e3;
-}
-
-// Reads every path of one section with opt.threads threads and returns the merged result.
-EpochResult RunEpoch(int epoch, int root_fd, const std::vector<std::string>& paths,
-                     const Options& opt) {
-  std::atomic<size_t> next{0};
-  std::vector<WorkerStats> stats(static_cast<size_t>(opt.threads));
-  const auto start = Clock::now();
-  {
-    std::vector<std::jthread> workers;
-    for (auto& w : stats) {
-      workers.emplace_back([&next, &paths, &opt, root_fd, &w] {
-        auto buffer = std::make_unique<char[]>(kChunkBytes);
-        XXH3_state_t* state = opt.verify ? XXH3_createState() : nullptr;
-        w.latency_ns.reserve(paths.size() / static_cast<size_t>(opt.threads) + 16);
-        for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < paths.size();) {
-          RecordSample(paths[i], ReadWhole(root_fd, paths[i], buffer.get(), state), &w);
-        }
-        if (state != nullptr) XXH3_freeState(state);
-      });
-    }
-  }  // jthreads join here
-  EpochResult r;
-  r.epoch = epoch;
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::vector<int64_t> latencies;
-  for (auto& w : stats) {
-    r.files += w.files;
-    r.bytes += w.bytes;
-    r.errors += w.errors;
-    r.checksum += w.hash_sum;
-    if (r.first_error.empty()) r.first_error = w.first_error;
-    latencies.insert(latencies.end(), w.latency_ns.begin(), w.latency_ns.end());
-  }
-  std::sort(latencies.begin(), latencies.end());
-  r.p50_us = PercentileUs(latencies, 0.50);
-  r.p99_us = PercentileUs(latencies, 0.99);
-  return r;
-}
-
-std::string Hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
-  return buf;
-}
-
-void PrintJson(const Options& opt, const std::vector<EpochResult>& results) {
-  nlohmann::json out;
-  out["root"] = opt.root;
-  out["plan"] = opt.walk ? std::string("walk") : opt.list;
-  out["threads"] = opt.threads;
-  out["chunk_bytes"] = kChunkBytes;
-  out["verify"] = opt.verify;
-  out["epochs"] = nlohmann::json::array();
-  for (const auto& r : results) {
-    nlohmann::json e = {{"epoch", r.epoch},
-                        {"files", r.files},
-                        {"bytes", r.bytes},
-                        {"errors", r.errors},
-                        {"seconds", r.seconds},
-                        {"files_per_s", r.FilesPerSecond()},
-                        {"mb_per_s", r.MegabytesPerSecond()},
-                        {"p50_us", r.p50_us},
-                        {"p99_us", r.p99_us}};
-    if (opt.verify) e["checksum"] = Hex(r.checksum);
-    if (!r.first_error.empty()) e["first_error"] = r.first_error;
-    out["epochs"].push_back(std::move(e));
-  }
-  std::printf("%s\n", out.dump(2).c_str());
-}
-
-void PrintTable(const Options& opt, const std::vector<EpochResult>& results) {
-  std::printf("root %s, plan %s, %d thread(s), %zu KiB reads\n", opt.root.c_str(),
-              opt.walk ? "walk" : opt.list.c_str(), opt.threads, kChunkBytes / 1024);
-  std::printf("%5s %9s %14s %6s %9s %11s %9s %9s %9s%s\n", "epoch", "files", "bytes", "errors",
-              "seconds", "files/s", "MB/s", "p50_us", "p99_us", opt.verify ? "  checksum" : "");
-  for (const auto& r : results) {
-    std::printf("%5d %9" PRIu64 " %14" PRIu64 " %6" PRIu64 " %9.3f %11.0f %9.1f %9.1f %9.1f",
-                r.epoch, r.files, r.bytes, r.errors, r.seconds, r.FilesPerSecond(),
-                r.MegabytesPerSecond(), r.p50_us, r.p99_us);
-    if (opt.verify) std::printf("  %s", Hex(r.checksum).c_str());
-    std::printf("\n");
-    if (!r.first_error.empty()) std::printf("      first error: %s\n", r.first_error.c_str());
-  }
+  return sizes;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options opt;
-  CLI::App app{"clairfs-bench: whole-file read throughput, data-loader style"};
+  CLI::App app{"clairfs-bench: whole-file reads, data-loader style, with a training-loop replay"};
   app.add_option("--root", opt.root, "Directory the plan's paths are relative to")
       ->required()
       ->check(CLI::ExistingDirectory);
@@ -303,17 +114,40 @@ int main(int argc, char** argv) {
   auto* walk = app.add_flag("--walk", opt.walk, "Read every regular file under --root, sorted");
   list->excludes(walk);
   walk->excludes(list);
-  app.add_option("--threads", opt.threads, "Reader threads")->check(CLI::Range(1, 4096));
+  app.add_option("--threads,--workers", opt.threads, "Reader threads (replay: loader workers)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--epochs", opt.epochs, "Epochs (default: sections in the list, walk: 1)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--limit", opt.limit, "Read only the first N entries of each section");
   app.add_flag("--verify", opt.verify, "XXH3-64 every file; print the order-free sum");
   app.add_flag("--json", opt.json, "Print one JSON object instead of a table");
+  app.add_flag("--replay", opt.replay, "Loader pipeline: workers ahead of a consuming loop");
+  auto* pf = app.add_option("--prefetch-factor", opt.replay_opt.prefetch_factor,
+                            "Replay: batches in flight per worker [2]")
+                 ->check(CLI::Range(1, 1 << 16));
+  auto* bs = app.add_option("--batch-size", opt.replay_opt.batch_size,
+                            "Replay: samples per batch, read by one worker [1]")
+                 ->check(CLI::Range(1, 1 << 20));
+  auto* cms = app.add_option("--compute-ms", opt.replay_opt.compute_ms,
+                             "Replay: simulated compute per sample, milliseconds [0]")
+                  ->check(CLI::Range(0.0, 1e6));
+  auto* cnb = app.add_option("--compute-ns-per-byte", opt.replay_opt.compute_ns_per_byte,
+                             "Replay: simulated compute per byte read, nanoseconds [0]")
+                  ->check(CLI::Range(0.0, 1e6));
+  app.add_flag("--compute-only", opt.compute_only,
+               "The replay's consumer alone, no reads: the lower bound of its epoch time");
+  auto* stats = app.add_option("--stats", opt.stats,
+                               "clairfs stats file to snapshot around every epoch "
+                               "[<root>/.clairfs/stats when it exists]");
+  app.add_flag("--no-stats", opt.no_stats, "Do not read a stats file")->excludes(stats);
+  app.add_option("--block-dev", opt.block_dev,
+                 "Block device whose read counters to snapshot around every epoch (loop0)");
   CLI11_PARSE(app, argc, argv);
   if (!opt.walk && opt.list.empty()) {
     std::fprintf(stderr, "clairfs-bench: one of --list FILE or --walk is required\n");
     return 2;
   }
+  for (auto* o : {pf, bs, cms, cnb}) opt.replay = opt.replay || o->count() > 0;
 
   Plan plan;
   std::string error;
@@ -331,17 +165,69 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "clairfs-bench: open %s: %s\n", opt.root.c_str(), std::strerror(errno));
     return 2;
   }
+  if (opt.stats.empty() && !opt.no_stats) {
+    struct stat st {};
+    const std::string auto_path = opt.root + "/.clairfs/stats";
+    if (stat(auto_path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) opt.stats = auto_path;
+  }
+
+  RunInfo info;
+  info.root = opt.root;
+  info.plan = opt.walk ? std::string("walk") : opt.list;
+  info.mode =
+      opt.compute_only ? Mode::kComputeOnly : (opt.replay ? Mode::kReplay : Mode::kThroughput);
+  info.threads = opt.threads;
+  opt.replay_opt.workers = opt.threads;
+  opt.replay_opt.verify = opt.verify;
+  info.replay = opt.replay_opt;
+  info.verify = opt.verify;
+  Probe probe(opt.no_stats ? std::string() : opt.stats, opt.block_dev);
+  info.stats_path = probe.stats_path();
+  info.block_dev = probe.block_dev();
+
+  std::vector<std::vector<uint64_t>> sizes(plan.size());
+  if (info.mode == Mode::kComputeOnly) {
+    for (size_t i = 0; i < plan.size(); ++i) {
+      sizes[i] = opt.replay_opt.compute_ns_per_byte > 0 ? SizesOf(root_fd, plan[i])
+                                                        : std::vector<uint64_t>(plan[i].size(), 0);
+    }
+  }
+
   std::vector<EpochResult> results;
   bool failed = false;
+  ProbeSnapshot before = probe.Take();
+  info.stats_before = before.stats;
   for (int e = 0; e < opt.epochs; ++e) {
-    results.push_back(RunEpoch(e, root_fd, plan[static_cast<size_t>(e) % plan.size()], opt));
-    failed = failed || results.back().errors > 0;
+    const size_t section = static_cast<size_t>(e) % plan.size();
+    const auto& paths = plan[section];
+    EpochResult r;
+    switch (info.mode) {
+      case Mode::kThroughput:
+        r = RunThroughputEpoch(e, root_fd, paths, opt.threads, opt.verify);
+        break;
+      case Mode::kReplay:
+        r = RunReplayEpoch(e, root_fd, paths, opt.replay_opt);
+        break;
+      case Mode::kComputeOnly:
+        r = RunComputeOnlyEpoch(e, sizes[section], opt.replay_opt);
+        break;
+    }
+    ProbeSnapshot after = probe.Take();
+    if (before.read_bytes && after.read_bytes) {
+      r.device_read_bytes = *after.read_bytes - *before.read_bytes;
+      r.device_read_ios = *after.read_ios - *before.read_ios;
+    }
+    r.stats_delta = NumericDelta(before.stats, after.stats);
+    info.stats_after = after.stats;
+    before = std::move(after);
+    failed = failed || r.errors > 0;
+    results.push_back(std::move(r));
   }
   close(root_fd);
   if (opt.json) {
-    PrintJson(opt, results);
+    PrintJson(info, results);
   } else {
-    PrintTable(opt, results);
+    PrintTable(info, results);
   }
   return failed ? 1 : 0;
 }

@@ -1,9 +1,11 @@
 # Shared by the benchmark scripts (source it; set NAME first): logging, and a teardown that
 # undoes every registered mount (newest first), then every registered process, then WORK, on
-# success, error, INT and TERM. Register with MOUNTS+=("$dir") and PIDS+=("$pid").
+# success, error, INT and TERM. Register with MOUNTS+=("$dir") and PIDS+=("$pid"). Other
+# steps (a loop device, a cgroup) go in CLEANUPS+=("command args"): run newest first, after
+# the mounts and processes are gone and before WORK is removed.
 # shellcheck shell=bash
 WORK="" CHILD=""
-MOUNTS=() PIDS=()
+MOUNTS=() PIDS=() CLEANUPS=()
 
 die() { echo "$NAME: $*" >&2; exit 1; }
 log() { echo "[$(date +%T)] $*" >&2; }
@@ -52,6 +54,12 @@ cleanup() {
   [[ -n $CHILD ]] && log "teardown: stop pid $CHILD" && kill -TERM "$CHILD" 2>/dev/null &&
     wait "$CHILD" 2>/dev/null
   teardown
+  local j
+  for ((j = ${#CLEANUPS[@]} - 1; j >= 0; j--)); do
+    log "teardown: ${CLEANUPS[j]}"
+    eval "${CLEANUPS[j]}"
+  done
+  CLEANUPS=()
   [[ -n $WORK && -d $WORK ]] && rm -rf "$WORK"
   exit "$rc"
 }
