@@ -13,6 +13,7 @@
 #include "cluster/placement.h"
 #include "cluster/protocol.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs::cluster {
 namespace {
@@ -189,17 +190,7 @@ class ClusterTest : public ::testing::Test {
     return out;
   }
   std::shared_ptr<Plan> PlanOf(const std::vector<std::vector<int>>& epochs) {
-    std::string text;
-    for (const auto& e : epochs) {
-      text += "#epoch\n";
-      for (int i : e) text += Name(i) + "\n";
-    }
-    ManifestParser p;
-    p.Feed(text);
-    PathResolver resolver(backing_, {});
-    auto plan = BuildPlan(std::move(p).Finish(), resolver, nullptr);
-    EXPECT_TRUE(plan.ok());
-    return plan.value();
+    return clairfs::testing::PlanOfEpochs(backing_, epochs, Name);
   }
   void StartNodes(int n, uint64_t ram, PeerOptions po, uint64_t staging = 64 << 10) {
     net_ = std::make_unique<LoopbackNetwork>(n);

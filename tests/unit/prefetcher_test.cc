@@ -8,6 +8,7 @@
 
 #include "cache/ram_tier.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
@@ -52,17 +53,7 @@ class PrefetcherTest : public ::testing::Test {
   }
   std::shared_ptr<Plan> PlanOf(const std::vector<std::vector<int>>& epochs,
                                const Plan* base = nullptr) {
-    std::string text;
-    for (const auto& e : epochs) {
-      text += "#epoch\n";
-      for (int i : e) text += Name(i) + "\n";
-    }
-    ManifestParser p;
-    p.Feed(text);
-    PathResolver resolver(backing_, {});
-    auto plan = BuildPlan(std::move(p).Finish(), resolver, base);
-    EXPECT_TRUE(plan.ok()) << plan.status().message();
-    return plan.value();
+    return testing::PlanOfEpochs(backing_, epochs, Name, base);
   }
   // Opens file i as a reader would and checks the bytes.
   OpenResult::Source OpenAndCheck(int i) {

@@ -1,13 +1,21 @@
 // Helpers shared by the unit tests.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "cache/backing.h"
+#include "cache/manifest.h"
 #include "cache/object.h"
+#include "cache/plan.h"
+#include "cache/resolver.h"
 
 namespace clairfs::testing {
 
@@ -17,6 +25,25 @@ inline BlobPtr MakeBlob(const std::string& data, int64_t mtime = 1) {
   std::copy(data.begin(), data.end(), b->mutable_data());
   b->Seal();
   return b;
+}
+
+// The plan of a manifest with an "#epoch" section per element of epochs, whose entries are
+// name(i) for each i; base as for BuildPlan. A failure to build fails the test.
+inline std::shared_ptr<Plan> PlanOfEpochs(const Backing& backing,
+                                          const std::vector<std::vector<int>>& epochs,
+                                          const std::function<std::string(int)>& name,
+                                          const Plan* base = nullptr) {
+  std::string text;
+  for (const auto& e : epochs) {
+    text += "#epoch\n";
+    for (int i : e) text += name(i) + "\n";
+  }
+  ManifestParser p;
+  p.Feed(text);
+  PathResolver resolver(backing, {});
+  auto plan = BuildPlan(std::move(p).Finish(), resolver, base);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return plan.ok() ? plan.value() : nullptr;
 }
 
 // A fresh directory under /tmp, removed with everything in it when the object dies.
