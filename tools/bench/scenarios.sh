@@ -207,9 +207,19 @@ EOF
     cat "$m.m$r" >"$WORK/mnt-$r/.clairfs/manifest"
     [[ -z $(cat "$WORK/mnt-$r/.clairfs/errors") ]] || die "$tag: manifest rejected: $(cat "$WORK/mnt-$r/.clairfs/errors")"
   done
+  # Under mpiexec the placement waits for every rank's plan: read the plans once it is made.
+  for ((r = 0; r < n && n > 1; r++)); do
+    for ((i = 0; i < 300; i++)); do
+      [[ $(jq -r '.cluster.state' "$WORK/mnt-$r/.clairfs/plan") == placed ]] && break
+      sleep 0.1
+    done
+  done
+  # Predicted backing bytes: the sum of the nodes' plans, or the cluster's prediction.
   for ((r = 0; r < n; r++)); do cat "$WORK/mnt-$r/.clairfs/plan"; done | jq -s -c '{
     files: map(.files), bytes: map(.bytes), tiers: map([.tiers[] | {name, files, bytes}]),
-    staging: map(.staging), predicted_backing_bytes: (map(.predicted_backing_bytes) | add)}' \
+    staging: map(.staging), from_peers: map(.from_peers.files // 0),
+    predicted_backing_bytes: (if .[0].cluster then .[0].cluster.predicted_cluster_backing_bytes
+                              else (map(.predicted_backing_bytes) | add) end)}' \
     >"$WORK/$tag.clairfs.plan"
   log "$tag clairfs: $n rank(s), plan (per rank) $(cat "$WORK/$tag.clairfs.plan")"
   bench_ranks "$tag.clairfs" "$n" "$mnt" "$m"

@@ -54,7 +54,7 @@ report() {
   done
   [[ -f $WORK/s3.skip ]] && echo "| 3 | - | scenario 3 $(cat "$WORK/s3.skip") |||||||||"
   echo
-  echo "| scenario | dataset | ranks | direct dev bytes / data, $EPOCHS epochs | clairfs dev bytes / data, registration + $EPOCHS epochs | clairfs backing_bytes / data | planned backing / data (sum of ranks' plans) | clairfs opens served from | daemon peak RSS | errors |"
+  echo "| scenario | dataset | ranks | direct dev bytes / data, $EPOCHS epochs | clairfs dev bytes / data, registration + $EPOCHS epochs | clairfs backing_bytes / data | planned backing / data (one node: its plan; ranks: the cluster's prediction) | clairfs opens served from | daemon peak RSS (sum over ranks) | errors |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   for s in "${all[@]}"; do
     jq -r --argjson ram "$RAM" --argjson ssd "$SSD" 'def f(x): (x * 100 | round) / 100 | tostring;
