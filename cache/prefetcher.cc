@@ -177,6 +177,7 @@ Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& 
   const auto start = Clock::now();
   auto r = ReadBacking(path);
   if (r.ok() && cluster_.peer) RecordRate(false, r.value()->size(), Clock::now() - start);
+  if (r.ok() && cluster_.fetched) cluster_.fetched(path, r.value());
   return r;
 }
 
@@ -360,6 +361,27 @@ void Prefetcher::StagingLoop() {
       staging_cv_.notify_all();
     }
   }
+}
+
+void Prefetcher::Adopt(const std::string& path, BlobPtr blob) {
+  int8_t tier;
+  {
+    std::lock_guard lock(mu_);
+    const uint32_t id = plan_ && !hold_ ? plan_->Find(path) : kNoPos;
+    if (id == kNoPos) return;
+    const PlanFile& f = plan_->files[id];
+    if (f.tier < 0 || f.version != blob->version()) return;
+    tier = f.tier;
+  }
+  if (tiers_[tier]->Contains(path, blob->version())) return;
+  const FileVersion version = blob->version();
+  if (!tiers_[tier]->Put(path, std::move(blob)).ok()) {
+    stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  stats_->tier_fetched[tier].fetch_add(1, std::memory_order_relaxed);
+  stats_->peer_adopted.fetch_add(1, std::memory_order_relaxed);
+  if (cluster_.held) cluster_.held(path, version);
 }
 
 void Prefetcher::ConsumeLocked(uint32_t id, uint32_t* pos) {

@@ -51,6 +51,8 @@ struct ClusterHooks {
   std::function<bool(Plan& plan, const PlacementLimits& limits, bool replan)> place;
   // A local tier now holds path at version (the fill stored it or found it there).
   std::function<void(const std::string& path, const FileVersion& version)> held;
+  // path was just read from the backing store (by the prefetch or for a reader).
+  std::function<void(const std::string& path, const BlobPtr& blob)> fetched;
   // Consulted after the local tiers and before the backing store; Contains() must answer
   // from memory. Not owned.
   Tier* peer = nullptr;
@@ -100,6 +102,10 @@ class Prefetcher {
   PrefetchProgress progress() const;
   std::vector<uint64_t> TierUsedBytes() const;
   std::vector<uint64_t> TierCorruptions() const;
+
+  // Bytes of path from elsewhere (another node): stored in the tier the plan gives path, if
+  // any, unless that tier holds it already or the version differs. Thread-safe.
+  void Adopt(const std::string& path, BlobPtr blob);
 
   // A reader opened path, whose backing file is now at version. Thread-safe.
   Result<OpenResult> Open(const std::string& path, const FileVersion& version);

@@ -29,7 +29,8 @@ struct Stats {
   Counter peer_fetched{0};
   Counter peer_bytes_in{0};
   Counter peer_bytes_out{0};
-  Counter peer_errors{0};  // requests that failed: timeout, down peer, bad hash, bad reply
+  Counter peer_errors{0};   // requests that failed: timeout, down peer, bad hash, bad reply
+  Counter peer_adopted{0};  // files other nodes pushed (read before this owner had them), kept
   struct Errors {
     Counter fetch{0};              // backing-store reads that failed
     Counter timeout{0};            // readers that gave up waiting on a fetch

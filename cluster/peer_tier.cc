@@ -23,12 +23,13 @@ PeerTier::PeerTier(Transport& transport, PeerOptions options, Stats* stats)
 
 PeerTier::~PeerTier() { Stop(); }
 
-void PeerTier::Start(LocalLookup lookup, std::function<void()> replan) {
+void PeerTier::Start(LocalLookup lookup, std::function<void()> replan, Adopt adopt) {
   std::lock_guard lock(mu_);
   if (started_) return;
   started_ = true;
   lookup_ = std::move(lookup);
   replan_ = std::move(replan);
+  adopt_ = std::move(adopt);
   threads_.emplace_back([this] { ReceiveLoop(); });
   for (int i = 0; i < std::max(1, options_.serve_threads); ++i) {
     threads_.emplace_back([this] { ServeLoop(); });
@@ -112,6 +113,10 @@ bool PeerTier::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
   }
   totals_ = PlaceCluster(present);
   local_ = ApplyPlacement(plan, limits, totals_, present, rank_);
+  peer_owner_.clear();
+  for (const PlanFile& f : plan.files) {
+    if (f.tier == kPeer) peer_owner_.emplace(f.path, totals_.owner.at(f.path));
+  }
   placed_ranks_.clear();
   for (const Digest* d : present) placed_ranks_.push_back(d->rank);
   totals_.owner.clear();  // only the counts are kept for InfoJson
@@ -128,6 +133,24 @@ void PeerTier::Held(const std::string& path, const FileVersion& version) {
     flush = announce_.size() >= 1024;
   }
   if (flush) plan_cv_.notify_all();
+}
+
+void PeerTier::Fetched(const std::string& path, const BlobPtr& blob) {
+  int owner;
+  {
+    std::lock_guard lock(plan_mu_);
+    auto it = peer_owner_.find(path);
+    if (it == peer_owner_.end()) return;
+    owner = it->second;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ || !LiveLocked(owner, Clock::now())) return;
+    auto h = holders_.find(path);
+    if (h != holders_.end() && h->second.rank == owner) return;  // it has it already
+  }
+  transport_.Send(owner, kPush, EncodePush(path, *blob));
+  stats_->peer_bytes_out.fetch_add(blob->size(), std::memory_order_relaxed);
 }
 
 void PeerTier::PlanLoop() {
@@ -166,7 +189,8 @@ void PeerTier::ReceiveLoop() {
     const int src = m->source;
     if (src < 0 || src >= size_ || src == rank_) continue;
     switch (m->tag) {
-      case kRequest: {
+      case kRequest:
+      case kPush: {
         std::lock_guard lock(mu_);
         requests_.push_back(std::move(*m));
         serve_cv_.notify_one();
@@ -242,7 +266,25 @@ void PeerTier::ServeLoop() {
       m = std::move(requests_.front());
       requests_.pop_front();
     }
-    auto q = DecodeRequest(std::string_view(m.bytes.data(), m.bytes.size()));
+    const std::string_view bytes(m.bytes.data(), m.bytes.size());
+    if (m.tag == kPush) {
+      ReplyHeader h;
+      const char* data;
+      size_t n;
+      auto path = DecodePush(bytes, &h, &data, &n);
+      if (!path) continue;
+      stats_->peer_bytes_in.fetch_add(n, std::memory_order_relaxed);
+      auto blob = Blob::Allocate(n, h.version);
+      std::memcpy(blob->mutable_data(), data, n);
+      blob->Seal();
+      if (n != h.version.size || blob->hash() != h.hash) {
+        stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      if (adopt_) adopt_(*path, std::move(blob));
+      continue;
+    }
+    auto q = DecodeRequest(bytes);
     if (!q) continue;
     ReplyHeader h{q->id, 0, 0, q->version};
     auto r = lookup_ ? lookup_(q->path, q->version) : Result<BlobPtr>(Miss());

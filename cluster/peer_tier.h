@@ -55,9 +55,12 @@ class PeerTier : public Tier {
   PeerTier(Transport& transport, PeerOptions options, Stats* stats);
   ~PeerTier() override;
 
+  // Offers this node's tiers a file another node pushed (Prefetcher::Adopt).
+  using Adopt = std::function<void(const std::string&, BlobPtr)>;
+
   // Starts the threads. replan re-places the active plan (Prefetcher::Replan); it is called
-  // from the planner thread with no lock held.
-  void Start(LocalLookup lookup, std::function<void()> replan);
+  // from the planner thread with no lock held. adopt is called from a serving thread.
+  void Start(LocalLookup lookup, std::function<void()> replan, Adopt adopt = nullptr);
   // Tells the other nodes that this one leaves and joins the threads; waiting readers return
   // kUnavailable at once. Idempotent.
   void Stop();
@@ -67,6 +70,10 @@ class PeerTier : public Tier {
   bool Place(Plan& plan, const PlacementLimits& limits, bool replan);
   // ClusterHooks::held: a local tier holds path at version.
   void Held(const std::string& path, const FileVersion& version);
+  // ClusterHooks::fetched: this node read path from the backing store. If another node owns
+  // it (so had not announced it yet), the bytes are pushed to that node, which keeps them
+  // instead of reading the backing store for the same file again.
+  void Fetched(const std::string& path, const BlobPtr& blob);
   // The cluster section of .clairfs/plan, as JSON text.
   std::string InfoJson() const;
 
@@ -106,6 +113,7 @@ class PeerTier : public Tier {
   const int rank_, size_;
   LocalLookup lookup_;
   std::function<void()> replan_;
+  Adopt adopt_;
 
   // Lock order: plan_mu_ before mu_. Transport calls may be made under either.
   mutable std::mutex plan_mu_;
@@ -118,6 +126,7 @@ class PeerTier : public Tier {
   ClusterPlacement totals_;
   LocalPlacement local_;
   std::vector<int> placed_ranks_;
+  std::unordered_map<std::string, int> peer_owner_;  // files read here that another node owns
 
   mutable std::mutex mu_;
   std::condition_variable reply_cv_, serve_cv_, plan_cv_;
@@ -129,7 +138,7 @@ class PeerTier : public Tier {
   std::vector<bool> gone_;  // said bye
   uint64_t next_id_ = 0;
   std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
-  std::deque<Message> requests_;
+  std::deque<Message> requests_;  // kRequest and kPush, for the serving threads
   std::vector<std::pair<std::string, FileVersion>> announce_;
   std::vector<std::thread> threads_;
 };

@@ -164,3 +164,30 @@ std::optional<ReplyHeader> DecodeReply(std::string_view bytes, const char** data
 }
 
 }  // namespace clairfs::cluster
+
+namespace clairfs::cluster {
+
+std::vector<char> EncodePush(const std::string& path, const Blob& blob) {
+  std::vector<char> out = EncodeRequest({0, blob.version(), path});
+  const std::vector<char> reply =
+      EncodeReply({0, 1, blob.hash(), blob.version()}, blob.data(), blob.size());
+  out.insert(out.end(), reply.begin(), reply.end());
+  return out;
+}
+
+std::optional<std::string> DecodePush(std::string_view bytes, ReplyHeader* header,
+                                      const char** data, size_t* size) {
+  // The request part is 8 + 16 bytes, a 4-byte length and the path.
+  uint32_t n;
+  if (bytes.size() < 28) return {};
+  std::memcpy(&n, bytes.data() + 24, 4);
+  if (bytes.size() - 28 < n) return {};
+  auto q = DecodeRequest(bytes.substr(0, 28 + n));
+  if (!q) return {};
+  auto h = DecodeReply(bytes.substr(28 + n), data, size);
+  if (!h || !h->found) return {};
+  *header = *h;
+  return std::move(q->path);
+}
+
+}  // namespace clairfs::cluster

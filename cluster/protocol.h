@@ -5,6 +5,8 @@
 //   kRequest  "send me path at version", answered by exactly one kReply
 //   kReply    the bytes and their xxh3, or "not here" (answered at once, never waited for)
 //   kBye      the sender is leaving; stop asking it
+//   kPush     a file its owner had not announced when the sender read it from the backing
+//             store: the owner may keep it instead of reading the backing store again
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@
 
 namespace clairfs::cluster {
 
-enum Tag : int { kPlan = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5 };
+enum Tag : int { kPlan = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5, kPush = 6 };
 
 // One file of a node's plan.
 struct DigestFile {
@@ -51,6 +53,12 @@ struct ReplyHeader {
   uint64_t hash = 0;
   FileVersion version;
 };
+
+// A push: the path (in a Request, id 0), then a reply header and the bytes.
+std::vector<char> EncodePush(const std::string& path, const Blob& blob);
+// The path; *header, *data and *size as for DecodeReply.
+std::optional<std::string> DecodePush(std::string_view bytes, ReplyHeader* header,
+                                      const char** data, size_t* size);
 
 std::vector<char> EncodeDigest(const Digest& d);
 std::optional<Digest> DecodeDigest(std::string_view bytes);

@@ -107,6 +107,7 @@ std::string ControlPlane::StatsJson() const {
       {"peer_bytes_in", get(stats_.peer_bytes_in)},
       {"peer_bytes_out", get(stats_.peer_bytes_out)},
       {"peer_errors", get(stats_.peer_errors)},
+      {"peer_adopted", get(stats_.peer_adopted)},
       {"prefetch",
        {{"planned_files", p.planned_files},
         {"fetched_files", get(stats_.fetched_files)},

@@ -241,6 +241,9 @@ int main(int argc, char** argv) {
     hooks.held = [&](const std::string& path, const clairfs::FileVersion& version) {
       peer->Held(path, version);
     };
+    hooks.fetched = [&](const std::string& path, const clairfs::BlobPtr& blob) {
+      peer->Fetched(path, blob);
+    };
     hooks.peer = peer.get();
     hooks.backing_advantage = config.cluster.backing_advantage;
     prefetcher.SetCluster(std::move(hooks));
@@ -298,7 +301,10 @@ int main(int argc, char** argv) {
           }
           return clairfs::Status::Error(clairfs::Code::kNotFound, path);
         },
-        [&] { prefetcher.Replan(); });
+        [&] { prefetcher.Replan(); },
+        [&](const std::string& path, clairfs::BlobPtr blob) {
+          prefetcher.Adopt(path, std::move(blob));
+        });
   }
   prefetcher.Start();
   fuse_loop_config* loop = fuse_loop_cfg_create();

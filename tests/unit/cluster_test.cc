@@ -132,12 +132,12 @@ class CorruptingTransport : public Transport {
 // One node: its own backing view, RAM tier, prefetcher and peer tier.
 struct Node {
   Node(MemBacking& backing, Transport& t, uint64_t ram, PeerOptions po, Stats* stats,
-       uint64_t staging = 64 << 10)
+       uint64_t staging = 64 << 10, int tier_threads = 2)
       : ram_tier("ram", ram), peer(t, po, stats) {
     PrefetchOptions o;
     o.staging_capacity = staging;
     o.staging_threads = 2;
-    o.tier_threads = {2};
+    o.tier_threads = {tier_threads};
     o.demand_threads = 2;
     o.fetch_timeout = 10s;
     prefetcher = std::make_unique<Prefetcher>(backing, std::vector<Tier*>{&ram_tier}, o, stats);
@@ -146,11 +146,13 @@ struct Node {
       return peer.Place(p, l, re);
     };
     hooks.held = [this](const std::string& path, const FileVersion& v) { peer.Held(path, v); };
+    hooks.fetched = [this](const std::string& path, const BlobPtr& b) { peer.Fetched(path, b); };
     hooks.peer = &peer;
     prefetcher->SetCluster(hooks);
     peer.Start(
         [this](const std::string& path, const FileVersion& v) { return ram_tier.Get(path, v); },
-        [this] { prefetcher->Replan(); });
+        [this] { prefetcher->Replan(); },
+        [this](const std::string& path, BlobPtr b) { prefetcher->Adopt(path, std::move(b)); });
     prefetcher->Start();
   }
   ~Node() {
@@ -290,6 +292,30 @@ TEST_F(ClusterTest, ADeadPeerIsMarkedDownAndReadsFallBackToTheBackingStore) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   EXPECT_GE(stats_[0].peer_errors.load(), 1u);
   EXPECT_NE(nodes_[0]->peer.InfoJson().find("\"unreachable\":[1]"), std::string::npos);
+}
+
+TEST_F(ClusterTest, FilesReadBeforeTheirOwnerHadThemArePushedToIt) {
+  net_ = std::make_unique<LoopbackNetwork>(2);
+  stats_ = std::vector<Stats>(2);
+  // Node 1 never fills its tier itself: whatever it holds was pushed by node 0.
+  nodes_.push_back(
+      std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, PeerOptions{}, &stats_[0]));
+  nodes_.push_back(std::make_unique<Node>(backing_, net_->at(1), kFiles * kSize / 2, PeerOptions{},
+                                          &stats_[1], 64 << 10, 0));
+  auto all = Order(0, 1, 1);
+  nodes_[0]->prefetcher->Install(PlanOf(all), false);
+  nodes_[1]->prefetcher->Install(PlanOf(all), false);
+  ASSERT_TRUE(WaitFor([&] { return TierFetched(0) == kFiles / 2; }));
+  ReadAll(0, all);  // half of these are node 1's: read from the backing store, then pushed
+  ASSERT_TRUE(WaitFor([&] { return stats_[1].peer_adopted.load() == kFiles / 2; }));
+  const uint64_t reads = backing_.reads();
+  EXPECT_EQ(reads, static_cast<uint64_t>(kFiles));
+  // Node 0's announcements, and node 1's of what it adopted.
+  ASSERT_TRUE(WaitFor([&] { return nodes_[1]->peer.used_bytes() == kFiles / 2 * kSize; }));
+  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() == kFiles / 2 * kSize; }));
+  ReadAll(1, all);  // all from its own tier or node 0's: no backing read
+  EXPECT_EQ(backing_.reads(), reads);
+  EXPECT_EQ(stats_[1].peer_bytes_in.load(), stats_[0].peer_bytes_out.load());
 }
 
 TEST_F(ClusterTest, DamagedRepliesAreNeverServed) {
