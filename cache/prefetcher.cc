@@ -153,16 +153,22 @@ Result<BlobPtr> Prefetcher::ReadBacking(const std::string& path) {
   return r;
 }
 
-Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& version, int except,
-                                    int* source) {
+Result<BlobPtr> Prefetcher::GetLocal(const std::string& path, const FileVersion& version,
+                                     int except, int* source) const {
   for (size_t t = 0; t < tiers_.size(); ++t) {
     if (static_cast<int>(t) == except) continue;
     auto r = tiers_[t]->Get(path, version);  // a miss is answered from memory, without I/O
     if (r.ok()) {
-      *source = static_cast<int>(t);
+      if (source) *source = static_cast<int>(t);
       return r;
     }
   }
+  return Status::Error(Code::kNotFound, "no local tier holds " + path);
+}
+
+Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& version, int except,
+                                    int* source) {
+  if (auto r = GetLocal(path, version, except, source); r.ok()) return r;
   if (cluster_.peer && cluster_.peer->Contains(path, version) && PreferPeer()) {
     const auto start = Clock::now();
     auto r = cluster_.peer->Get(path, version);  // bounded by the peer deadline

@@ -107,6 +107,12 @@ class Prefetcher {
   // any, unless that tier holds it already or the version differs. Thread-safe.
   void Adopt(const std::string& path, BlobPtr blob);
 
+  // The bytes of path at version from the fastest local tier other than `except` holding them
+  // (a tier failure is a miss), without I/O for absent objects; *source (if given): the tier.
+  // kNotFound if none. Thread-safe.
+  Result<BlobPtr> GetLocal(const std::string& path, const FileVersion& version, int except = -1,
+                           int* source = nullptr) const;
+
   // A reader opened path, whose backing file is now at version. Thread-safe.
   Result<OpenResult> Open(const std::string& path, const FileVersion& version);
 
@@ -131,8 +137,8 @@ class Prefetcher {
   void StagingLoop();
   void DemandLoop();
   Result<BlobPtr> ReadBacking(const std::string& path);
-  // The bytes of path at version from the fastest tier other than `except` that holds them
-  // (a tier failure is a miss), else from the backing store. *source: the tier, or -1.
+  // The bytes of path at version from GetLocal(except), else from a peer that holds them
+  // (ClusterHooks), else from the backing store. *source: the tier, kFromPeer, or -1.
   Result<BlobPtr> ReadAny(const std::string& path, const FileVersion& version, int except,
                           int* source);
   // Runs or joins the single-flight fetch of path; leader work goes to the demand threads.

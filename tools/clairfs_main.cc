@@ -293,13 +293,8 @@ int main(int argc, char** argv) {
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, data_abs, mount_abs);
   if (peer) {
     peer->Start(
-        [&](const std::string& path,
-            const clairfs::FileVersion& version) -> clairfs::Result<clairfs::BlobPtr> {
-          for (clairfs::Tier* t : tier_ptrs) {
-            auto r = t->Get(path, version);
-            if (r.ok()) return r;
-          }
-          return clairfs::Status::Error(clairfs::Code::kNotFound, path);
+        [&](const std::string& path, const clairfs::FileVersion& version) {
+          return prefetcher.GetLocal(path, version);
         },
         [&] { prefetcher.Replan(); },
         [&](const std::string& path, clairfs::BlobPtr blob) {

@@ -150,7 +150,9 @@ struct Node {
     hooks.peer = &peer;
     prefetcher->SetCluster(hooks);
     peer.Start(
-        [this](const std::string& path, const FileVersion& v) { return ram_tier.Get(path, v); },
+        [this](const std::string& path, const FileVersion& v) {
+          return prefetcher->GetLocal(path, v);
+        },
         [this] { prefetcher->Replan(); },
         [this](const std::string& path, BlobPtr b) { prefetcher->Adopt(path, std::move(b)); });
     prefetcher->Start();
