@@ -77,7 +77,7 @@ Result<BlobPtr> PosixBacking::ReadFile(const std::string& path, uint64_t max_byt
   }
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) return Status::Error(Code::kNoSpace, path + ": larger than the limit");
-  FileVersion version{size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+  const FileVersion version = VersionOf(st);
   auto blob = Blob::Allocate(size, version);
   uint64_t done = 0;
   while (done < size) {

@@ -6,15 +6,26 @@
 #include <memory>
 #include <string>
 
+#include <sys/stat.h>
+
 namespace clairfs {
 
 // Identity of a backing file version: a cached object is valid only while the backing file's
-// size and mtime still equal these.
+// size, mtime, ctime and inode number all still equal these. mtime can be set by any writer
+// (`touch -r`, `cp -p`, `rsync -a`, `tar x`); ctime and the inode number cannot be set by user
+// tools: every write, chmod, rename-over or replacement changes at least one of them. A value
+// of {} means "unknown". docs/reliability.md states the rule and its limits (network file
+// systems report what their client's attribute cache holds).
 struct FileVersion {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  uint64_t ino = 0;
   bool operator==(const FileVersion&) const = default;
 };
+
+// The version of the file whose stat is st.
+FileVersion VersionOf(const struct stat& st);
 
 // The whole contents of one file, immutable once published, with the xxh3-64 of its bytes.
 class Blob {

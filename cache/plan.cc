@@ -99,8 +99,7 @@ Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& r
         r.path = resolvers[t].Resolve(m.paths[begin + i], true, &st);
         r.regular = r.path.ok() && S_ISREG(st.st_mode);
         if (r.regular) {
-          r.version = {static_cast<uint64_t>(st.st_size),
-                       st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+          r.version = VersionOf(st);
         } else {
           r.why = Describe(r.path.status(), &st);
         }

@@ -14,13 +14,17 @@
 namespace clairfs {
 namespace {
 
-constexpr size_t kRecordSize = 24;
+// A record: size, mtime, ctime, inode number, xxh3 (8 bytes each). Records of another size
+// (an older format without ctime and inode) cannot be validated and are erased at open.
+constexpr size_t kRecordSize = 40;
 
 std::string EncodeRecord(const FileVersion& v, uint64_t hash) {
   std::string out(kRecordSize, '\0');
   std::memcpy(out.data(), &v.size, 8);
   std::memcpy(out.data() + 8, &v.mtime_ns, 8);
-  std::memcpy(out.data() + 16, &hash, 8);
+  std::memcpy(out.data() + 16, &v.ctime_ns, 8);
+  std::memcpy(out.data() + 24, &v.ino, 8);
+  std::memcpy(out.data() + 32, &hash, 8);
   return out;
 }
 
@@ -28,7 +32,9 @@ bool DecodeRecord(const rocksdb::Slice& s, FileVersion* v, uint64_t* hash) {
   if (s.size() != kRecordSize) return false;
   std::memcpy(&v->size, s.data(), 8);
   std::memcpy(&v->mtime_ns, s.data() + 8, 8);
-  std::memcpy(hash, s.data() + 16, 8);
+  std::memcpy(&v->ctime_ns, s.data() + 16, 8);
+  std::memcpy(&v->ino, s.data() + 24, 8);
+  std::memcpy(hash, s.data() + 32, 8);
   return true;
 }
 

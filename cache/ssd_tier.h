@@ -2,7 +2,7 @@
 //
 // Layout: column family "data" holds file bytes (BlobDB: every value goes to blob files, so
 // compaction moves only small index entries, never the bytes); the default column family holds
-// a 24-byte record per object (size, mtime, xxh3 of the bytes). Both are written in one batch.
+// a 40-byte record per object (its FileVersion and the xxh3 of the bytes). Both are written in one batch.
 // The records are loaded into memory at open, so Contains() and the capacity accounting need
 // no I/O. Writes use the WAL without syncing it: a killed daemon loses nothing, a power loss
 // loses recent objects (a cache can refetch them).

@@ -51,12 +51,18 @@ class Reader {
   size_t pos_ = 0;
 };
 
+constexpr size_t kVersionBytes = 32;  // size, mtime, ctime, inode number
+
 void PutVersion(Writer& w, const FileVersion& v) {
   w.Put(v.size);
   w.Put(v.mtime_ns);
+  w.Put(v.ctime_ns);
+  w.Put(v.ino);
 }
 
-bool GetVersion(Reader& r, FileVersion* v) { return r.Get(&v->size) && r.Get(&v->mtime_ns); }
+bool GetVersion(Reader& r, FileVersion* v) {
+  return r.Get(&v->size) && r.Get(&v->mtime_ns) && r.Get(&v->ctime_ns) && r.Get(&v->ino);
+}
 
 }  // namespace
 
@@ -177,14 +183,15 @@ std::vector<char> EncodePush(const std::string& path, const Blob& blob) {
 
 std::optional<std::string> DecodePush(std::string_view bytes, ReplyHeader* header,
                                       const char** data, size_t* size) {
-  // The request part is 8 + 16 bytes, a 4-byte length and the path.
+  // The request part is the id, a version, a 4-byte length and the path.
+  constexpr size_t kFixed = sizeof(uint64_t) + kVersionBytes;
   uint32_t n;
-  if (bytes.size() < 28) return {};
-  std::memcpy(&n, bytes.data() + 24, 4);
-  if (bytes.size() - 28 < n) return {};
-  auto q = DecodeRequest(bytes.substr(0, 28 + n));
+  if (bytes.size() < kFixed + 4) return {};
+  std::memcpy(&n, bytes.data() + kFixed, 4);
+  if (bytes.size() - kFixed - 4 < n) return {};
+  auto q = DecodeRequest(bytes.substr(0, kFixed + 4 + n));
   if (!q) return {};
-  auto h = DecodeReply(bytes.substr(28 + n), data, size);
+  auto h = DecodeReply(bytes.substr(kFixed + 4 + n), data, size);
   if (!h || !h->found) return {};
   *header = *h;
   return std::move(q->path);

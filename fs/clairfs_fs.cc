@@ -17,11 +17,6 @@ namespace {
 constexpr const char* kControlDirName = ".clairfs";
 constexpr const char* kControlNames[] = {"manifest", "stats", "plan", "errors"};
 
-FileVersion VersionOf(const struct stat& st) {
-  return {static_cast<uint64_t>(st.st_size),
-          st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
-}
-
 std::string Child(const std::string& dir, const char* name) {
   return dir.empty() ? std::string(name) : dir + "/" + name;
 }

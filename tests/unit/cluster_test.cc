@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 using clairfs::testing::MemBacking;
 
 TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
-  Digest d{3, 7, {100, 200}, 50, {{"a/b", {10, 5}, 2, 0.25}, {"c", {1, 2}, 1, 0.5}}};
+  Digest d{3, 7, {100, 200}, 50, {{"a/b", {10, 5, 6, 99}, 2, 0.25}, {"c", {1, 2}, 1, 0.5}}};
   auto bytes = EncodeDigest(d);
   auto back = DecodeDigest({bytes.data(), bytes.size()});
   ASSERT_TRUE(back);
@@ -31,7 +31,7 @@ TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
   EXPECT_EQ(back->tier_capacity, (std::vector<uint64_t>{100, 200}));
   ASSERT_EQ(back->files.size(), 2u);
   EXPECT_EQ(back->files[0].path, "a/b");
-  EXPECT_EQ(back->files[0].version, (FileVersion{10, 5}));
+  EXPECT_EQ(back->files[0].version, (FileVersion{10, 5, 6, 99}));
   EXPECT_EQ(back->files[1].first, 0.5);
   for (size_t cut = 0; cut < bytes.size(); ++cut) {
     EXPECT_FALSE(DecodeDigest({bytes.data(), cut})) << cut;
@@ -215,7 +215,7 @@ class ClusterTest : public ::testing::Test {
   void ReadAll(int r, const std::vector<std::vector<int>>& epochs) {
     for (const auto& e : epochs) {
       for (int i : e) {
-        auto res = nodes_[r]->prefetcher->Open(Name(i), {kSize, 1});
+        auto res = nodes_[r]->prefetcher->Open(Name(i), backing_.Version(Name(i)));
         ASSERT_TRUE(res.ok()) << res.status().message();
         ASSERT_TRUE(res->blob) << Name(i);
         ASSERT_EQ(std::string(res->blob->data(), res->blob->size()), Content(i)) << Name(i);

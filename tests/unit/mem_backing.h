@@ -60,6 +60,12 @@ class MemBacking final : public Backing {
     }
     gate_cv_.notify_all();
   }
+  // The version Lstat reports for path now ({} if there is no such object).
+  FileVersion Version(const std::string& path) const {
+    std::lock_guard lock(mu_);
+    auto it = nodes_.find(path);
+    return it == nodes_.end() ? FileVersion{} : VersionOf(StatOf(path, it->second));
+  }
   uint64_t reads() const { return reads_.load(); }
   uint64_t reads_of(const std::string& path) const {
     std::lock_guard lock(mu_);
@@ -71,12 +77,7 @@ class MemBacking final : public Backing {
     std::lock_guard lock(mu_);
     auto it = nodes_.find(path);
     if (it == nodes_.end()) return Status::FromErrno(ENOENT, path);
-    *st = {};
-    st->st_mode = it->second.mode;
-    st->st_size = static_cast<off_t>(it->second.data.size());
-    st->st_mtim.tv_sec = it->second.mtime_ns / 1'000'000'000;
-    st->st_mtim.tv_nsec = it->second.mtime_ns % 1'000'000'000;
-    st->st_ino = std::hash<std::string>()(path);
+    *st = StatOf(path, it->second);
     return Status::Ok();
   }
   Result<std::string> ReadLink(const std::string& path) const override {
@@ -96,8 +97,7 @@ class MemBacking final : public Backing {
     if (it == nodes_.end()) return Status::FromErrno(ENOENT, path);
     if (!S_ISREG(it->second.mode)) return Status::Error(Code::kInvalidArgument, "not regular");
     if (it->second.data.size() > max_bytes) return Status::Error(Code::kNoSpace, "too large");
-    auto blob =
-        Blob::Allocate(it->second.data.size(), {it->second.data.size(), it->second.mtime_ns});
+    auto blob = Blob::Allocate(it->second.data.size(), VersionOf(StatOf(path, it->second)));
     std::copy(it->second.data.begin(), it->second.data.end(), blob->mutable_data());
     lock.unlock();
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
@@ -111,6 +111,16 @@ class MemBacking final : public Backing {
     std::string data;  // contents, or the symlink target
     int64_t mtime_ns;
   };
+  // ctime follows mtime here; the inode number is the path's hash.
+  static struct stat StatOf(const std::string& path, const Node& n) {
+    struct stat st {};
+    st.st_mode = n.mode;
+    st.st_size = static_cast<off_t>(n.data.size());
+    st.st_mtim.tv_sec = st.st_ctim.tv_sec = n.mtime_ns / 1'000'000'000;
+    st.st_mtim.tv_nsec = st.st_ctim.tv_nsec = n.mtime_ns % 1'000'000'000;
+    st.st_ino = std::hash<std::string>()(path);
+    return st;
+  }
   void AddParents(const std::string& path) {
     for (size_t i = path.find('/'); i != std::string::npos; i = path.find('/', i + 1)) {
       nodes_.try_emplace(path.substr(0, i), Node{S_IFDIR | 0755, "", 1});

@@ -57,7 +57,7 @@ class PrefetcherTest : public ::testing::Test {
   }
   // Opens file i as a reader would and checks the bytes.
   OpenResult::Source OpenAndCheck(int i) {
-    auto r = prefetcher_->Open(Name(i), {kSize, 1});
+    auto r = prefetcher_->Open(Name(i), backing_.Version(Name(i)));
     EXPECT_TRUE(r.ok()) << Name(i) << ": " << r.status().message();
     if (!r.ok()) return OpenResult::Source::kDirect;
     if (r->blob) {
@@ -162,7 +162,7 @@ TEST_F(PrefetcherTest, BackingFaultIsAnErrorNeverWrongBytes) {
   prefetcher_->Start();
   ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 9; }));
   for (int i = 0; i < 10; ++i) {
-    auto r = prefetcher_->Open(Name(i), {kSize, 1});
+    auto r = prefetcher_->Open(Name(i), backing_.Version(Name(i)));
     if (i == 3) {
       ASSERT_FALSE(r.ok());
       EXPECT_EQ(r.status().code(), Code::kIoError);
@@ -181,7 +181,7 @@ TEST_F(PrefetcherTest, StuckBackingStoreNeverHangsAReader) {
   prefetcher_->Install(PlanOf({Range(4)}), false);
   prefetcher_->Start();
   const auto start = std::chrono::steady_clock::now();
-  auto r = prefetcher_->Open(Name(0), {kSize, 1});
+  auto r = prefetcher_->Open(Name(0), backing_.Version(Name(0)));
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(r.status().code(), Code::kTimedOut);
   EXPECT_GE(waited, 100ms);
@@ -197,7 +197,9 @@ TEST_F(PrefetcherTest, ChangedFileIsNeverServedFromCache) {
   prefetcher_->Install(PlanOf({Range(3)}), false);
   prefetcher_->Start();
   ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 3; }));
-  auto r = prefetcher_->Open(Name(1), {kSize, 2});  // the backing file's mtime moved on
+  FileVersion moved = backing_.Version(Name(1));
+  moved.mtime_ns = 2;  // the backing file's mtime moved on
+  auto r = prefetcher_->Open(Name(1), moved);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, OpenResult::Source::kDirect);
   EXPECT_EQ(r->blob, nullptr);
@@ -208,7 +210,7 @@ TEST_F(PrefetcherTest, UnplannedFilesAreReadDirectly) {
   AddFiles(3);
   Make(3 * kSize, 0);
   prefetcher_->Install(PlanOf({{0, 1}}), false);
-  auto r = prefetcher_->Open(Name(2), {kSize, 1});
+  auto r = prefetcher_->Open(Name(2), backing_.Version(Name(2)));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, OpenResult::Source::kDirect);
   EXPECT_EQ(stats_.unplanned_opens.load(), 1u);

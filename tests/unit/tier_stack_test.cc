@@ -73,7 +73,7 @@ class TierStackTest : public ::testing::Test {
   }
   void ReadAll() {
     for (int i = 0; i < 10; ++i) {
-      auto r = prefetcher_->Open(Name(i), {Content(i).size(), 1});
+      auto r = prefetcher_->Open(Name(i), backing_.Version(Name(i)));
       ASSERT_TRUE(r.ok()) << r.status().message();
       ASSERT_NE(r->blob, nullptr);
       EXPECT_EQ(std::string(r->blob->data(), r->blob->size()), Content(i));
@@ -94,7 +94,7 @@ TEST_F(TierStackTest, HotFilesInRamTheRestOnSsdAndTheSsdIsReusedByTheNextDaemon)
   WaitFilled(10);
   EXPECT_EQ(ram_->used_bytes() / kSize, 4u);
   EXPECT_EQ(ssd_->objects(), 6u);
-  for (int i = 0; i < 4; ++i) EXPECT_TRUE(ram_->Contains(Name(i), {Content(i).size(), 1}));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(ram_->Contains(Name(i), backing_.Version(Name(i))));
   ReadAll();
   EXPECT_EQ(stats_->served_tier[0].load(), 4u);
   EXPECT_EQ(stats_->served_tier[1].load(), 6u);
