@@ -166,21 +166,21 @@ void PlaceFiles(Plan& plan, const PlacementLimits& limits) {
   plan.tier_order.assign(ntiers, {});
   for (uint32_t id : order) {
     PlanFile& f = plan.files[id];
-    f.tier = kStaging;
+    f.place = kStaging;
     const uint64_t size = f.version.size;
     if (size > limits.max_file_size) {
-      f.tier = kDirect;
+      f.place = kDirect;
       continue;
     }
     for (size_t t = 0; t < ntiers; ++t) {
       if (used[t] + size <= limits.tier_capacity[t]) {
         used[t] += size;
-        f.tier = static_cast<int8_t>(t);
+        f.place = Placement::Tier(t);
         plan.tier_order[t].push_back(id);
         break;
       }
     }
-    if (f.tier == kStaging && size > limits.staging_capacity) f.tier = kDirect;
+    if (f.place == kStaging && size > limits.staging_capacity) f.place = kDirect;
   }
   for (auto& ids : plan.tier_order) {
     std::sort(ids.begin(), ids.end(),
@@ -202,14 +202,14 @@ PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
     ++s.files;
     s.bytes += f.version.size;
     const uint64_t size = f.version.size;
-    PlanSummary::Part* part = f.tier >= 0 && static_cast<size_t>(f.tier) < s.tiers.size()
-                                  ? &s.tiers[f.tier]
-                              : f.tier == kDirect ? &s.direct
-                              : f.tier == kPeer   ? &s.peer
-                                                  : &s.staging;
+    const Placement& at = f.place;
+    PlanSummary::Part* part = at.InTier() && at.tier < s.tiers.size() ? &s.tiers[at.tier]
+                              : at == kDirect                         ? &s.direct
+                              : at == kPeer                           ? &s.peer
+                                                                      : &s.staging;
     ++part->files;
     part->bytes += size;
-    s.predicted_backing_bytes += f.tier >= 0 ? size : f.tier == kPeer ? 0 : size * f.freq;
+    s.predicted_backing_bytes += at.InTier() ? size : at == kPeer ? 0 : size * f.freq;
   }
   return s;
 }

@@ -17,17 +17,39 @@
 namespace clairfs {
 
 inline constexpr uint32_t kNoPos = 0xFFFFFFFFu;
-inline constexpr int8_t kStaging = -1;  // fetched into the staging window in read order
-inline constexpr int8_t kDirect = -2;   // too large to hold whole: read from the backing store
-inline constexpr int8_t kPeer = -3;     // staged in read order once the peer holding it says so
-inline bool IsStaged(int8_t tier) { return tier == kStaging || tier == kPeer; }
+
+// How a planned file reaches its readers.
+enum class Route : uint8_t {
+  kTier,     // held in a local tier (Placement::tier), filled in first-reference order
+  kStaging,  // fetched into the staging window in read order
+  kDirect,   // too large to hold whole: read from the backing store at open
+  kPeer,     // another node owns it: staged in read order once that node holds it
+};
+
+// Where the plan puts one file: a route and, for Route::kTier, the tier (0: fastest). Two
+// bytes, so a PlanFile stays as compact as with an int8 code.
+struct Placement {
+  Route route = Route::kStaging;
+  uint8_t tier = 0;  // with Route::kTier only
+
+  static constexpr Placement Tier(size_t t) { return {Route::kTier, static_cast<uint8_t>(t)}; }
+  bool InTier() const { return route == Route::kTier; }
+  // In tier t or a faster one.
+  bool InTierAtOrAbove(size_t t) const { return InTier() && tier <= t; }
+  // Fetched into the staging window (kStaging or kPeer).
+  bool Staged() const { return route == Route::kStaging || route == Route::kPeer; }
+  bool operator==(const Placement&) const = default;
+};
+inline constexpr Placement kStaging{Route::kStaging};
+inline constexpr Placement kDirect{Route::kDirect};
+inline constexpr Placement kPeer{Route::kPeer};
 
 struct PlanFile {
   std::string path;  // canonical, relative to the dataset root
   FileVersion version;
   uint32_t freq = 0;        // how often it appears in the access string
   uint32_t first = kNoPos;  // position of its first appearance
-  int8_t tier = kStaging;   // index into the tiers (fastest first), or kStaging/kDirect/kPeer
+  Placement place = kStaging;
 };
 
 class Plan {

@@ -6,53 +6,67 @@ namespace clairfs {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+PlacementLimits LimitsOf(const std::vector<Tier*>& tiers, const PrefetchOptions& o) {
+  PlacementLimits limits;
+  for (Tier* t : tiers) {
+    limits.tier_names.push_back(t->name());
+    limits.tier_capacity.push_back(t->capacity());
+  }
+  limits.staging_capacity = o.staging_capacity;
+  limits.max_file_size = o.max_file_size;
+  return limits;
+}
+
+}  // namespace
+
 Prefetcher::Prefetcher(const Backing& backing, std::vector<Tier*> tiers, PrefetchOptions options,
                        Stats* stats)
-    : backing_(backing), tiers_(std::move(tiers)), options_(std::move(options)), stats_(stats) {
-  for (Tier* t : tiers_) {
-    limits_.tier_names.push_back(t->name());
-    limits_.tier_capacity.push_back(t->capacity());
-  }
-  limits_.staging_capacity = options_.staging_capacity;
-  limits_.max_file_size = options_.max_file_size;
-  tier_next_.assign(tiers_.size(), 0);
-}
+    : options_(std::move(options)),
+      limits_(LimitsOf(tiers, options_)),
+      stats_(stats),
+      tiers_(std::move(tiers)),
+      fetcher_(backing, tiers_, options_.max_file_size, stats),
+      pool_(fetcher_, options_.fetch_timeout, stats),
+      window_(options_.staging_capacity),
+      tier_next_(tiers_.size(), 0) {}
 
 Prefetcher::~Prefetcher() { Stop(); }
 
+void Prefetcher::SetCluster(ClusterHooks hooks) {
+  cluster_ = std::move(hooks);
+  fetcher_.SetCluster(cluster_);
+}
+
 void Prefetcher::Start() {
   std::lock_guard lock(mu_);
-  if (started_) return;
+  if (started_ || stop_) return;
   started_ = true;
   for (size_t t = 0; t < tiers_.size(); ++t) {
     int n = t < options_.tier_threads.size() ? options_.tier_threads[t] : 2;
     for (int i = 0; i < n; ++i) threads_.emplace_back([this, t] { TierLoop(t); });
   }
-  for (int i = 0; i < options_.staging_threads; ++i)
+  for (int i = 0; i < options_.staging_threads; ++i) {
     threads_.emplace_back([this] { StagingLoop(); });
-  for (int i = 0; i < std::max(1, options_.demand_threads); ++i) {
-    threads_.emplace_back([this] { DemandLoop(); });
   }
+  pool_.Start(options_.demand_threads);
 }
 
 void Prefetcher::Stop() {
-  std::deque<DemandJob> orphans;
+  std::vector<std::thread> threads;
   {
     std::lock_guard lock(mu_);
     stop_ = true;
-    orphans.swap(demand_);
+    threads.swap(threads_);
   }
   tier_cv_.notify_all();
   staging_cv_.notify_all();
-  demand_cv_.notify_all();
-  for (auto& th : threads_) th.join();
-  threads_.clear();
-  for (auto& job : orphans) {
-    flights_.Finish(job.path, job.flight, Status::Error(Code::kUnavailable, "shutting down"));
-  }
+  // Finishes the flights of the queued demand fetches before anything is joined: prefetch
+  // threads may wait on them (and would otherwise wait until their deadline).
+  pool_.Stop();
+  for (auto& th : threads) th.join();
 }
-
-void Prefetcher::SetCluster(ClusterHooks hooks) { cluster_ = std::move(hooks); }
 
 void Prefetcher::Install(std::shared_ptr<Plan> plan, bool append) {
   std::lock_guard install(install_mu_);
@@ -77,37 +91,23 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool append, bool rep
   } else {
     PlaceFiles(*plan, limits_);
   }
-  for (size_t t = 0; t < tiers_.size(); ++t) {
-    // Keep what the plan puts in this tier or a faster one: the faster tier's fill copies it
-    // up from here (and erases it here) instead of reading the backing store. While the
-    // placement is pending nothing is evicted.
-    if (!ready) break;
-    tiers_[t]->RetainOnly([&](std::string_view path, const FileVersion& v) {
-      uint32_t id = plan->Find(path);
-      return id != kNoPos && plan->files[id].tier >= 0 &&
-             plan->files[id].tier <= static_cast<int8_t>(t) && plan->files[id].version == v;
-    });
+  std::shared_ptr<const Plan> placed = std::move(plan);
+  // From here on every store is checked against the new placement (or refused while it is
+  // pending), and what it does not assign is evicted: nothing working from the old plan can
+  // put an object back afterwards.
+  if (ready) {
+    tiers_.SetPlacement(placed);
+  } else {
+    tiers_.Suspend();
   }
   {
     std::lock_guard lock(mu_);
-    const size_t n = plan->sequence.size();
-    if (append && plan_) {
-      consumed_.resize(n, 0);
-    } else {
-      consumed_.assign(n, 0);
-      low_ = 0;
-    }
-    next_use_.assign(plan->files.size(), kNoPos);
-    for (size_t p = n; p-- > low_;) {
-      if (!consumed_[p]) next_use_[plan->sequence[p]] = static_cast<uint32_t>(p);
-    }
+    consumption_.Reset(placed, append);
+    window_.Reset(consumption_.low());
     ++generation_;
     hold_ = !ready;
-    staging_.clear();
-    staging_bytes_ = 0;
-    stage_cursor_ = low_;
     std::fill(tier_next_.begin(), tier_next_.end(), 0);
-    plan_ = std::move(plan);
+    plan_ = std::move(placed);
   }
   tier_cv_.notify_all();
   staging_cv_.notify_all();
@@ -123,137 +123,26 @@ PrefetchProgress Prefetcher::progress() const {
   PrefetchProgress p;
   if (!plan_) return p;
   p.planned_files = plan_->files.size();
-  p.position = low_;
-  p.epoch = plan_->EpochOf(low_);
+  p.position = consumption_.low();
+  p.epoch = consumption_.epoch();
   p.entries = plan_->sequence.size();
-  p.staging_bytes = staging_bytes_;
+  p.staging_bytes = window_.bytes();
   return p;
 }
 
-std::vector<uint64_t> Prefetcher::TierUsedBytes() const {
-  std::vector<uint64_t> used;
-  for (const Tier* t : tiers_) used.push_back(t->used_bytes());
-  return used;
-}
-
-std::vector<uint64_t> Prefetcher::TierCorruptions() const {
-  std::vector<uint64_t> n;
-  for (const Tier* t : tiers_) n.push_back(t->corruptions());
-  return n;
-}
-
-Result<BlobPtr> Prefetcher::ReadBacking(const std::string& path) {
-  auto r = backing_.ReadFile(path, options_.max_file_size);
-  stats_->backing_reads.fetch_add(1, std::memory_order_relaxed);
-  if (r.ok()) {
-    stats_->backing_bytes.fetch_add(r.value()->size(), std::memory_order_relaxed);
-  } else {
-    stats_->errors.fetch.fetch_add(1, std::memory_order_relaxed);
-  }
-  return r;
-}
-
-Result<BlobPtr> Prefetcher::GetLocal(const std::string& path, const FileVersion& version,
-                                     int except, int* source) const {
-  for (size_t t = 0; t < tiers_.size(); ++t) {
-    if (static_cast<int>(t) == except) continue;
-    auto r = tiers_[t]->Get(path, version);  // a miss is answered from memory, without I/O
-    if (r.ok()) {
-      if (source) *source = static_cast<int>(t);
-      return r;
-    }
-  }
-  return Status::Error(Code::kNotFound, "no local tier holds " + path);
-}
-
-Result<BlobPtr> Prefetcher::ReadAny(const std::string& path, const FileVersion& version, int except,
-                                    int* source) {
-  if (auto r = GetLocal(path, version, except, source); r.ok()) return r;
-  if (cluster_.peer && cluster_.peer->Contains(path, version) && PreferPeer()) {
-    const auto start = Clock::now();
-    auto r = cluster_.peer->Get(path, version);  // bounded by the peer deadline
-    if (r.ok()) {
-      RecordRate(true, r.value()->size(), Clock::now() - start);
-      stats_->peer_fetched.fetch_add(1, std::memory_order_relaxed);
-      *source = kFromPeer;
-      return r;
-    }
-  }
-  *source = -1;
-  const auto start = Clock::now();
-  auto r = ReadBacking(path);
-  if (r.ok() && cluster_.peer) RecordRate(false, r.value()->size(), Clock::now() - start);
-  if (r.ok() && cluster_.fetched) cluster_.fetched(path, r.value());
-  return r;
-}
-
-bool Prefetcher::PreferPeer() {
-  if (cluster_.backing_advantage <= 0) return true;
-  std::lock_guard lock(rate_mu_);
-  // Every 16th choice takes the other source, so that both rates stay measured.
-  const bool probe = ++choices_ % 16 == 0;
-  const bool peer_faster = peer_rate_ == 0 || backing_rate_ == 0 ||
-                           backing_rate_ <= cluster_.backing_advantage * peer_rate_;
-  return peer_faster != probe;
-}
-
-void Prefetcher::RecordRate(bool peer, uint64_t bytes, Clock::duration took) {
-  const double secs = std::max(1e-7, std::chrono::duration<double>(took).count());
-  std::lock_guard lock(rate_mu_);
-  double& rate = peer ? peer_rate_ : backing_rate_;
-  rate = rate == 0 ? bytes / secs : 0.9 * rate + 0.1 * (bytes / secs);
-}
-
-Result<BlobPtr> Prefetcher::WaitTimed(Flight& flight, int* source) {
-  const auto start = Clock::now();
-  auto r = SingleFlight::Wait(flight, start + options_.fetch_timeout, source);
-  stats_->stall_ns.fetch_add(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
-      std::memory_order_relaxed);
-  if (!r.ok() && r.status().code() == Code::kTimedOut) {
-    stats_->errors.timeout.fetch_add(1, std::memory_order_relaxed);
-  }
-  return r;
-}
-
-Result<BlobPtr> Prefetcher::DemandFetch(const std::string& path, const FileVersion& version,
-                                        int* source) {
-  auto [flight, leader] = flights_.Join(path);
-  if (leader) {
-    std::unique_lock lock(mu_);
-    if (stop_) {
-      lock.unlock();
-      flights_.Finish(path, flight, Status::Error(Code::kUnavailable, "shutting down"));
-    } else {
-      demand_.push_back({path, version, flight});
-      lock.unlock();
-      demand_cv_.notify_one();
-    }
-  }
-  return WaitTimed(*flight, source);
-}
-
-void Prefetcher::DemandLoop() {
-  for (;;) {
-    DemandJob job;
-    {
-      std::unique_lock lock(mu_);
-      demand_cv_.wait(lock, [&] { return stop_ || !demand_.empty(); });
-      if (stop_) return;
-      job = std::move(demand_.front());
-      demand_.pop_front();
-    }
-    int source;
-    auto r = ReadAny(job.path, job.version, -1, &source);
-    flights_.Finish(job.path, job.flight, std::move(r), source);
-  }
+bool Prefetcher::StoreInTier(size_t t, const std::string& path, const BlobPtr& blob,
+                             const FetchSource& source) {
+  std::optional<size_t> from;
+  if (source.kind == FetchSource::Kind::kTier) from = source.tier;
+  Status s = tiers_.Store(t, path, blob, from, Deadline());
+  if (s.code() == Code::kNoSpace) stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+  return s.ok();
 }
 
 void Prefetcher::TierLoop(size_t t) {
   for (;;) {
     std::string path;
     FileVersion version;
-    uint64_t gen;
     {
       std::unique_lock lock(mu_);
       tier_cv_.wait(lock, [&] {
@@ -263,41 +152,28 @@ void Prefetcher::TierLoop(size_t t) {
       const PlanFile& f = plan_->files[plan_->tier_order[t][tier_next_[t]++]];
       path = f.path;
       version = f.version;
-      gen = generation_;
     }
-    if (tiers_[t]->Contains(path, version)) {
+    if (tiers_.Contains(t, path, version)) {
       if (cluster_.held) cluster_.held(path, version);
       continue;
     }
-    auto [flight, leader] = flights_.Join(path);
-    int source = -1;
-    Result<BlobPtr> r = leader ? ReadAny(path, version, static_cast<int>(t), &source)
-                               : SingleFlight::Wait(*flight, Clock::time_point::max(), &source);
-    if (leader) flights_.Finish(path, flight, r, source);
+    FetchSource source;
+    auto r = pool_.Fetch(path, version, t, &source);
     if (!r.ok() || r.value()->version() != version) continue;
-    {
-      std::lock_guard lock(mu_);
-      if (gen != generation_) continue;
-    }
-    if (!tiers_[t]->Put(path, r.value()).ok()) {
-      stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
+    // Refused when the plan changed meanwhile and no longer gives path to this tier.
+    if (!StoreInTier(t, path, r.value(), source)) continue;
     stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
-    if (cluster_.held) cluster_.held(path, version);
-    if (source >= 0) {
+    if (source.kind == FetchSource::Kind::kTier) {
       stats_->tier_promoted[t].fetch_add(1, std::memory_order_relaxed);
-      if (source > static_cast<int>(t)) tiers_[source]->Erase(path);  // tiers stay exclusive
     }
     stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
+    if (cluster_.held) cluster_.held(path, version);
   }
 }
 
 void Prefetcher::StagingLoop() {
   for (;;) {
-    std::string path;
-    uint32_t id = 0;
-    FileVersion version;
+    StagingWindow::Job job;
     FlightPtr flight;
     bool leader = false;
     uint64_t gen;
@@ -305,117 +181,57 @@ void Prefetcher::StagingLoop() {
       std::unique_lock lock(mu_);
       for (;;) {
         if (stop_) return;
-        bool found = false, awaiting_peer = false;
-        while (plan_ && !hold_ && stage_cursor_ < plan_->sequence.size()) {
-          const uint32_t p = stage_cursor_;
-          const uint32_t fid = plan_->sequence[p];
-          const PlanFile& f = plan_->files[fid];
-          if (consumed_[p] || !IsStaged(f.tier)) {
-            ++stage_cursor_;
-            continue;
-          }
-          auto it = staging_.find(fid);
-          if (it != staging_.end()) {
-            ++it->second.pending;
-            ++stage_cursor_;
-            continue;
-          }
-          if (staging_bytes_ + f.version.size > options_.staging_capacity) break;  // full
-          // A file another node holds is staged from it once it announced it; the window does
-          // not read it from the backing store (a reader that gets there first fetches it).
-          if (f.tier == kPeer && cluster_.peer && !cluster_.peer->Contains(f.path, f.version)) {
-            awaiting_peer = true;
-            break;
-          }
-          ++stage_cursor_;
-          StageEntry& e = staging_[fid];
-          e.pending = 1;
-          e.bytes = f.version.size;
-          staging_bytes_ += e.bytes;
-          std::tie(e.flight, leader) = flights_.Join(f.path);
-          flight = e.flight;
-          path = f.path;
-          version = f.version;
-          id = fid;
-          gen = generation_;
-          found = true;
-          break;
-        }
-        if (found) break;
-        if (awaiting_peer) {
+        auto step = StagingWindow::Step::kIdle;
+        if (plan_ && !hold_) step = window_.Next(*plan_, consumption_, cluster_.peer, &job);
+        if (step == StagingWindow::Step::kFetch) break;
+        if (step == StagingWindow::Step::kAwaitPeer) {
           staging_cv_.wait_for(lock, std::chrono::milliseconds(10));  // announcements are polled
         } else {
           staging_cv_.wait(lock);
         }
       }
+      std::tie(flight, leader) = pool_.Join(job.path);
+      window_.Attach(job.id, flight);
+      gen = generation_;
     }
-    int source = -1;
-    Result<BlobPtr> r = leader ? ReadAny(path, version, -1, &source)
-                               : SingleFlight::Wait(*flight, Clock::time_point::max());
-    if (leader) flights_.Finish(path, flight, r, source);
+    FetchSource source;
+    auto r = leader ? pool_.Lead(job.path, job.version, flight, std::nullopt, &source)
+                    : pool_.Wait(*flight, &source, false);
     // Counted here: a reader may consume the entry (and drop it) before the lock below.
     if (leader && r.ok()) stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard lock(mu_);
-    if (gen != generation_) continue;
-    auto it = staging_.find(id);
-    if (it == staging_.end() || it->second.flight != flight) continue;
-    if (r.ok()) {
-      it->second.blob = r.value();
-    } else {
-      staging_bytes_ -= it->second.bytes;  // readers will fetch it on demand
-      staging_.erase(it);
-      staging_cv_.notify_all();
+    bool freed = false;
+    {
+      std::lock_guard lock(mu_);
+      if (gen == generation_) freed = window_.Land(job.id, flight, r);
     }
+    if (freed) staging_cv_.notify_all();
   }
 }
 
 void Prefetcher::Adopt(const std::string& path, BlobPtr blob) {
-  int8_t tier;
+  size_t t;
   {
     std::lock_guard lock(mu_);
     const uint32_t id = plan_ && !hold_ ? plan_->Find(path) : kNoPos;
     if (id == kNoPos) return;
     const PlanFile& f = plan_->files[id];
-    if (f.tier < 0 || f.version != blob->version()) return;
-    tier = f.tier;
+    if (!f.place.InTier() || f.version != blob->version()) return;
+    t = f.place.tier;
   }
-  if (tiers_[tier]->Contains(path, blob->version())) return;
   const FileVersion version = blob->version();
-  if (!tiers_[tier]->Put(path, std::move(blob)).ok()) {
-    stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  stats_->tier_fetched[tier].fetch_add(1, std::memory_order_relaxed);
+  if (tiers_.Contains(t, path, version)) return;
+  // Refused if a plan change took path out of tier t meanwhile.
+  if (!StoreInTier(t, path, blob, FetchSource{})) return;
+  stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
   stats_->peer_adopted.fetch_add(1, std::memory_order_relaxed);
   if (cluster_.held) cluster_.held(path, version);
-}
-
-void Prefetcher::ConsumeLocked(uint32_t id, uint32_t* pos) {
-  uint32_t p = next_use_[id];
-  *pos = p;
-  if (p == kNoPos) return;
-  consumed_[p] = 1;
-  uint32_t q = plan_->next_same[p];
-  while (q != kNoPos && consumed_[q]) q = plan_->next_same[q];
-  next_use_[id] = q;
-  while (low_ < consumed_.size() && consumed_[low_]) ++low_;
-  stage_cursor_ = std::max(stage_cursor_, low_);
-}
-
-bool Prefetcher::ReleaseStageLocked(uint32_t id) {
-  auto it = staging_.find(id);
-  if (it == staging_.end() || --it->second.pending > 0) return false;
-  staging_bytes_ -= it->second.bytes;
-  staging_.erase(it);
-  return true;
 }
 
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version) {
   stats_->files_opened.fetch_add(1, std::memory_order_relaxed);
   OpenResult out;
-  int8_t tier = kDirect;
-  FlightPtr staged_flight;
-  bool freed = false;
+  Placement place = kDirect;
+  StagingWindow::Hit staged;
   {
     std::lock_guard lock(mu_);
     const uint32_t id = plan_ ? plan_->Find(path) : kNoPos;
@@ -424,42 +240,35 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
       return out;  // kDirect
     }
     const PlanFile& f = plan_->files[id];
-    uint32_t pos;
-    ConsumeLocked(id, &pos);
+    const uint32_t pos = consumption_.Consume(id);
+    if (f.place.Staged() && f.version == version) staged = window_.Take(id, pos);
+    window_.Follow(consumption_.low());
     if (f.version != version) {
       stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
       return out;  // changed since planning: never serve a cached copy
     }
-    tier = f.tier;
-    if (IsStaged(tier)) {
-      auto it = staging_.find(id);
-      if (it != staging_.end() && (pos == kNoPos || pos < stage_cursor_)) {
-        out.blob = it->second.blob;
-        staged_flight = it->second.flight;
-        if (pos != kNoPos) freed = ReleaseStageLocked(id);
-      }
-    }
+    place = f.place;
   }
-  if (freed) staging_cv_.notify_all();
-  if (tier == kDirect) return out;
-  if (tier >= 0) {
+  if (staged.freed) staging_cv_.notify_all();
+  if (place == kDirect) return out;
+  if (place.InTier()) {
     // The fastest tier holding it serves it; a copy found below its planned tier is promoted.
-    for (size_t j = 0; j < tiers_.size(); ++j) {
-      auto r = tiers_[j]->Get(path, version);
-      if (!r.ok()) continue;  // absent, stale or failing: a miss
-      if (static_cast<int>(j) > tier && tiers_[tier]->Put(path, r.value()).ok()) {
-        stats_->tier_promoted[tier].fetch_add(1, std::memory_order_relaxed);
+    size_t j = 0;
+    if (auto r = tiers_.Get(path, version, std::nullopt, &j); r.ok()) {
+      if (j > place.tier && StoreInTier(place.tier, path, r.value(), FetchSource::Tier(j))) {
+        stats_->tier_promoted[place.tier].fetch_add(1, std::memory_order_relaxed);
       }
       stats_->served_tier[j].fetch_add(1, std::memory_order_relaxed);
       out.source = OpenResult::Source::kTier;
-      out.tier = static_cast<int>(j);
+      out.tier = j;
       out.blob = std::move(r.value());
       return out;
     }
   }
-  if (out.blob || staged_flight) {
+  if (staged.blob || staged.flight) {
+    out.blob = std::move(staged.blob);
     if (!out.blob) {
-      auto r = WaitTimed(*staged_flight);
+      auto r = pool_.Wait(*staged.flight, nullptr, true);
       if (!r.ok()) return r.status();
       out.blob = std::move(r.value());
     }
@@ -469,27 +278,29 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
       return out;
     }
   }
-  int source = -1;
-  auto r = DemandFetch(path, version, &source);
+  FetchSource source;
+  auto r = pool_.Demand(path, version, &source);
   if (!r.ok()) return r.status();
   if (r.value()->version() != version) {
     stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
     return OpenResult{};  // it changed again: read it directly
   }
-  if (tier >= 0 && source != tier && !tiers_[tier]->Put(path, r.value()).ok()) {
-    stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+  if (place.InTier() && source != FetchSource::Tier(place.tier)) {
+    (void)StoreInTier(place.tier, path, r.value(), source);
   }
   out.blob = std::move(r.value());
-  if (source == kFromPeer) {
-    stats_->served_peer.fetch_add(1, std::memory_order_relaxed);
-    out.source = OpenResult::Source::kPeer;
-    return out;
-  }
-  if (source >= 0) {
-    stats_->served_tier[source].fetch_add(1, std::memory_order_relaxed);
-    out.source = OpenResult::Source::kTier;
-    out.tier = source;
-    return out;
+  switch (source.kind) {
+    case FetchSource::Kind::kPeer:
+      stats_->served_peer.fetch_add(1, std::memory_order_relaxed);
+      out.source = OpenResult::Source::kPeer;
+      return out;
+    case FetchSource::Kind::kTier:
+      stats_->served_tier[source.tier].fetch_add(1, std::memory_order_relaxed);
+      out.source = OpenResult::Source::kTier;
+      out.tier = source.tier;
+      return out;
+    case FetchSource::Kind::kBacking:
+      break;
   }
   stats_->served_backing.fetch_add(1, std::memory_order_relaxed);
   out.source = OpenResult::Source::kBacking;

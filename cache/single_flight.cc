@@ -10,13 +10,14 @@ std::pair<FlightPtr, bool> SingleFlight::Join(const std::string& key) {
 }
 
 void SingleFlight::Finish(const std::string& key, const FlightPtr& flight, Result<BlobPtr> result,
-                          int source) {
+                          FetchSource source) {
   {
     std::lock_guard lock(mu_);
     auto it = flights_.find(key);
     if (it != flights_.end() && it->second == flight) flights_.erase(it);
   }
   std::lock_guard lock(flight->mu);
+  if (flight->done) return;
   flight->result = std::move(result);
   flight->source = source;
   flight->done = true;
@@ -24,7 +25,7 @@ void SingleFlight::Finish(const std::string& key, const FlightPtr& flight, Resul
 }
 
 Result<BlobPtr> SingleFlight::Wait(Flight& flight, std::chrono::steady_clock::time_point deadline,
-                                   int* source) {
+                                   FetchSource* source) {
   std::unique_lock lock(flight.mu);
   if (!flight.cv.wait_until(lock, deadline, [&] { return flight.done; })) {
     return Status::Error(Code::kTimedOut, "fetch did not finish before the deadline");

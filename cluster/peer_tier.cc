@@ -115,7 +115,7 @@ bool PeerTier::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
   local_ = ApplyPlacement(plan, limits, totals_, present, rank_);
   peer_owner_.clear();
   for (const PlanFile& f : plan.files) {
-    if (f.tier == kPeer) peer_owner_.emplace(f.path, totals_.owner.at(f.path));
+    if (f.place == kPeer) peer_owner_.emplace(f.path, totals_.owner.at(f.path));
   }
   placed_ranks_.clear();
   for (const Digest* d : present) placed_ranks_.push_back(d->rank);

@@ -141,7 +141,7 @@ LocalPlacement ApplyPlacement(Plan& plan, const PlacementLimits& limits,
   std::vector<uint32_t> mine;
   for (uint32_t id = 0; id < plan.files.size(); ++id) {
     PlanFile& f = plan.files[id];
-    f.tier = kStaging;
+    f.place = kStaging;
     auto it = owned.find(f.path);
     if (it != owned.end() && f.version == it->second.second) {
       mine.push_back(id);
@@ -149,11 +149,11 @@ LocalPlacement ApplyPlacement(Plan& plan, const PlacementLimits& limits,
     }
     if (f.freq == 0) continue;
     if (f.version.size > limits.max_file_size || f.version.size > limits.staging_capacity) {
-      f.tier = kDirect;
+      f.place = kDirect;
     }
     auto o = placement.owner.find(f.path);
     if (o != placement.owner.end() && o->second != rank) {
-      if (f.tier == kStaging) f.tier = kPeer;
+      if (f.place == kStaging) f.place = kPeer;
       ++out.from_peers_files;
       out.from_peers_bytes += f.version.size;
       ++out.from_peer_files[o->second];
@@ -177,16 +177,16 @@ LocalPlacement ApplyPlacement(Plan& plan, const PlacementLimits& limits,
     for (size_t t = 0; t < ntiers; ++t) {
       if (used[t] + f.version.size <= limits.tier_capacity[t]) {
         used[t] += f.version.size;
-        f.tier = static_cast<int8_t>(t);
+        f.place = Placement::Tier(t);
         plan.tier_order[t].push_back(id);
         ++out.owned_files;
         out.owned_bytes += f.version.size;
         break;
       }
     }
-    if (f.tier == kStaging && f.freq > 0 &&
+    if (f.place == kStaging && f.freq > 0 &&
         (f.version.size > limits.max_file_size || f.version.size > limits.staging_capacity)) {
-      f.tier = kDirect;
+      f.place = kDirect;
     }
   }
   for (auto& ids : plan.tier_order) {

@@ -101,10 +101,10 @@ TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   auto placement = PlaceCluster({&mine, &other});
   auto local = ApplyPlacement(*plan.value(), limits, placement, {&mine, &other}, 0);
   Plan& p = *plan.value();
-  EXPECT_EQ(p.files[p.Find("f")].tier, 0);
-  EXPECT_EQ(p.files[p.Find("g")].tier, 0);  // 1 reads it more but has no room
+  EXPECT_EQ(p.files[p.Find("f")].place, Placement::Tier(0));
+  EXPECT_EQ(p.files[p.Find("g")].place, Placement::Tier(0));  // 1 reads it more but has no room
   ASSERT_NE(p.Find("k"), kNoPos);           // owned, not read here: appended
-  EXPECT_EQ(p.files[p.Find("k")].tier, 0);
+  EXPECT_EQ(p.files[p.Find("k")].place, Placement::Tier(0));
   EXPECT_EQ(local.owned_files, 4u);
   EXPECT_EQ(local.from_peers_files, 0u);
 }

@@ -160,11 +160,11 @@ TEST_F(PlacementTest, FrequencyThenFirstReferenceFillsFastestTierFirst) {
   auto p = Make({10, 10, 10, 10, 10}, {0, 1, 2, 1, 3, 4, 2, 3, 1});
   PlaceFiles(*p, {{"ram", "ssd"}, {20, 20}, 100, 1000});
   // By priority: f1 (3), f2 (2, first 2), f3 (2, first 4), f0 (1, first 0), f4 (1, first 5).
-  EXPECT_EQ(p->files[1].tier, 0);
-  EXPECT_EQ(p->files[2].tier, 0);
-  EXPECT_EQ(p->files[3].tier, 1);
-  EXPECT_EQ(p->files[0].tier, 1);
-  EXPECT_EQ(p->files[4].tier, kStaging);
+  EXPECT_EQ(p->files[1].place, Placement::Tier(0));
+  EXPECT_EQ(p->files[2].place, Placement::Tier(0));
+  EXPECT_EQ(p->files[3].place, Placement::Tier(1));
+  EXPECT_EQ(p->files[0].place, Placement::Tier(1));
+  EXPECT_EQ(p->files[4].place, kStaging);
   // Inside a tier: first-reference order.
   EXPECT_EQ(p->tier_order[0], (std::vector<uint32_t>{1, 2}));
   EXPECT_EQ(p->tier_order[1], (std::vector<uint32_t>{0, 3}));
@@ -174,17 +174,17 @@ TEST_F(PlacementTest, FileLargerThanATierGoesToTheNextAndSmallerOnesStillFill) {
   // f0 is hottest but larger than the RAM tier; f1 and f2 still fit there.
   auto p = Make({50, 10, 10, 60}, {0, 0, 1, 2, 3});
   PlaceFiles(*p, {{"ram", "ssd"}, {25, 55}, 40, 1000});
-  EXPECT_EQ(p->files[0].tier, 1);
-  EXPECT_EQ(p->files[1].tier, 0);
-  EXPECT_EQ(p->files[2].tier, 0);
-  EXPECT_EQ(p->files[3].tier, kDirect);  // fits no tier and is larger than the window
+  EXPECT_EQ(p->files[0].place, Placement::Tier(1));
+  EXPECT_EQ(p->files[1].place, Placement::Tier(0));
+  EXPECT_EQ(p->files[2].place, Placement::Tier(0));
+  EXPECT_EQ(p->files[3].place, kDirect);  // fits no tier and is larger than the window
 }
 
 TEST_F(PlacementTest, MaxFileSizeForcesDirectReads) {
   auto p = Make({10, 500}, {0, 1});
   PlaceFiles(*p, {{"ram"}, {1000}, 1000, 100});
-  EXPECT_EQ(p->files[0].tier, 0);
-  EXPECT_EQ(p->files[1].tier, kDirect);
+  EXPECT_EQ(p->files[0].place, Placement::Tier(0));
+  EXPECT_EQ(p->files[1].place, kDirect);
 }
 
 TEST_F(PlacementTest, SummaryPredictsBackingTraffic) {
