@@ -174,6 +174,25 @@ class RenameOverTest(IdentityCase):
         self.assert_bytes(self.read(mnt, "a"), files["b"], "a after the rename")
 
 
+class HardLinkTest(IdentityCase):
+    def test_link_outlives_the_first_name(self):
+        data = self.rng.randbytes(6000)
+        ds, mnt = self.dataset({"a": data, "other": b"x"})
+        os.link(os.path.join(ds, "a"), os.path.join(ds, "b"))
+        self.mount(ds, mnt)
+        fd = os.open(os.path.join(mnt, "a"), os.O_RDONLY)  # keeps the node first named "a"
+        self.addCleanup(os.close, fd)
+        self.assert_bytes(self.read(mnt, "b"), data, "b")  # a real hard link: one node
+        self.assertEqual(os.stat(os.path.join(mnt, "a")).st_ino,
+                         os.stat(os.path.join(mnt, "b")).st_ino)
+        os.unlink(os.path.join(ds, "a"))
+        # The node's own path is gone: b is looked up again and still reads the file.
+        self.assert_bytes(self.read(mnt, "b"), data, "b after a was removed")
+        with self.assertRaises(FileNotFoundError):
+            self.read(mnt, "a")
+        self.assert_bytes(os.pread(fd, 1 << 20, 0), data, "descriptor opened as a")
+
+
 class RewriteTest(IdentityCase):
     """Rewrites that keep size and mtime: only ctime tells the versions apart."""
 
