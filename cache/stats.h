@@ -35,6 +35,7 @@ struct Stats {
     Counter fetch{0};              // backing-store reads that failed
     Counter timeout{0};            // readers that gave up waiting on a fetch
     Counter stale{0};              // opens of a planned file that changed since planning
+    Counter stale_node{0};  // requests on a node whose path now names another object (ESTALE)
     Counter tier_full{0};          // a tier refused an object the plan gave it
     Counter manifest_rejected{0};  // invalid manifests
   } errors;

@@ -47,6 +47,7 @@ struct ClairFs::FileHandle {
   int fd = -1;   // or a backing descriptor, read directly
   std::unique_ptr<ControlPlane::Writer> writer;  // or a manifest writer
   bool dataset = false;                          // a dataset file (its reads count in bytes_read)
+  struct stat st {};  // a dataset file: the stat of the file opened (blob or fd), at open
   ~FileHandle() {
     if (fd >= 0) close(fd);
   }
@@ -81,6 +82,10 @@ void ClairFs::Init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // The kernel drops a file's pages when fresh attributes show another size or mtime. Opens
+  // drop them on any version change (keep_cache) and make the kernel fetch fresh attributes
+  // (InvalidateAttrs); this covers the attributes refreshed by lookup and getattr between.
+  if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 }
 
 void ClairFs::ControlAttr(fuse_ino_t ino, struct stat* st) const {
@@ -113,6 +118,47 @@ bool ClairFs::PathOf(fuse_req_t req, fuse_ino_t ino, std::string* path) {
   return false;
 }
 
+bool ClairFs::NodeOf(fuse_req_t req, fuse_ino_t ino, InodeTable::NodeInfo* node) {
+  if (inodes_.Get(ino, node)) return true;
+  fuse_reply_err(req, ESTALE);
+  return false;
+}
+
+bool ClairFs::CheckIdentity(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
+                            const struct stat& st) {
+  if (ino == InodeTable::kRootId || node.Names(st)) return true;
+  stats_.errors.stale_node.fetch_add(1, std::memory_order_relaxed);
+  fuse_reply_err(req, ESTALE);
+  return false;
+}
+
+int ClairFs::PathErrno(const Status& s) {
+  const int err = ToErrno(s);
+  if (err != ENOENT && err != ENOTDIR && err != ELOOP) return err;
+  stats_.errors.stale_node.fetch_add(1, std::memory_order_relaxed);
+  return ESTALE;
+}
+
+bool ClairFs::Verify(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
+                     struct stat* st) {
+  Status s = backing_.Lstat(node.path, st);
+  if (!s.ok()) {
+    fuse_reply_err(req, PathErrno(s));
+    return false;
+  }
+  return CheckIdentity(req, ino, node, *st);
+}
+
+void ClairFs::InvalidateAttrs(fuse_ino_t ino) {
+  fuse_session* se = session_.load(std::memory_order_acquire);
+  if (!se) return;
+  // -ENOENT: the kernel holds no inode for ino any more; nothing to drop.
+  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("attribute invalidation of node {}: {}", ino, std::strerror(-rc));
+  }
+}
+
 bool ClairFs::Visible(const std::string& path, const struct stat& st) {
   if (!S_ISLNK(st.st_mode)) return true;
   PathResolver resolver(backing_, aliases_);
@@ -130,29 +176,49 @@ void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     return (void)fuse_reply_err(req, ENOENT);
   }
   if (IsControl(parent)) return (void)fuse_reply_err(req, ENOTDIR);
-  std::string dir;
-  if (!PathOf(req, parent, &dir)) return;
-  const std::string path = Child(dir, name);
+  InodeTable::NodeInfo dir;
+  if (!NodeOf(req, parent, &dir)) return;
+  if (dir.type != S_IFDIR) return (void)fuse_reply_err(req, ENOTDIR);
+  // The name is looked up in the directory the parent node stands for, not in whatever
+  // directory its path names now (the root is the backing root descriptor: never stale).
   fuse_entry_param e{};
+  if (parent != FUSE_ROOT_ID && !Verify(req, parent, dir, &e.attr)) return;
+  const std::string path = Child(dir.path, name);
   Status s = backing_.Lstat(path, &e.attr);
   if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
   if (!Visible(path, e.attr)) return (void)fuse_reply_err(req, ENOENT);
-  e.ino = inodes_.Acquire(path, e.attr.st_dev, e.attr.st_ino);
+  // Another name of an object that has a node shares it only while the node's own path still
+  // names the object (a hard link); otherwise the inode number was reused.
+  uint64_t linked = 0;
+  InodeTable::NodeInfo known;
+  if (inodes_.Keyed(e.attr.st_dev, e.attr.st_ino, &linked, &known) && known.path != path) {
+    struct stat kst;
+    if (!backing_.Lstat(known.path, &kst).ok() || !known.Names(kst)) linked = 0;
+  }
+  e.ino = inodes_.Acquire(path, e.attr.st_dev, e.attr.st_ino, e.attr.st_mode, linked);
+  if (S_ISREG(e.attr.st_mode)) inodes_.Report(e.ino, VersionOf(e.attr));
   e.attr_timeout = options_.attr_timeout;
   e.entry_timeout = options_.entry_timeout;
   fuse_reply_entry(req, &e);
 }
 
-void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
+void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   struct stat st;
   if (IsControl(ino)) {
     ControlAttr(ino, &st);
     return (void)fuse_reply_attr(req, &st, 0);
   }
-  std::string path;
-  if (!PathOf(req, ino, &path)) return;
-  Status s = backing_.Lstat(path, &st);
-  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+  const auto* h = fi ? reinterpret_cast<const FileHandle*>(fi->fh) : nullptr;
+  if (h && h->dataset) {
+    // Asked through an open file (a read checking the size): the attributes of the file that
+    // handle reads, also when its path names another file by now.
+    st = h->st;
+    if (h->fd >= 0 && fstat(h->fd, &st) != 0) return (void)fuse_reply_err(req, errno);
+  } else {
+    InodeTable::NodeInfo node;
+    if (!NodeOf(req, ino, &node) || !Verify(req, ino, node, &st)) return;
+  }
+  if (S_ISREG(st.st_mode)) inodes_.Report(ino, VersionOf(st));
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 
@@ -170,10 +236,13 @@ void ClairFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat*, int to_set) 
 }
 
 void ClairFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
-  std::string path;
-  if (!PathOf(req, ino, &path)) return;
-  auto target = backing_.ReadLink(path);
-  if (!target.ok()) return (void)fuse_reply_err(req, ToErrno(target.status()));
+  InodeTable::NodeInfo node;
+  struct stat st;
+  if (!NodeOf(req, ino, &node) || !Verify(req, ino, node, &st)) return;
+  auto target = backing_.ReadLink(node.path);
+  if (!target.ok()) return (void)fuse_reply_err(req, PathErrno(target.status()));
+  // A symlink's target never changes: the same object before and after is the one read.
+  if (!Verify(req, ino, node, &st)) return;
   fuse_reply_readlink(req, target.value().c_str());
 }
 
@@ -202,30 +271,48 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
     return (void)fuse_reply_err(req, EROFS);
   }
-  std::string path;
-  if (!PathOf(req, ino, &path)) return;
-  struct stat st;
-  Status s = backing_.Lstat(path, &st);
-  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
-  const FileVersion version = VersionOf(st);
-  auto opened = prefetcher_.Open(path, version);
-  if (!opened.ok()) {
-    spdlog::warn("open {}: {}", path, opened.status().ToString());
-    return (void)fuse_reply_err(req, ToErrno(opened.status()));
-  }
+  InodeTable::NodeInfo node;
+  if (!NodeOf(req, ino, &node)) return;
+  // The handle is bound to the file opened here: O_NONBLOCK so that a FIFO swapped in for it
+  // never blocks, and every later byte comes from this descriptor or from a blob of exactly
+  // its version.
   auto h = std::make_unique<FileHandle>();
   h->dataset = true;
+  auto fd = backing_.OpenAt(node.path, O_RDONLY | O_NONBLOCK);
+  if (!fd.ok()) return (void)fuse_reply_err(req, PathErrno(fd.status()));
+  h->fd = fd.value();
+  if (fstat(h->fd, &h->st) != 0) return (void)fuse_reply_err(req, errno);
+  if (!CheckIdentity(req, ino, node, h->st)) return;
+  if (!S_ISREG(h->st.st_mode)) return (void)fuse_reply_err(req, EINVAL);
+  const FileVersion version = VersionOf(h->st);
+  auto opened = prefetcher_.Open(node.path, version);
+  if (!opened.ok()) {
+    spdlog::warn("open {}: {}", node.path, opened.status().ToString());
+    return (void)fuse_reply_err(req, ToErrno(opened.status()));
+  }
   h->blob = std::move(opened.value().blob);
-  if (!h->blob) {
-    auto fd = backing_.OpenAt(path, O_RDONLY);
-    if (!fd.ok()) return (void)fuse_reply_err(req, ToErrno(fd.status()));
-    h->fd = fd.value();
+  if (h->blob && h->blob->version() != version) {
+    stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);
+    h->blob.reset();
+  }
+  if (h->blob) {
+    close(h->fd);  // a cached file holds no descriptor
+    h->fd = -1;
+  } else {
     stats_.served_backing.fetch_add(1, std::memory_order_relaxed);
     stats_.backing_reads.fetch_add(1, std::memory_order_relaxed);
   }
   // The page cache may keep this file's pages only while its version is the one they hold.
-  const FileVersion previous = inodes_.SwapOpenVersion(ino, version);
-  fi->keep_cache = options_.keep_cache && (previous == version || previous == FileVersion{});
+  // The kernel's attributes (size above all: reads stop at the size it caches) must follow
+  // too. The invalidation is sent before the reply, from this handler: with offset -1 the
+  // kernel only marks the inode's attributes stale (fuse_reverse_inval_inode takes no inode
+  // or page lock), and a read-only open waits for this reply without holding the inode lock
+  // (Linux fuse_open locks it only for an O_TRUNC open with writeback cache or DAX; O_TRUNC is
+  // refused above, writeback cache is off), so it cannot deadlock. Without dirty pages (this
+  // mount has none) libfuse documents that the notification never blocks.
+  const InodeTable::Seen seen = inodes_.SwapOpen(ino, version);
+  if (seen.reported != version) InvalidateAttrs(ino);
+  fi->keep_cache = options_.keep_cache && (seen.opened == version || seen.opened == FileVersion{});
   fi->noflush = 1;  // nothing to flush on a read-only file: close() needs no round trip
   fi->fh = reinterpret_cast<uint64_t>(h.get());
   if (fuse_reply_open(req, fi) == 0) h.release();
@@ -281,9 +368,18 @@ void ClairFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   } else if (IsControl(ino)) {
     return (void)fuse_reply_err(req, ENOTDIR);
   } else {
-    if (!PathOf(req, ino, &h->path)) return;
+    InodeTable::NodeInfo node;
+    if (!NodeOf(req, ino, &node)) return;
+    h->path = node.path;
     auto fd = backing_.OpenAt(h->path, O_RDONLY | O_DIRECTORY);
-    if (!fd.ok()) return (void)fuse_reply_err(req, ToErrno(fd.status()));
+    if (!fd.ok()) return (void)fuse_reply_err(req, PathErrno(fd.status()));
+    struct stat st;
+    if (fstat(fd.value(), &st) != 0) {
+      const int err = errno;
+      close(fd.value());
+      return (void)fuse_reply_err(req, err);
+    }
+    if (!CheckIdentity(req, ino, node, st)) return (void)close(fd.value());
     h->dir = fdopendir(fd.value());
     if (!h->dir) {
       int err = errno;
@@ -379,8 +475,8 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
       });
       fuse_reply_none(r);
     };
-    o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info*) {
-      Guard(r, [&] { Self(r)->GetAttr(r, i); });
+    o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->GetAttr(r, i, f); });
     };
     o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info*) {
       Guard(r, [&] { Self(r)->SetAttr(r, i, a, s); });

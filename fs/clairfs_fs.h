@@ -6,6 +6,7 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include <atomic>
 #include <string>
 
 #include "cache/backing.h"
@@ -25,12 +26,15 @@ class ClairFs {
           FsOptions options, std::vector<std::string> root_aliases);
   // The operation table; the session's userdata must be this object.
   static const fuse_lowlevel_ops& Ops();
+  // The session serving this object, for notifications to the kernel; set right after
+  // fuse_session_new, before the session loop runs.
+  void SetSession(fuse_session* se) { session_.store(se, std::memory_order_release); }
 
   // Request handlers (called through Ops()).
   void Init(fuse_conn_info* conn);
   void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
   void Forget(fuse_ino_t ino, uint64_t n) { inodes_.Forget(ino, n); }
-  void GetAttr(fuse_req_t req, fuse_ino_t ino);
+  void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set);
   void ReadLink(fuse_req_t req, fuse_ino_t ino);
   void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
@@ -52,8 +56,24 @@ class ClairFs {
   void ControlAttr(fuse_ino_t ino, struct stat* st) const;
   void ReplyControlEntry(fuse_req_t req, fuse_ino_t ino);
   void OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  // The node's path; replies ESTALE and returns false if the kernel sent an unknown id.
+  // The node's path, without checking what it names now (prefer NodeOf and Verify); replies
+  // ESTALE and returns false if the kernel sent an unknown id.
   bool PathOf(fuse_req_t req, fuse_ino_t ino, std::string* path);
+  // What the node stands for (see fs/inode_table.h); replies ESTALE and returns false if the
+  // kernel sent an unknown id.
+  bool NodeOf(fuse_req_t req, fuse_ino_t ino, InodeTable::NodeInfo* node);
+  // The stat of what node's path names now. Replies and returns false unless that is the
+  // node's own object: ESTALE when the path names another object or nothing.
+  bool Verify(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node, struct stat* st);
+  // Replies ESTALE (counted) and returns false unless st is node's object.
+  bool CheckIdentity(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
+                     const struct stat& st);
+  // The errno for a failure to reach a node's path: ESTALE when the path no longer leads to
+  // an object of the node's kind (ENOENT, ENOTDIR, ELOOP), else the failure's own.
+  int PathErrno(const Status& s);
+  // Makes the kernel drop the attributes it caches for ino (size, times, mode), so that the
+  // next stat() or read() asks GetAttr again. Never blocks (see Open).
+  void InvalidateAttrs(fuse_ino_t ino);
   // True iff the object at path may appear in the mount (symlinks must stay inside the tree).
   bool Visible(const std::string& path, const struct stat& st);
 
@@ -67,6 +87,7 @@ class ClairFs {
   uid_t uid_;
   gid_t gid_;
   struct timespec started_;
+  std::atomic<fuse_session*> session_{nullptr};
 };
 
 }  // namespace clairfs

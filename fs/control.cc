@@ -123,6 +123,7 @@ std::string ControlPlane::StatsJson() const {
         {"checksum", checksum_errors},
         {"timeout", get(stats_.errors.timeout)},
         {"stale", get(stats_.errors.stale)},
+        {"stale_node", get(stats_.errors.stale_node)},
         {"tier_full", get(stats_.errors.tier_full)},
         {"manifest_rejected", get(stats_.errors.manifest_rejected)}}},
   };

@@ -2,18 +2,35 @@
 
 namespace clairfs {
 
-InodeTable::InodeTable() { nodes_[kRootId] = Node{"", 0, 0, 1, {}}; }
+InodeTable::InodeTable() { nodes_[kRootId] = Node{NodeInfo{"", 0, 0, S_IFDIR}, 1, {}}; }
 
-uint64_t InodeTable::Acquire(const std::string& path, dev_t dev, ino_t ino) {
+uint64_t InodeTable::Acquire(const std::string& path, dev_t dev, ino_t ino, mode_t type,
+                             uint64_t linked) {
   std::lock_guard lock(mu_);
   if (path.empty()) return kRootId;
-  auto [it, inserted] = by_key_.try_emplace(Key{dev, ino}, next_id_);
-  if (inserted) {
-    nodes_.emplace(next_id_, Node{path, dev, ino, 1, {}});
-    return next_id_++;
+  type &= S_IFMT;
+  auto key = by_key_.find(Key{dev, ino});
+  if (key != by_key_.end()) {
+    Node& n = nodes_.at(key->second);
+    if (n.info.type == type && (n.info.path == path || key->second == linked)) {
+      ++n.nlookup;
+      return key->second;
+    }
   }
-  ++nodes_[it->second].nlookup;
-  return it->second;
+  // A new object, or a reused inode number: a new node, which the key names from now on.
+  const uint64_t id = next_id_++;
+  nodes_.emplace(id, Node{NodeInfo{path, dev, ino, type}, 1, {}});
+  by_key_[Key{dev, ino}] = id;
+  return id;
+}
+
+bool InodeTable::Keyed(dev_t dev, ino_t ino, uint64_t* id, NodeInfo* info) const {
+  std::lock_guard lock(mu_);
+  auto key = by_key_.find(Key{dev, ino});
+  if (key == by_key_.end()) return false;
+  *id = key->second;
+  *info = nodes_.at(key->second).info;
+  return true;
 }
 
 void InodeTable::Forget(uint64_t id, uint64_t n) {
@@ -25,24 +42,39 @@ void InodeTable::Forget(uint64_t id, uint64_t n) {
     it->second.nlookup -= n;
     return;
   }
-  by_key_.erase(Key{it->second.dev, it->second.ino});
+  auto key = by_key_.find(Key{it->second.info.dev, it->second.info.ino});
+  if (key != by_key_.end() && key->second == id) by_key_.erase(key);
   nodes_.erase(it);
+}
+
+bool InodeTable::Get(uint64_t id, NodeInfo* info) const {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return false;
+  *info = it->second.info;
+  return true;
 }
 
 bool InodeTable::Path(uint64_t id, std::string* path) const {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return false;
-  *path = it->second.path;
+  *path = it->second.info.path;
   return true;
 }
 
-FileVersion InodeTable::SwapOpenVersion(uint64_t id, const FileVersion& version) {
+void InodeTable::Report(uint64_t id, const FileVersion& version) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(id);
+  if (it != nodes_.end()) it->second.seen.reported = version;
+}
+
+InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return {};
-  FileVersion old = it->second.opened;
-  it->second.opened = version;
+  const Seen old = it->second.seen;
+  it->second.seen = Seen{version, version};
   return old;
 }
 

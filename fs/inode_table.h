@@ -1,7 +1,24 @@
 // InodeTable: the kernel's node ids for dataset objects. Holds a path per node, never a file
 // descriptor, so a million files cost memory only while the kernel remembers them.
+//
+// Node identity. A node id stands for the object that its path named when it was looked up:
+// its path, (dev, ino) and file type, all fixed for the node's life.
+//  - Lookup: a name whose object (dev, ino) already has a node shares that node only if the
+//    name is the node's own path, or the caller checked that the node's path still names the
+//    same (dev, ino) (a real hard link). Otherwise, e.g. when the inode number was reused by a
+//    new file after the old one was deleted or renamed over, the name gets a new node, which
+//    takes over the key; the old node keeps its identity only for the kernel's remaining
+//    references and every use of it fails.
+//  - Use: every request on a node checks that its path still names its (dev, ino) and type
+//    (ClairFs does, at Lookup of a child, GetAttr, ReadLink, Open and OpenDir) and replies ESTALE
+//    otherwise; the kernel then retries the system call with a fresh lookup of each name.
+//  - Contents are bound at open: a handle reads only the file it opened (ClairFs).
+// Limit: a file deleted and replaced at the same path by one that gets the same inode number
+// and type is the same node (a plain stat cannot tell them apart); its contents still carry a
+// new version (ctime), so an open never serves the old bytes.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -18,25 +35,48 @@ class InodeTable {
   static constexpr uint64_t kRootId = 1;
   static constexpr uint64_t kFirstDynamicId = 64;  // ids below are reserved (control files)
 
+  // What a node stands for. The root has path "" and no (dev, ino): it is the backing root
+  // descriptor itself and is never stale.
+  struct NodeInfo {
+    std::string path;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    mode_t type = 0;  // st_mode & S_IFMT
+    // True iff st (from the object path names now) is the object this node stands for.
+    bool Names(const struct stat& st) const {
+      return st.st_dev == dev && st.st_ino == ino && (st.st_mode & S_IFMT) == type;
+    }
+  };
+
   InodeTable();
-  // The id of the object (dev, ino) found at path, with one more lookup reference. Hard links
-  // share an id and keep the first path seen. Thread-safe.
-  uint64_t Acquire(const std::string& path, dev_t dev, ino_t ino);
+  // The id of the object (dev, ino, type) found at path, with one more lookup reference,
+  // following the identity rule above. `linked`: the id of a node for (dev, ino) whose own
+  // path the caller found still naming (dev, ino) (see Keyed), or 0. Thread-safe.
+  uint64_t Acquire(const std::string& path, dev_t dev, ino_t ino, mode_t type, uint64_t linked = 0);
+  // The node that a lookup of (dev, ino) would share now, if any.
+  bool Keyed(dev_t dev, ino_t ino, uint64_t* id, NodeInfo* info) const;
   // Drops n lookup references; the node is forgotten at zero. The root is never forgotten.
   void Forget(uint64_t id, uint64_t n);
-  // The canonical path of id; false if the id is unknown.
+  // What id stands for; false if the id is unknown.
+  bool Get(uint64_t id, NodeInfo* info) const;
   bool Path(uint64_t id, std::string* path) const;
-  // Records version as the last one opened and returns the previous (or {} if none).
-  FileVersion SwapOpenVersion(uint64_t id, const FileVersion& version);
+  // The versions the kernel last got for a node: attributes (a lookup or getattr reply) and
+  // page contents (an open).
+  struct Seen {
+    FileVersion reported;
+    FileVersion opened;
+  };
+  // A lookup or getattr reply carries version.
+  void Report(uint64_t id, const FileVersion& version);
+  // An open found version: records it as both and returns what was seen before ({} if none).
+  Seen SwapOpen(uint64_t id, const FileVersion& version);
   size_t size() const;
 
  private:
   struct Node {
-    std::string path;
-    dev_t dev = 0;
-    ino_t ino = 0;
+    NodeInfo info;
     uint64_t nlookup = 0;
-    FileVersion opened;
+    Seen seen;
   };
   struct Key {
     dev_t dev;
@@ -48,6 +88,8 @@ class InodeTable {
   };
   mutable std::mutex mu_;  // leaf lock
   std::unordered_map<uint64_t, Node> nodes_;
+  // The node a lookup of (dev, ino) may share; nodes superseded by a newer node of the same
+  // key are in nodes_ only.
   std::unordered_map<Key, uint64_t, KeyHash> by_key_;
   uint64_t next_id_ = kFirstDynamicId;
 };

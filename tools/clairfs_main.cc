@@ -264,6 +264,7 @@ int main(int argc, char** argv) {
   fuse_session* se =
       fuse_session_new(&args, &clairfs::ClairFs::Ops(), sizeof(fuse_lowlevel_ops), &fs);
   if (!se) return Fail("invalid FUSE options: " + opts);
+  fs.SetSession(se);
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);
     return Fail("cannot install signal handlers");

@@ -5,20 +5,120 @@
 namespace clairfs {
 namespace {
 
+constexpr mode_t kReg = S_IFREG;
+constexpr mode_t kDir = S_IFDIR;
+
 TEST(InodeTable, SameObjectSameIdUntilForgotten) {
   InodeTable t;
-  const uint64_t a = t.Acquire("d/a", 1, 100);
+  const uint64_t a = t.Acquire("d/a", 1, 100, kReg | 0644);
   EXPECT_GE(a, InodeTable::kFirstDynamicId);
-  EXPECT_EQ(t.Acquire("d/a", 1, 100), a);
-  EXPECT_EQ(t.Acquire("d/hardlink", 1, 100), a);  // hard link: one node, first path kept
+  EXPECT_EQ(t.Acquire("d/a", 1, 100, kReg), a);
+  std::string p;
+  ASSERT_TRUE(t.Path(a, &p));
+  EXPECT_EQ(p, "d/a");
+  t.Forget(a, 1);
+  EXPECT_TRUE(t.Path(a, &p));
+  t.Forget(a, 1);
+  EXPECT_FALSE(t.Path(a, &p));
+  EXPECT_NE(t.Acquire("d/a", 1, 100, kReg), a);  // a new id after the kernel forgot the old one
+}
+
+TEST(InodeTable, NodeInfoNamesOnlyItsObject) {
+  InodeTable t;
+  const uint64_t a = t.Acquire("d/a", 7, 100, kReg | 0600);
+  InodeTable::NodeInfo n;
+  ASSERT_TRUE(t.Get(a, &n));
+  EXPECT_EQ(n.path, "d/a");
+  struct stat st {};
+  st.st_dev = 7;
+  st.st_ino = 100;
+  st.st_mode = S_IFREG | 0755;  // permission bits are not identity
+  EXPECT_TRUE(n.Names(st));
+  st.st_ino = 101;
+  EXPECT_FALSE(n.Names(st));
+  st.st_ino = 100;
+  st.st_dev = 8;
+  EXPECT_FALSE(n.Names(st));
+  st.st_dev = 7;
+  st.st_mode = S_IFIFO | 0644;
+  EXPECT_FALSE(n.Names(st));
+}
+
+TEST(InodeTable, HardLinkSharesOnlyWhenTheCallerCheckedIt) {
+  InodeTable t;
+  const uint64_t a = t.Acquire("d/a", 1, 100, kReg);
+  uint64_t id = 0;
+  InodeTable::NodeInfo known;
+  ASSERT_TRUE(t.Keyed(1, 100, &id, &known));
+  EXPECT_EQ(id, a);
+  EXPECT_EQ(known.path, "d/a");
+  // The caller found "d/a" still naming (1, 100): a real hard link shares the node, which
+  // keeps its first path.
+  EXPECT_EQ(t.Acquire("d/link", 1, 100, kReg, a), a);
   std::string p;
   ASSERT_TRUE(t.Path(a, &p));
   EXPECT_EQ(p, "d/a");
   t.Forget(a, 2);
-  EXPECT_TRUE(t.Path(a, &p));
-  t.Forget(a, 1);
   EXPECT_FALSE(t.Path(a, &p));
-  EXPECT_NE(t.Acquire("d/a", 1, 100), a);  // a new id after the kernel forgot the old one
+}
+
+TEST(InodeTable, ReusedInodeNumberGetsANewNode) {
+  InodeTable t;
+  const uint64_t old_node = t.Acquire("old", 1, 100, kReg);
+  // "old" was deleted and (1, 100) reused by "new": the caller did not vouch for the link.
+  const uint64_t fresh = t.Acquire("new", 1, 100, kReg);
+  EXPECT_NE(fresh, old_node);
+  InodeTable::NodeInfo n;
+  ASSERT_TRUE(t.Get(fresh, &n));
+  EXPECT_EQ(n.path, "new");
+  // The old node stays for the kernel's references, with its identity, but no longer keys.
+  ASSERT_TRUE(t.Get(old_node, &n));
+  EXPECT_EQ(n.path, "old");
+  uint64_t id = 0;
+  ASSERT_TRUE(t.Keyed(1, 100, &id, &n));
+  EXPECT_EQ(id, fresh);
+  EXPECT_EQ(t.Acquire("new", 1, 100, kReg), fresh);
+  // Forgetting the superseded node leaves the new node's key alone.
+  t.Forget(old_node, 1);
+  EXPECT_FALSE(t.Get(old_node, &n));
+  ASSERT_TRUE(t.Keyed(1, 100, &id, &n));
+  EXPECT_EQ(id, fresh);
+  EXPECT_EQ(t.Acquire("new", 1, 100, kReg), fresh);
+  t.Forget(fresh, 3);
+  EXPECT_FALSE(t.Keyed(1, 100, &id, &n));
+  EXPECT_EQ(t.size(), 1u);  // the root only
+}
+
+TEST(InodeTable, StaleLinkClaimIsIgnored) {
+  InodeTable t;
+  const uint64_t a = t.Acquire("a", 1, 100, kReg);
+  const uint64_t b = t.Acquire("b", 1, 100, kReg);  // supersedes a as the key's node
+  ASSERT_NE(a, b);
+  // A lookup that checked a's path before b took the key must not share a.
+  const uint64_t c = t.Acquire("c", 1, 100, kReg, a);
+  EXPECT_NE(c, a);
+  EXPECT_NE(c, b);
+}
+
+TEST(InodeTable, SamePathOtherTypeIsANewNode) {
+  InodeTable t;
+  const uint64_t f = t.Acquire("x", 1, 100, kReg);
+  const uint64_t d = t.Acquire("x", 1, 100, kDir);  // the inode number came back as a directory
+  EXPECT_NE(f, d);
+  InodeTable::NodeInfo n;
+  ASSERT_TRUE(t.Get(d, &n));
+  EXPECT_EQ(n.type, kDir);
+  // Even a caller's link claim does not share a node of another type.
+  EXPECT_NE(t.Acquire("y", 1, 100, kReg, d), d);
+}
+
+TEST(InodeTable, SameNumberOnAnotherDeviceIsAnotherObject) {
+  InodeTable t;
+  const uint64_t a = t.Acquire("a", 1, 100, kReg);
+  const uint64_t b = t.Acquire("b", 2, 100, kReg);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(t.Acquire("a", 1, 100, kReg), a);
+  EXPECT_EQ(t.Acquire("b", 2, 100, kReg), b);
 }
 
 TEST(InodeTable, RootIsPermanent) {
@@ -26,20 +126,35 @@ TEST(InodeTable, RootIsPermanent) {
   std::string p = "x";
   ASSERT_TRUE(t.Path(InodeTable::kRootId, &p));
   EXPECT_EQ(p, "");
+  EXPECT_EQ(t.Acquire("", 1, 2, kDir), InodeTable::kRootId);
   t.Forget(InodeTable::kRootId, 100);
   EXPECT_TRUE(t.Path(InodeTable::kRootId, &p));
+  InodeTable::NodeInfo n;
+  ASSERT_TRUE(t.Get(InodeTable::kRootId, &n));
+  EXPECT_EQ(n.type, kDir);
 }
 
-TEST(InodeTable, OpenVersionSwap) {
+TEST(InodeTable, SeenVersions) {
   InodeTable t;
-  const uint64_t a = t.Acquire("a", 1, 5);
-  EXPECT_EQ(t.SwapOpenVersion(a, {10, 1}), FileVersion{});
-  EXPECT_EQ(t.SwapOpenVersion(a, {11, 2}), (FileVersion{10, 1}));
+  const uint64_t a = t.Acquire("a", 1, 5, kReg);
+  const FileVersion v1{10, 1, 2, 5}, v2{10, 1, 3, 5};  // same size and mtime, new ctime
+  t.Report(a, v1);
+  InodeTable::Seen seen = t.SwapOpen(a, v1);
+  EXPECT_EQ(seen.reported, v1);
+  EXPECT_EQ(seen.opened, FileVersion{});
+  seen = t.SwapOpen(a, v2);
+  EXPECT_EQ(seen.reported, v1);
+  EXPECT_EQ(seen.opened, v1);
+  t.Report(a, v1);  // a getattr answered before the open raced past it
+  seen = t.SwapOpen(a, v2);
+  EXPECT_EQ(seen.reported, v1);
+  EXPECT_EQ(seen.opened, v2);
+  EXPECT_EQ(t.SwapOpen(12345, v1).opened, FileVersion{});  // unknown id
 }
 
 TEST(InodeTable, ManyFilesNoDescriptors) {
   InodeTable t;
-  for (uint64_t i = 0; i < 100000; ++i) t.Acquire("f" + std::to_string(i), 1, i + 10);
+  for (uint64_t i = 0; i < 100000; ++i) t.Acquire("f" + std::to_string(i), 1, i + 10, kReg);
   EXPECT_EQ(t.size(), 100001u);
 }
 
