@@ -1,18 +1,88 @@
 #include "cache/manifest.h"
 
+#include <charconv>
 #include <cstring>
 
 namespace clairfs {
 namespace {
 
-bool IsEpochMarker(std::string_view line) {
-  constexpr std::string_view kMarker = "#epoch";
-  if (line.substr(0, kMarker.size()) != kMarker) return false;
-  return line.size() == kMarker.size() || line[kMarker.size()] == ' ' ||
-         line[kMarker.size()] == '\t';
+// True iff line is marker, alone or followed by a space or tab and any text.
+bool IsMarker(std::string_view line, std::string_view marker) {
+  if (line.substr(0, marker.size()) != marker) return false;
+  return line.size() == marker.size() || line[marker.size()] == ' ' || line[marker.size()] == '\t';
+}
+
+// Length of the valid UTF-8 sequence (2-4 bytes) at s[i], or 0.
+size_t Utf8Length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;  // no surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// C1 controls (U+0080-U+009F) and the bidirectional embeddings, overrides and isolates
+// (U+202A-U+202E, U+2066-U+2069): valid UTF-8 that changes what a terminal shows.
+bool IsHostileCodePoint(std::string_view seq) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(seq[k]); };
+  if (seq.size() == 2) return b(0) == 0xC2 && b(1) <= 0x9F;
+  if (seq.size() == 3 && b(0) == 0xE2 && b(1) == 0x80) return b(2) >= 0xAA && b(2) <= 0xAE;
+  if (seq.size() == 3 && b(0) == 0xE2 && b(1) == 0x81) return b(2) >= 0xA6 && b(2) <= 0xA9;
+  return false;
 }
 
 }  // namespace
+
+std::string EscapeForReport(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  const auto escape = [&](unsigned char c) {
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  };
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') {
+      out += "\\\\";
+      ++i;
+    } else if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (const size_t n = Utf8Length(s, i); n > 0) {
+      const std::string_view seq = s.substr(i, n);
+      if (IsHostileCodePoint(seq)) {
+        for (char k : seq) escape(static_cast<unsigned char>(k));
+      } else {
+        out += seq;
+      }
+      i += n;
+    } else {
+      escape(c);
+      ++i;
+    }
+  }
+  return out;
+}
 
 void ManifestParser::Error(uint64_t line, std::string message) {
   ++out_.error_count;
@@ -20,6 +90,7 @@ void ManifestParser::Error(uint64_t line, std::string message) {
 }
 
 void ManifestParser::Feed(std::string_view bytes) {
+  if (peeked_) Unpeek();
   bytes_fed_ += bytes.size();
   while (!bytes.empty()) {
     const size_t nl = bytes.find('\n');
@@ -35,7 +106,11 @@ void ManifestParser::Feed(std::string_view bytes) {
     bytes.remove_prefix(nl + 1);
     ++out_.lines;
     if (pending_too_long_) {
-      Error(out_.lines, "line is longer than PATH_MAX (4096 bytes)");
+      if (trailer_) {
+        Error(out_.lines, "text after the '#end' trailer");
+      } else {
+        Error(out_.lines, "line is longer than PATH_MAX (4096 bytes)");
+      }
       pending_too_long_ = false;
     } else if (pending_.empty()) {
       Line(part);  // the whole line is in this chunk: no copy
@@ -47,14 +122,37 @@ void ManifestParser::Feed(std::string_view bytes) {
   }
 }
 
+void ManifestParser::Trailer(uint64_t n, std::string_view line) {
+  trailer_ = true;
+  std::string_view digits = line.substr(std::min(line.size(), kEndMarker.size() + 1));
+  uint64_t count = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+  if (line.size() <= kEndMarker.size() || line[kEndMarker.size()] != ' ' || digits.empty() ||
+      ec != std::errc() || end != digits.data() + digits.size() ||
+      (digits.size() > 1 && digits[0] == '0')) {
+    return Error(n, "malformed trailer: expected '#end <number of entries>'");
+  }
+  if (count != out_.sequence.size()) {
+    return Error(n, "the trailer counts " + std::to_string(count) + " entries, the text has " +
+                        std::to_string(out_.sequence.size()) + " (cut off or mangled)");
+  }
+}
+
 void ManifestParser::Line(std::string_view line) {
   const uint64_t n = out_.lines;
+  if (trailer_) return Error(n, "text after the '#end' trailer");
   if (line.empty()) return Error(n, "empty path");
   if (std::memchr(line.data(), '\0', line.size()) != nullptr) {
     return Error(n, "path contains a NUL byte");
   }
   if (line[0] == '#') {
-    if (!IsEpochMarker(line)) return;  // a comment
+    if (IsMarker(line, kEndMarker)) return Trailer(n, line);
+    if (IsMarker(line, kBeginMarker)) {
+      if (n != 1) return Error(n, "'#begin' is allowed only on the first line");
+      header_ = true;
+      return;
+    }
+    if (!IsMarker(line, "#epoch")) return;  // a comment
     if (epoch_open_ &&
         (out_.epoch_begin.empty() || out_.epoch_begin.back() == out_.sequence.size())) {
       return Error(n, "epoch " + std::to_string(out_.epoch_begin.size()) + " is empty");
@@ -64,11 +162,11 @@ void ManifestParser::Line(std::string_view line) {
     return;
   }
   if (line.substr(0, 2) == "./" && line.size() > 2 && line[2] == '#') line.remove_prefix(2);
+  if (out_.sequence.size() >= kMaxEntries) return Error(n, "too many entries");
   if (!epoch_open_) {
     epoch_open_ = true;
     out_.epoch_begin.push_back(0);
   }
-  if (out_.sequence.size() >= kMaxEntries) return Error(n, "too many entries");
   auto it = index_.find(line);
   uint32_t id;
   if (it != index_.end()) {
@@ -82,10 +180,11 @@ void ManifestParser::Line(std::string_view line) {
   out_.sequence.push_back(id);
 }
 
-ParsedManifest ManifestParser::Finish() && {
+void ManifestParser::EndText() {
   if (pending_too_long_) {
     ++out_.lines;
-    Error(out_.lines, "line is longer than PATH_MAX (4096 bytes)");
+    Error(out_.lines,
+          trailer_ ? "text after the '#end' trailer" : "line is longer than PATH_MAX (4096 bytes)");
   } else if (!pending_.empty()) {
     ++out_.lines;
     Line(pending_);
@@ -93,6 +192,48 @@ ParsedManifest ManifestParser::Finish() && {
   if (!out_.epoch_begin.empty() && out_.epoch_begin.back() == out_.sequence.size()) {
     Error(out_.lines, "epoch " + std::to_string(out_.epoch_begin.size()) + " is empty");
   }
+  if (header_ && !trailer_) {
+    Error(out_.lines,
+          "the text ends without the '#end' trailer its '#begin' line announced (cut off?)");
+  }
+}
+
+const ParsedManifest& ManifestParser::Peek() {
+  if (!peeked_) {
+    mark_ = {out_.paths.size(),
+             out_.sequence.size(),
+             out_.epoch_begin.size(),
+             out_.errors.size(),
+             out_.error_count,
+             out_.lines,
+             epoch_open_,
+             header_,
+             trailer_};
+    EndText();
+    peeked_ = true;
+  }
+  return out_;
+}
+
+void ManifestParser::Unpeek() {
+  while (out_.paths.size() > mark_.paths) {
+    index_.erase(out_.paths.back());
+    out_.paths.pop_back();
+    out_.path_line.pop_back();
+  }
+  out_.sequence.resize(mark_.sequence);
+  out_.epoch_begin.resize(mark_.epochs);
+  out_.errors.resize(mark_.errors);
+  out_.error_count = mark_.error_count;
+  out_.lines = mark_.lines;
+  epoch_open_ = mark_.epoch_open;
+  header_ = mark_.header;
+  trailer_ = mark_.trailer;
+  peeked_ = false;
+}
+
+ParsedManifest ManifestParser::Finish() && {
+  if (!peeked_) EndText();
   index_.clear();
   return std::move(out_);
 }

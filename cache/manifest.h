@@ -28,27 +28,61 @@ struct ParsedManifest {
   bool ok() const { return error_count == 0; }
 };
 
+// The end-of-text markers: a text whose first line is kBeginMarker must end with a trailer
+// line "#end <entries>" (kEndMarker, a space, the entry count in decimal), and a trailer, when
+// present, must be the last line and count the text's entries. A text cut off anywhere (a
+// writer killed mid-write) thus fails validation.
+inline constexpr std::string_view kBeginMarker = "#begin";
+inline constexpr std::string_view kEndMarker = "#end";
+
 class ManifestParser {
  public:
   static constexpr size_t kMaxErrors = 20;
   static constexpr size_t kMaxLine = 4096;  // PATH_MAX, including the terminating NUL
   static constexpr uint64_t kMaxEntries = 0xFFFFFFF0u;
 
+  ManifestParser() = default;
+  ManifestParser(const ManifestParser&) = delete;  // index_ holds views into out_.paths
+  ManifestParser& operator=(const ManifestParser&) = delete;
+  ManifestParser(ManifestParser&&) = default;
+  ManifestParser& operator=(ManifestParser&&) = default;
+
   // Consumes the next bytes of the text; lines may be split anywhere between calls.
   void Feed(std::string_view bytes);
+  // What the text says if it ended here, without ending it: the next Feed() continues the
+  // text as if Peek() had not been called. The reference is valid until the next call.
+  const ParsedManifest& Peek();
   // Ends the text (a last line without '\n' counts) and returns what it said.
   ParsedManifest Finish() &&;
   uint64_t bytes_fed() const { return bytes_fed_; }
 
  private:
+  // What EndText() changed, so that Unpeek() can take it back.
+  struct Mark {
+    size_t paths, sequence, epochs, errors;
+    uint64_t error_count, lines;
+    bool epoch_open, header, trailer;
+  };
+  void EndText();
+  void Unpeek();
   void Line(std::string_view line);
+  void Trailer(uint64_t n, std::string_view line);
   void Error(uint64_t line, std::string message);
   ParsedManifest out_;
   std::unordered_map<std::string_view, uint32_t> index_;  // views into out_.paths
   std::string pending_;
   bool pending_too_long_ = false;
   bool epoch_open_ = false;  // an epoch has begun (explicitly or by its first entry)
+  bool header_ = false;      // line 1 was kBeginMarker: a trailer is required
+  bool trailer_ = false;     // a trailer line was seen: nothing may follow it
+  bool peeked_ = false;      // out_ holds EndText()'s changes, recorded in mark_
+  Mark mark_{};
   uint64_t bytes_fed_ = 0;
 };
+
+// s with every byte that is not printable ASCII or part of valid UTF-8 written as \xNN, and
+// '\' as \\; C1 controls and bidirectional overrides, valid UTF-8 that a terminal would act
+// on, are escaped byte by byte too. For every message that quotes user input.
+std::string EscapeForReport(std::string_view s);
 
 }  // namespace clairfs

@@ -57,21 +57,35 @@ std::string Describe(const Status& s, const struct stat* st) {
 
 }  // namespace
 
-Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base) {
-  auto plan = std::make_shared<Plan>();
-  const size_t base_files = base ? base->files.size() : 0;
-  plan->files.reserve(base_files + m.paths.size());  // no reallocation: canon keeps views
-  std::unordered_map<std::string_view, uint32_t> canon;
-  canon.reserve(base_files + m.paths.size());
-  if (base) {
-    for (const PlanFile& f : base->files) {
-      plan->files.push_back({f.path, f.version});
-      canon.emplace(plan->files.back().path, static_cast<uint32_t>(plan->files.size() - 1));
-    }
-    plan->sequence = base->sequence;
-    plan->epoch_begin = base->epoch_begin;
+namespace {
+
+std::string Report(uint64_t error_count, std::vector<ManifestError> errors) {
+  std::stable_sort(errors.begin(), errors.end(),
+                   [](const auto& a, const auto& b) { return a.line < b.line; });
+  std::string report = "manifest rejected: " + std::to_string(error_count) +
+                       (error_count == 1 ? " error\n" : " errors\n");
+  const size_t shown = std::min(errors.size(), ManifestParser::kMaxErrors);
+  for (size_t i = 0; i < shown; ++i) {
+    report +=
+        "line " + std::to_string(errors[i].line) + ": " + EscapeForReport(errors[i].message) + "\n";
   }
+  if (error_count > shown) {
+    report += '(';
+    report += std::to_string(error_count - shown);
+    report += " more)\n";
+  }
+  return report;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
+                                                                PathResolver& resolver) {
+  auto out = std::make_shared<ResolvedManifest>();
+  out->lines = m.lines;
+  out->files.reserve(m.paths.size());  // no reallocation: canon keeps views
+  std::unordered_map<std::string_view, uint32_t> canon;
+  canon.reserve(m.paths.size());
   std::vector<ManifestError> errors = m.errors;
   uint64_t error_count = m.error_count;
   std::vector<uint32_t> raw_to_id(m.paths.size(), kNoPos);
@@ -113,7 +127,10 @@ Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& r
       Resolved& r = batch[i];
       if (!r.regular) {
         ++error_count;
-        errors.push_back({m.path_line[begin + i], "'" + m.paths[begin + i] + "': " + r.why});
+        // Both lists are in line order: the first kMaxErrors of each hold the first overall.
+        if (errors.size() < m.errors.size() + ManifestParser::kMaxErrors) {
+          errors.push_back({m.path_line[begin + i], "'" + m.paths[begin + i] + "': " + r.why});
+        }
         continue;
       }
       auto it = canon.find(r.path.value());
@@ -121,33 +138,61 @@ Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& r
         raw_to_id[begin + i] = it->second;
         continue;
       }
-      plan->files.push_back({std::move(r.path.value()), r.version});
-      raw_to_id[begin + i] = static_cast<uint32_t>(plan->files.size() - 1);
-      canon.emplace(plan->files.back().path, raw_to_id[begin + i]);
+      out->files.push_back({std::move(r.path.value()), r.version});
+      raw_to_id[begin + i] = static_cast<uint32_t>(out->files.size() - 1);
+      canon.emplace(out->files.back().path, raw_to_id[begin + i]);
     }
   }
-  if (plan->sequence.size() + m.sequence.size() > ManifestParser::kMaxEntries) {
-    ++error_count;
-    errors.push_back({m.lines, "the plan would exceed the maximum number of entries"});
+  if (error_count > 0) return Status::Error(Code::kInvalidArgument, Report(error_count, errors));
+  out->epoch_begin = m.epoch_begin;
+  out->sequence.reserve(m.sequence.size());
+  for (uint32_t s : m.sequence) out->sequence.push_back(raw_to_id[s]);
+  return std::shared_ptr<const ResolvedManifest>(std::move(out));
+}
+
+Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m) {
+  const size_t base_entries = base ? base->sequence.size() : 0;
+  if (base_entries + m.sequence.size() > ManifestParser::kMaxEntries) {
+    return Status::Error(
+        Code::kInvalidArgument,
+        Report(1, {{m.lines, "the plan would exceed the maximum number of entries"}}));
   }
-  if (error_count > 0) {
-    std::stable_sort(errors.begin(), errors.end(),
-                     [](const auto& a, const auto& b) { return a.line < b.line; });
-    std::string report = "manifest rejected: " + std::to_string(error_count) +
-                         (error_count == 1 ? " error\n" : " errors\n");
-    size_t shown = std::min(errors.size(), ManifestParser::kMaxErrors);
-    for (size_t i = 0; i < shown; ++i) {
-      report += "line " + std::to_string(errors[i].line) + ": " + errors[i].message + "\n";
+  auto plan = std::make_shared<Plan>();
+  const size_t base_files = base ? base->files.size() : 0;
+  plan->files.reserve(base_files + m.files.size());  // no reallocation: canon keeps views
+  std::unordered_map<std::string_view, uint32_t> canon;
+  if (base) {
+    canon.reserve(base_files);
+    for (const PlanFile& f : base->files) {
+      plan->files.push_back({f.path, f.version});
+      canon.emplace(plan->files.back().path, static_cast<uint32_t>(plan->files.size() - 1));
     }
-    if (error_count > shown) report += "(" + std::to_string(error_count - shown) + " more)\n";
-    return Status::Error(Code::kInvalidArgument, report);
+    plan->sequence = base->sequence;
+    plan->epoch_begin = base->epoch_begin;
+  }
+  std::vector<uint32_t> id(m.files.size());
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    auto it = base ? canon.find(m.files[i].path) : canon.end();
+    if (it != canon.end()) {
+      id[i] = it->second;
+    } else {
+      plan->files.push_back({m.files[i].path, m.files[i].version});
+      id[i] = static_cast<uint32_t>(plan->files.size() - 1);
+    }
   }
   const auto offset = static_cast<uint32_t>(plan->sequence.size());
   for (uint32_t b : m.epoch_begin) plan->epoch_begin.push_back(offset + b);
   plan->sequence.reserve(plan->sequence.size() + m.sequence.size());
-  for (uint32_t s : m.sequence) plan->sequence.push_back(raw_to_id[s]);
+  for (uint32_t s : m.sequence) plan->sequence.push_back(id[s]);
   plan->Finalize();
   return plan;
+}
+
+Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
+                                        const Plan* base) {
+  auto resolved = ResolveManifest(m, resolver);
+  if (!resolved.ok()) return resolved.status();
+  return MergePlan(base, *resolved.value());
 }
 
 void PlaceFiles(Plan& plan, const PlacementLimits& limits) {

@@ -81,9 +81,27 @@ class Plan {
   uint64_t total_bytes_ = 0;
 };
 
-// Checks every path of m against the dataset and builds the plan: base's epochs (when
-// appending) followed by m's. All or nothing: on any error returns kInvalidArgument whose
-// message lists the first errors as "line N: ..." and base is untouched.
+// A manifest whose every path was resolved against the dataset: its own distinct files (by
+// canonical path, with the version they had when resolved), its entries and epochs. What a
+// validated manifest becomes; MergePlan turns it into a plan over any base without resolving
+// again.
+struct ResolvedManifest {
+  std::vector<PlanFile> files;
+  std::vector<uint32_t> sequence;     // index into files, one per entry
+  std::vector<uint32_t> epoch_begin;  // index into sequence
+  uint64_t lines = 0;                 // of the text, for the report of MergePlan
+};
+
+// Checks every path of m against the dataset. All or nothing: on any error returns
+// kInvalidArgument whose message is the report (docs/control-interface.md): the error count
+// and the first errors as "line N: ...", every byte of user input escaped (EscapeForReport).
+Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
+                                                                PathResolver& resolver);
+// The plan of base's epochs (when appending; base may be null) followed by m's; files both
+// name are base's. Fails (kInvalidArgument, a report) only when the plan would have more than
+// ManifestParser::kMaxEntries entries. base is untouched.
+Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m);
+// ResolveManifest then MergePlan.
 Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
                                         const Plan* base);
 

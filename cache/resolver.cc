@@ -5,7 +5,12 @@
 namespace clairfs {
 namespace {
 
-constexpr int kMaxSymlinkHops = 40;
+constexpr int kMaxSymlinkHops = 40;  // the kernel's MAXSYMLINKS
+constexpr size_t kNameMax = 255;     // NAME_MAX: a longer component fails with ENAMETOOLONG
+
+Status NotADirectory(const std::string& path) {
+  return Status::Error(Code::kNotFound, "not a directory: " + (path.empty() ? "." : path), ENOTDIR);
+}
 
 void SplitInto(std::string_view path, std::deque<std::string>* out, bool front) {
   std::vector<std::string> parts;
@@ -66,7 +71,12 @@ Result<std::string> PathResolver::Resolve(std::string_view path, bool follow_fin
   } else {
     rel = std::string(path);
   }
-  while (!rel.empty() && rel.back() == '/') rel.pop_back();
+  // As for the kernel, a trailing slash requires a directory (following a final symlink):
+  // "x/" is "x/.".
+  if (!rel.empty() && rel.back() == '/') {
+    while (!rel.empty() && rel.back() == '/') rel.pop_back();
+    rel += rel.empty() ? "." : "/.";
+  }
   // Memoize the directory part: datasets have few directories and many files.
   size_t slash = rel.rfind('/');
   std::string dir_canon;
@@ -77,14 +87,15 @@ Result<std::string> PathResolver::Resolve(std::string_view path, bool follow_fin
     last = std::string_view(rel).substr(slash + 1);
     auto it = dir_cache_.find(dir);
     if (it != dir_cache_.end()) {
-      dir_canon = it->second;
+      dir_canon = it->second.first;
+      hops = it->second.second;
     } else {
       struct stat dst;
       auto d = Walk("", dir, true, &dst, &hops);
       if (!d.ok()) return d.status();
-      if (!S_ISDIR(dst.st_mode)) return Status::Error(Code::kNotFound, "not a directory: " + dir);
+      if (!S_ISDIR(dst.st_mode)) return NotADirectory(dir);
       dir_canon = d.value();
-      dir_cache_.emplace(std::move(dir), dir_canon);
+      dir_cache_.emplace(std::move(dir), std::make_pair(dir_canon, hops));
     }
   }
   return Walk(dir_canon, last, follow_final, st, &hops);
@@ -105,6 +116,13 @@ Result<std::string> PathResolver::Walk(std::string_view start_dir, std::string_v
   while (!todo.empty()) {
     std::string c = std::move(todo.front());
     todo.pop_front();
+    if (c.size() > kNameMax) {
+      return Status::Error(Code::kInvalidArgument, "file name too long: " + c.substr(0, 64) + "...",
+                           ENAMETOOLONG);
+    }
+    // "." and ".." are looked up in the directory the walk is at: after anything else they
+    // fail as the kernel's lookup does (ENOTDIR), they never erase a file name.
+    if ((c == "." || c == "..") && !S_ISDIR(st->st_mode)) return NotADirectory(Join(stack));
     if (c == ".") continue;
     if (c == "..") {
       if (stack.empty()) return Status::Error(Code::kOutsideRoot, "'..' leads out of the dataset");
@@ -113,9 +131,7 @@ Result<std::string> PathResolver::Walk(std::string_view start_dir, std::string_v
       if (!s.ok()) return s;
       continue;
     }
-    if (!S_ISDIR(st->st_mode)) {
-      return Status::Error(Code::kNotFound, "not a directory: " + Join(stack));
-    }
+    if (!S_ISDIR(st->st_mode)) return NotADirectory(Join(stack));
     stack.push_back(std::move(c));
     std::string here = Join(stack);
     s = backing_.Lstat(here, st);

@@ -20,10 +20,14 @@ class PathResolver {
   // with one of them.
   PathResolver(const Backing& backing, std::vector<std::string> root_aliases);
 
-  // Resolves path (relative to the root, or absolute under a root alias). Symlinks in every
-  // component are followed, the final one only if follow_final. Returns the canonical relative
-  // path and fills *st with the final object's lstat. Errors: kOutsideRoot (a step leaves the
-  // tree), kNotFound, kInvalidArgument (symlink loop). Not thread-safe: it memoizes directories.
+  // Resolves path (relative to the root, or absolute under a root alias) as the kernel would:
+  // empty components are skipped; "." and ".." must follow a directory, and a trailing slash
+  // requires one (ENOTDIR otherwise: "file/", "file/.", "file/../x"); ".." is physical (after
+  // a symlink to a directory it is that directory's parent). Symlinks in every component are
+  // followed, the final one only if follow_final or the path ends in '/'. Returns the
+  // canonical relative path and fills *st with the final object's lstat. Errors: kOutsideRoot
+  // (a step leaves the tree), kNotFound (also ENOTDIR), kInvalidArgument (symlink loop, a
+  // name longer than NAME_MAX). Not thread-safe: it memoizes directories.
   Result<std::string> Resolve(std::string_view path, bool follow_final, struct stat* st);
 
   // A resolver over the same tree with an empty memo, for another thread.
@@ -37,7 +41,8 @@ class PathResolver {
                            struct stat* st, int* hops);
   const Backing& backing_;
   std::vector<std::string> aliases_;
-  std::unordered_map<std::string, std::string> dir_cache_;  // raw dir path -> canonical dir
+  // raw dir path -> canonical dir and the symlinks followed to reach it
+  std::unordered_map<std::string, std::pair<std::string, int>> dir_cache_;
 };
 
 // True iff a symlink stored at link_path (canonical) with this target, followed by the kernel

@@ -222,17 +222,27 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 
-void ClairFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat*, int to_set) {
-  // Truncating the manifest is how a writer without atomic O_TRUNC starts a new plan; it
-  // changes nothing until the writer closes.
-  if (ino == kCtlManifest &&
-      (to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
-                  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0) {
-    struct stat st;
-    ControlAttr(ino, &st);
-    return (void)fuse_reply_attr(req, &st, 0);
+void ClairFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                      fuse_file_info* fi) {
+  constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+                         FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+  if (ino != kCtlManifest || (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes)) != 0) {
+    return (void)fuse_reply_err(req, EROFS);
   }
-  fuse_reply_err(req, EROFS);
+  // ftruncate(fd, 0) on a writer starts its text over; truncate(path) has no writer and
+  // changes nothing (an open with O_TRUNC arrives in open(): FUSE_CAP_ATOMIC_O_TRUNC).
+  if (to_set & FUSE_SET_ATTR_SIZE) {
+    auto* h = fi ? reinterpret_cast<FileHandle*>(fi->fh) : nullptr;
+    if (h && h->writer) {
+      Status s = control_.Truncate(*h->writer, static_cast<uint64_t>(attr->st_size));
+      if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+    } else if (attr->st_size != 0) {
+      return (void)fuse_reply_err(req, EINVAL);
+    }
+  }
+  struct stat st;
+  ControlAttr(ino, &st);
+  fuse_reply_attr(req, &st, 0);
 }
 
 void ClairFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
@@ -253,12 +263,11 @@ void ClairFs::OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0);
   } else if (mode != O_RDONLY) {
     return (void)fuse_reply_err(req, EACCES);
-  } else if (ino == kCtlStats) {
-    h->blob = TextBlob(control_.StatsJson());
-  } else if (ino == kCtlPlan) {
-    h->blob = TextBlob(control_.PlanJson());
-  } else if (ino == kCtlErrors) {
-    h->blob = TextBlob(control_.ErrorsText());
+  } else if (ino != kCtlManifest) {
+    control_.AwaitReleases();  // a plan whose writer's close() just returned is installed
+    h->blob = TextBlob(ino == kCtlStats  ? control_.StatsJson()
+                       : ino == kCtlPlan ? control_.PlanJson()
+                                         : control_.ErrorsText());
   }
   fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
   fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
@@ -341,22 +350,24 @@ void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
   fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
 }
 
-void ClairFs::Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, fuse_file_info* fi) {
+void ClairFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   if (!h->writer) return (void)fuse_reply_err(req, EBADF);
-  control_.Write(*h->writer, std::string_view(buf, size));
+  Status s = control_.Write(*h->writer, std::string_view(buf, size), static_cast<uint64_t>(off),
+                            (fi->flags & O_APPEND) != 0);
+  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
   fuse_reply_write(req, size);
 }
 
 void ClairFs::Flush(fuse_req_t req, fuse_file_info* fi) {
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   if (!h->writer) return (void)fuse_reply_err(req, 0);
-  fuse_reply_err(req, ToErrno(control_.Commit(*h->writer, false)));
+  fuse_reply_err(req, ToErrno(control_.Flush(*h->writer)));
 }
 
 void ClairFs::Release(fuse_req_t req, fuse_file_info* fi) {
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-  if (h->writer) (void)control_.Commit(*h->writer, true);  // its close() was answered by flush
+  if (h->writer) control_.Release(*h->writer);  // the last close() was answered by flush
   delete h;
   fuse_reply_err(req, 0);
 }
@@ -478,8 +489,8 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
     o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->GetAttr(r, i, f); });
     };
-    o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info*) {
-      Guard(r, [&] { Self(r)->SetAttr(r, i, a, s); });
+    o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->SetAttr(r, i, a, s, f); });
     };
     o.readlink = [](fuse_req_t r, fuse_ino_t i) { Guard(r, [&] { Self(r)->ReadLink(r, i); }); };
     o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) {
@@ -511,8 +522,8 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
     o.read = [](fuse_req_t r, fuse_ino_t, size_t s, off_t o, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->Read(r, s, o, f); });
     };
-    o.write = [](fuse_req_t r, fuse_ino_t i, const char* b, size_t s, off_t, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Write(r, i, b, s, f); });
+    o.write = [](fuse_req_t r, fuse_ino_t, const char* b, size_t s, off_t o, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Write(r, b, s, o, f); });
     };
     o.flush = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->Flush(r, f); });

@@ -35,11 +35,11 @@ class ClairFs {
   void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
   void Forget(fuse_ino_t ino, uint64_t n) { inodes_.Forget(ino, n); }
   void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set);
+  void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi);
   void ReadLink(fuse_req_t req, fuse_ino_t ino);
   void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
-  void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, fuse_file_info* fi);
+  void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
   void Flush(fuse_req_t req, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_file_info* fi);
   void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);

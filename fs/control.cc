@@ -24,50 +24,119 @@ std::unique_ptr<ControlPlane::Writer> ControlPlane::OpenWriter(bool append, bool
   return std::make_unique<Writer>(append, truncate);
 }
 
-void ControlPlane::Write(Writer& w, std::string_view bytes) {
-  std::lock_guard lock(w.mu_);
-  w.parser_.Feed(bytes);
-  w.dirty_ = true;
+void ControlPlane::SetPending(const Writer& w, bool pending) {
+  std::lock_guard lock(pending_mu_);
+  if (pending) {
+    pending_[&w] = std::chrono::steady_clock::now();
+  } else if (pending_.erase(&w) > 0) {
+    pending_cv_.notify_all();
+  }
 }
 
-Status ControlPlane::Commit(Writer& w, bool last) {
-  std::lock_guard wlock(w.mu_);
-  if (!w.dirty_ && !(last && w.truncate_ && !w.committed_)) return w.last_;
-  const bool append = w.append_;
-  ParsedManifest parsed = std::move(w.parser_).Finish();
+void ControlPlane::AwaitReleases() {
+  std::unique_lock lock(pending_mu_);
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    auto until = now;
+    for (const auto& [writer, flushed] : pending_) until = std::max(until, flushed + kReleaseWait);
+    if (until <= now) return;
+    pending_cv_.wait_until(lock, until);
+  }
+}
+
+Status ControlPlane::Write(Writer& w, std::string_view bytes, uint64_t offset, bool append_write) {
+  std::lock_guard lock(w.mu_);
+  if (!append_write && offset != w.written_) {
+    return Status::Error(Code::kInvalidArgument,
+                         "manifest write at offset " + std::to_string(offset) +
+                             ": a manifest is written in sequence, its text ends at " +
+                             std::to_string(w.written_),
+                         ESPIPE);
+  }
+  w.parser_.Feed(bytes);
+  w.written_ += bytes.size();
+  w.dirty_ = true;
+  w.valid_.reset();
+  SetPending(w, false);
+  return Status::Ok();
+}
+
+Status ControlPlane::Truncate(Writer& w, uint64_t size) {
+  if (size != 0) {
+    return Status::Error(Code::kInvalidArgument, "the manifest can only be truncated to size 0");
+  }
+  std::lock_guard lock(w.mu_);
   w.parser_ = ManifestParser();
+  w.written_ = 0;
   w.dirty_ = false;
-  w.truncate_ = false;
-  w.committed_ = true;
-  w.append_ = true;  // more writes on this descriptor add epochs to what was committed
-  const auto start = std::chrono::steady_clock::now();
-  std::lock_guard lock(commit_mu_);
-  std::shared_ptr<const Plan> base = append ? prefetcher_.plan() : nullptr;
-  PathResolver resolver(backing_, aliases_);
-  auto plan = BuildPlan(parsed, resolver, base.get());
-  if (!plan.ok()) {
-    stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("{}", plan.status().message());
-    std::lock_guard elock(errors_mu_);
-    errors_ = plan.status().message();
-    w.last_ = Status::Error(Code::kInvalidArgument, plan.status().message());
-    return w.last_;
-  }
-  const uint64_t entries = plan.value()->sequence.size();
-  const uint64_t files = plan.value()->files.size();
-  prefetcher_.Install(std::move(plan.value()), append);
-  parsed = ParsedManifest();
-  malloc_trim(0);  // the parser's and the old plan's memory goes back to the system
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("manifest {}: {} entries, {} files in the plan ({:.3f} s)",
-               append ? "appended" : "installed", entries, files, secs);
-  {
-    std::lock_guard elock(errors_mu_);
-    errors_.clear();
-  }
   w.last_ = Status::Ok();
+  w.valid_.reset();
+  if (!w.append_) w.truncate_ = true;
+  SetPending(w, false);
+  return Status::Ok();
+}
+
+void ControlPlane::Validate(Writer& w) {
+  PathResolver resolver(backing_, aliases_);
+  auto resolved = ResolveManifest(w.parser_.Peek(), resolver);
+  w.dirty_ = false;
+  if (!resolved.ok()) {
+    stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("{}", resolved.status().message());  // escaped: see EscapeForReport
+    w.valid_.reset();
+    w.last_ = Status::Error(Code::kInvalidArgument, resolved.status().message());
+    std::lock_guard elock(errors_mu_);
+    errors_ = resolved.status().message();
+    return;
+  }
+  w.valid_ = std::move(resolved.value());
+  w.last_ = Status::Ok();
+  std::lock_guard elock(errors_mu_);
+  errors_.clear();
+}
+
+Status ControlPlane::Flush(Writer& w) {
+  std::lock_guard wlock(w.mu_);
+  if (w.written_ == 0) return Status::Ok();  // e.g. a shell closing its copy before writing
+  if (w.dirty_) Validate(w);
+  if (w.last_.ok()) SetPending(w, true);
   return w.last_;
+}
+
+void ControlPlane::Release(Writer& w) {
+  std::lock_guard wlock(w.mu_);
+  std::shared_ptr<const ResolvedManifest> text;
+  if (w.written_ > 0) {
+    if (w.dirty_) Validate(w);  // written after the last close(): a cut-off text, or dup'ed
+    text = w.last_.ok() ? w.valid_ : nullptr;
+  } else if (w.truncate_) {
+    text = std::make_shared<const ResolvedManifest>();
+  }
+  if (text) {
+    const auto start = std::chrono::steady_clock::now();
+    std::lock_guard lock(commit_mu_);
+    std::shared_ptr<const Plan> base = w.append_ ? prefetcher_.plan() : nullptr;
+    auto plan = MergePlan(base.get(), *text);
+    if (!plan.ok()) {
+      stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("{}", plan.status().message());
+      std::lock_guard elock(errors_mu_);
+      errors_ = plan.status().message();
+    } else {
+      const uint64_t entries = plan.value()->sequence.size();
+      const uint64_t files = plan.value()->files.size();
+      prefetcher_.Install(std::move(plan.value()), w.append_);
+      w.valid_.reset();
+      w.parser_ = ManifestParser();
+      text.reset();
+      malloc_trim(0);  // the parser's and the old plan's memory goes back to the system
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      spdlog::info("manifest {}: {} entries, {} files in the plan ({:.3f} s)",
+                   w.append_ ? "appended" : "installed", entries, files, secs);
+    }
+  }
+  SetPending(w, false);
 }
 
 std::string ControlPlane::StatsJson() const {

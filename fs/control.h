@@ -1,16 +1,20 @@
 // ControlPlane: the files of <mount>/.clairfs/ (docs/control-interface.md), without FUSE.
-//   manifest  write: a plan, validated as a whole when the writer flushes (close)
+//   manifest  write: a plan, validated at each close(), installed at the last (release)
 //   errors    read: the report of the last manifest commit (empty if it was accepted)
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "cache/manifest.h"
+#include "cache/plan.h"
 #include "cache/prefetcher.h"
 #include "cache/stats.h"
 
@@ -18,34 +22,47 @@ namespace clairfs {
 
 class ControlPlane {
  public:
-  // One open of the manifest for writing. Each writer has its own parser, so concurrent
-  // writers never mix their texts; commits are serialized.
+  // One open file description of the manifest for writing. Each has its own parser, so
+  // concurrent writers never mix their texts; installations are serialized. The text is
+  // validated at every Flush (each close() of a descriptor of it) and installed only at
+  // Release (the last close), so a dup or a forked child closing its copy installs nothing.
   class Writer {
    public:
-    explicit Writer(bool append, bool truncate) : append_(append), truncate_(truncate) {}
+    Writer(bool append, bool truncate) : append_(append), truncate_(truncate) {}
 
    private:
     friend class ControlPlane;
-    std::mutex mu_;  // taken before ControlPlane::commit_mu_
+    std::mutex mu_;  // taken before ControlPlane::commit_mu_, errors_mu_ and pending_mu_
     ManifestParser parser_;
-    bool append_;
-    bool truncate_;  // opened with O_TRUNC: even an empty text replaces the plan
-    bool dirty_ = false;
-    bool committed_ = false;  // something was committed through this writer
-    Status last_;
+    const bool append_;     // opened with O_APPEND: the text's epochs are added to the plan
+    bool truncate_;         // O_TRUNC or ftruncate(0): even an empty text replaces the plan
+    uint64_t written_ = 0;  // bytes of the text, the offset the next non-append write must have
+    bool dirty_ = false;    // written since the last validation
+    Status last_;           // the last validation's result
+    std::shared_ptr<const ResolvedManifest> valid_;  // what it validated, if it was accepted
   };
 
   ControlPlane(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
                std::vector<std::string> root_aliases);
 
   std::unique_ptr<Writer> OpenWriter(bool append, bool truncate);
-  void Write(Writer& w, std::string_view bytes);
-  // Validates and installs what w wrote since its last commit. Returns the validation result;
-  // an invalid manifest leaves the active plan in place. With nothing new written it returns
-  // the previous result, except that at the final close (last) an O_TRUNC writer that never
-  // wrote clears the plan. (Shells dup and close the descriptor before writing, so an
-  // earlier flush with no data must not count.)
-  Status Commit(Writer& w, bool last);
+  // Adds bytes at offset to w's text. A write without O_APPEND (append_write) must continue
+  // the text exactly where it ends (ESPIPE otherwise: the text has no holes and is never
+  // rewritten); an O_APPEND write always adds at the end, whatever the offset.
+  Status Write(Writer& w, std::string_view bytes, uint64_t offset, bool append_write);
+  // ftruncate: size 0 discards what w wrote, which then starts over as a replacement (or, if
+  // opened with O_APPEND, an append) with nothing written; any other size is EINVAL.
+  Status Truncate(Writer& w, uint64_t size);
+  // close() of a descriptor of w: validates the text written so far (nothing when nothing was
+  // written) and returns the result; installs nothing. The report goes to `errors`.
+  Status Flush(Writer& w);
+  // The last close of w: installs w's text if it is valid (reusing the last validation when
+  // nothing was written since), or, for a replacement that never wrote, an empty plan.
+  void Release(Writer& w);
+  // Waits, up to kReleaseWait after their flush, for writers whose close() succeeded to be
+  // released, so that a read of plan, stats or errors just after close() sees their plan.
+  void AwaitReleases();
+  static constexpr std::chrono::milliseconds kReleaseWait{1000};
 
   // A JSON object text shown as "cluster" in the plan (cluster/ provides it). Before serving.
   void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
@@ -60,9 +77,18 @@ class ControlPlane {
   Stats& stats_;
   const std::vector<std::string> aliases_;
   std::function<std::string()> cluster_info_;
-  std::mutex commit_mu_;          // serializes plan building and installation
+  // Validates w's text as it is now; sets w.last_ and w.valid_ and the `errors` report.
+  void Validate(Writer& w);
+  void SetPending(const Writer& w, bool pending);
+
+  std::mutex commit_mu_;          // serializes installations; before errors_mu_
   mutable std::mutex errors_mu_;  // leaf
   std::string errors_;
+  std::mutex pending_mu_;  // leaf
+  std::condition_variable pending_cv_;
+  // Writers validated and accepted at a close(), with nothing written since and not yet
+  // released, with the time of that close.
+  std::map<const Writer*, std::chrono::steady_clock::time_point> pending_;
 };
 
 }  // namespace clairfs

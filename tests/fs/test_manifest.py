@@ -1,6 +1,9 @@
 """Tests 4, 5, 6: manifest acceptance, the plan, hostile manifests, concurrent writers."""
 import errno
 import os
+import signal
+import subprocess
+import sys
 import time
 import random
 import re
@@ -131,6 +134,12 @@ class ManifestRejectTest(ManifestCase):
             ("NUL inside a line", [b"a.bin\x00b.bin"]),
             ("line over 4096 bytes", [b"x" * 5000]),
             ("empty epoch", [b"#epoch", b"#epoch"]),
+            ("trailing slash on a file", [b"a.bin/"]),
+            ("dot after a file", [b"a.bin/."]),
+            ("dotdot after a file", [b"a.bin/../b.bin"]),
+            ("symlink to a file with a slash", [b"dir/c.bin//"]),
+            ("trailer counting wrong", [b"#end 7"]),
+            ("malformed trailer", [b"#end"]),
         ]
 
     def test_hostile_manifests_rejected(self):
@@ -244,3 +253,109 @@ class ConcurrentWritersTest(ManifestCase):
             self.assertEqual(len(matches), 1,
                              f"attempt {attempt}: plan {got} is neither writer's "
                              f"({writers[0][1]}, {writers[1][1]}); results {results}")
+
+
+class ManifestCommitTest(ManifestCase):
+    """Commit at release: dups, forks and killed writers never install a partial text."""
+
+    def entries(self):
+        return self.plan(self.mnt)["entries"]
+
+    def test_forked_child_closing_its_copy_installs_nothing(self):
+        self.write_manifest(self.mnt, "a.bin\n")
+        fd = os.open(self.manifest, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, b"b.bin\nd.bin\n")
+            pid = os.fork()
+            if pid == 0:  # the child closes its copy of the descriptor: a flush, no release
+                try:
+                    os.close(fd)
+                    os._exit(0)
+                except OSError as e:
+                    os._exit(e.errno or 1)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0, "the child's close() failed")
+            self.assertEqual(self.entries(), 1, "a child's close() installed a partial text")
+            os.write(fd, b"dir/c.bin\n")
+        finally:
+            os.close(fd)
+        self.assertEqual(self.entries(), 3)
+        self.assertEqual(self.control_read(self.mnt, "errors"), "")
+
+    def test_dup_closed_first_reports_the_partial_text(self):
+        self.write_manifest(self.mnt, "a.bin\n")
+        fd = os.open(self.manifest, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, b"b.bin\nd.b")
+            with self.assertRaises(OSError) as cm:
+                os.close(os.dup(fd))  # validates the text so far, whose line 2 is cut
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            self.assertIn("line 2: 'd.b'", self.control_read(self.mnt, "errors"))
+            self.assertEqual(self.entries(), 1)
+            os.write(fd, b"in\n")  # line 2 goes on: "d.bin"
+        finally:
+            os.close(fd)
+        self.assertEqual(self.entries(), 2)
+        self.assertEqual(self.control_read(self.mnt, "errors"), "")
+
+    def test_writer_killed_mid_write_leaves_the_previous_plan(self):
+        self.write_manifest(self.mnt, "a.bin\nb.bin\n")
+        before = self.plan(self.mnt)
+        code = ("import os, signal, sys\n"
+                "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)\n"
+                "os.write(fd, b'#begin\\n' + b'd.bin\\n' * 1000)\n"
+                "os.kill(os.getpid(), signal.SIGKILL)\n")
+        r = subprocess.run([sys.executable, "-c", code, self.manifest], timeout=60)
+        self.assertEqual(r.returncode, -signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while "trailer" not in self.control_read(self.mnt, "errors"):
+            self.assertLess(time.monotonic(), deadline, "the cut-off text was not validated")
+            time.sleep(0.01)
+        self.assertEqual(self.plan(self.mnt), before, "a cut-off text became the plan")
+        # The same text with its trailer is accepted; a wrong count is not.
+        with self.assertRaises(OSError) as cm:
+            self.write_manifest(self.mnt, "#begin\n" + "d.bin\n" * 1000 + "#end 999\n")
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        self.assertIn("line 1002", self.control_read(self.mnt, "errors"))
+        self.assertEqual(self.plan(self.mnt), before)
+        self.write_manifest(self.mnt, "#begin\n" + "d.bin\n" * 1000 + "#end 1000\n")
+        self.assertEqual(self.entries(), 1000)
+
+    def test_write_offsets_and_truncation(self):
+        self.write_manifest(self.mnt, "a.bin\n")
+        fd = os.open(self.manifest, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, b"b.bin\n")
+            for off in (0, 3, 100):  # a rewrite, a rewrite inside a line, a hole
+                with self.assertRaises(OSError, msg=f"pwrite at {off}") as cm:
+                    os.pwrite(fd, b"d.bin\n", off)
+                self.assertEqual(cm.exception.errno, errno.ESPIPE)
+            self.assertEqual(os.pwrite(fd, b"d.bin\n", 6), 6)  # exactly where the text ends
+            with self.assertRaises(OSError) as cm:
+                os.ftruncate(fd, 3)
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            os.truncate(self.manifest, 0)  # by path: no writer, changes nothing
+        finally:
+            os.close(fd)
+        self.assertEqual(self.entries(), 2)
+        # ftruncate(fd, 0) discards what the descriptor wrote: the text starts over.
+        fd = os.open(self.manifest, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, b"missing.bin\n")
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, b"b.bin\nd.bin\nb.bin\n")
+        finally:
+            os.close(fd)
+        self.assertEqual(self.entries(), 3)
+        self.assertEqual(self.control_read(self.mnt, "errors"), "")
+
+    def test_control_bytes_are_escaped_in_errors(self):
+        self.write_manifest(self.mnt, "a.bin\n")
+        with self.assertRaises(OSError):
+            self.write_manifest(self.mnt, b"a.bin\n\x1b[2J\x07bad\\name\xff\xc3\xa9\n")
+        report = self.control_read(self.mnt, "errors")
+        self.assertIn("line 2", report)
+        self.assertIn("\\x1b[2J\\x07bad\\\\name\\xff\u00e9", report)
+        self.assertFalse(any(ord(c) < 0x20 and c != "\n" for c in report), repr(report))
+        self.assertEqual(self.entries(), 1)

@@ -3,8 +3,10 @@
 These need no torch: the package must work with the standard library alone.
 """
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import harness
 
@@ -43,7 +45,7 @@ class ControlTest(harness.ClairfsCase):
         with self.assertRaises(clairfs.ManifestError) as cm:
             clairfs.register_paths(self.data, [["a/1.bin", "a/missing.bin"]])
         self.assertIsInstance(cm.exception, ValueError)
-        self.assertIn("line 3", cm.exception.errors)  # line 1 is the '#epoch' marker
+        self.assertIn("line 4", cm.exception.errors)  # lines 1, 2: "#begin", "#epoch"
         self.assertIn("missing.bin", str(cm.exception))
         self.assertEqual(clairfs.plan(self.data)["entries"], 4, "a rejected manifest changed the plan")
         self.assertEqual(clairfs.stats(self.data)["errors"]["manifest_rejected"], 1)
@@ -77,6 +79,30 @@ class ControlTest(harness.ClairfsCase):
         with self.assertRaisesRegex(ValueError, "epoch 1 is empty"):
             clairfs.write_manifest(self.data, [[b"a/1.bin\n"], []])
         self.assertEqual(clairfs.plan(self.data)["entries"], 4)
+
+    def test_a_registration_killed_mid_write_installs_nothing(self):
+        clairfs.register_paths(self.data, [self.files])
+        before = clairfs.plan(self.data)
+        # More than one write() of whole lines gets out before the producer dies: without the
+        # trailer, that valid prefix would become the plan when the killed process's
+        # descriptor is closed.
+        code = ("import os, signal, sys, clairfs\n"
+                "def epochs():\n"
+                "    yield [clairfs.manifest_line('a/1.bin')] * 300000\n"
+                "    os.kill(os.getpid(), signal.SIGKILL)\n"
+                "    yield []\n"
+                "clairfs.write_manifest(sys.argv[1], epochs())\n")
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tools", "python"))
+        r = subprocess.run([sys.executable, "-c", code, self.data], env=env, timeout=120)
+        self.assertEqual(r.returncode, -signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while "trailer" not in clairfs.errors(self.data):
+            self.assertLess(time.monotonic(), deadline, "the cut-off text was never validated")
+            time.sleep(0.01)
+        self.assertEqual(clairfs.plan(self.data), before, "a cut-off registration became the plan")
+        # The same registration, complete, carries its trailer and is accepted.
+        self.assertEqual(clairfs.write_manifest(self.data, [[clairfs.manifest_line("a/1.bin")] * 3]), 3)
+        self.assertEqual(clairfs.plan(self.data)["entries"], 3)
 
     def test_stats_count_opens(self):
         clairfs.register_paths(self.data, [self.files])

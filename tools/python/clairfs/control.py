@@ -95,14 +95,16 @@ def write_manifest(mount, epochs, append=False):
     append: False replaces the active plan (O_TRUNC); True adds these epochs after it.
 
     Returns the number of entries written. Raises ManifestError (with the daemon's reason)
-    when clairfs rejects the text. If producing the epochs raises, the write is spoiled on
-    purpose (an empty line makes the daemon reject it), so a partial manifest never becomes
-    the plan, and the original exception propagates.
+    when clairfs rejects the text. The text starts with `#begin` and ends with the trailer
+    `#end <entries>`: a text cut off anywhere (this process killed mid-write, or a forked
+    child closing its copy of the descriptor) never becomes the plan. If producing the epochs
+    raises, the trailer is not written and the write is spoiled on purpose (an empty line), so
+    the daemon rejects it, and the original exception propagates.
     """
     path = control_path(mount, "manifest")
     fd = os.open(path, os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC))
     entries = 0
-    buf = bytearray()
+    buf = bytearray(b"#begin\n")
 
     def flush():
         view = memoryview(bytes(buf))
@@ -124,6 +126,7 @@ def write_manifest(mount, epochs, append=False):
             if n == 0:
                 raise ValueError(f"epoch {i} is empty: clairfs rejects empty epochs")
             entries += n
+        buf += b"#end %d\n" % entries
         flush()
     except BaseException:
         try:
