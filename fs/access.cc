@@ -1,6 +1,7 @@
 #include "fs/access.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/limits.h>
 #include <spdlog/spdlog.h>
 #include <sys/syscall.h>
@@ -142,6 +143,16 @@ Status RunAs(const Credentials& as, const Credentials& self, F&& check) {
   return s;
 }
 
+// Whether the process may take other users' file-system identities (CAP_SETUID and CAP_SETGID
+// effective): root in a container with dropped capabilities may not.
+bool CanSwitchIdentity() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  const auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1u; };
+  return has(CAP_SETUID) && has(CAP_SETGID);
+}
+
 // Whether the current thread's fs identity may reach path from the dataset root (search
 // permission on every directory on the way, no symlink followed) and access it with mask.
 Status CheckAccess(const PosixBacking& backing, const std::string& path, int mask) {
@@ -161,7 +172,12 @@ AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options
       check_(options.access_check),
       control_gid_(options.control_gid),
       stats_(stats),
-      root_(geteuid() == 0) {
+      root_(geteuid() == 0 && CanSwitchIdentity()) {
+  if (geteuid() == 0 && !root_ && check_ == AccessCheck::kOpen) {
+    spdlog::warn(
+        "no CAP_SETUID/CAP_SETGID: opens are not re-checked with the caller's "
+        "credentials; the kernel's cached check alone decides (fuse.access_check)");
+  }
   self_.uid = geteuid();
   self_.gid = getegid();
   const int n = getgroups(0, nullptr);

@@ -66,7 +66,7 @@ class AccessPolicy {
   const std::optional<gid_t> control_gid_;
   Stats& stats_;
   Credentials self_;  // the daemon's, restored after every check made as a caller
-  bool root_;         // the daemon runs as root and can take a caller's identity
+  bool root_;         // the daemon runs as root with CAP_SETUID/CAP_SETGID: can be a caller
 };
 
 }  // namespace clairfs
