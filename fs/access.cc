@@ -126,21 +126,24 @@ bool SetGroups(const std::vector<gid_t>& groups) {
 // setgroups() wrapper, unlike the system call, applies the change to every thread of the
 // process, so it must not be used here.) The thread runs nothing but check while switched, so
 // no other request is ever served under a caller's identity. A failed switch to as fails the
-// check (the caller is refused, never let through); a failed switch back aborts the process,
-// since the worker thread must not serve anyone as somebody else.
+// check (the caller is refused, never let through). The switch back runs on every way out,
+// an exception included; if it fails the process aborts, since the worker thread must not
+// serve anyone as somebody else.
 template <typename F>
 Status RunAs(const Credentials& as, const Credentials& self, F&& check) {
-  Status s;
+  struct Restore {
+    const Credentials& self;
+    ~Restore() {
+      if (!SetFsUid(self.uid) || !SetFsGid(self.gid) || !SetGroups(self.groups)) {
+        spdlog::critical("cannot restore the daemon's credentials after an access check");
+        std::abort();
+      }
+    }
+  } restore{self};
   if (!SetGroups(as.groups) || !SetFsGid(as.gid) || !SetFsUid(as.uid)) {
-    s = Status::FromErrno(EACCES, "cannot take the identity of uid " + std::to_string(as.uid));
-  } else {
-    s = check();
+    return Status::FromErrno(EACCES, "cannot take the identity of uid " + std::to_string(as.uid));
   }
-  if (!SetFsUid(self.uid) || !SetFsGid(self.gid) || !SetGroups(self.groups)) {
-    spdlog::critical("cannot restore the daemon's credentials after an access check; aborting");
-    std::abort();
-  }
-  return s;
+  return check();
 }
 
 // Whether the process may take other users' file-system identities (CAP_SETUID and CAP_SETGID
