@@ -31,6 +31,10 @@ struct Stats {
   Counter peer_bytes_out{0};
   Counter peer_errors{0};   // requests that failed: timeout, down peer, bad hash, bad reply
   Counter peer_adopted{0};  // files other nodes pushed (read before this owner had them), kept
+
+  // Access (fs/access.h): refusals beyond the kernel's own permission check.
+  Counter open_denied{0};     // dataset opens the open-time access re-check refused (EACCES)
+  Counter control_denied{0};  // opens of .clairfs/manifest for writing by a non-owner refused
   struct Errors {
     Counter fetch{0};              // backing-store reads that failed
     Counter timeout{0};            // readers that gave up waiting on a fetch
@@ -38,6 +42,7 @@ struct Stats {
     Counter stale_node{0};  // requests on a node whose path now names another object (ESTALE)
     Counter tier_full{0};          // a tier refused an object the plan gave it
     Counter manifest_rejected{0};  // invalid manifests
+    Counter access_check{0};       // open re-checks made without the caller's supplementary groups
   } errors;
 };
 

@@ -1,10 +1,12 @@
 #include "conf/config.h"
 
+#include <grp.h>
 #include <sys/statvfs.h>
 #include <sys/sysinfo.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -49,6 +51,21 @@ Status GetSize(const YAML::Node& node, const char* name, const std::string& key,
   return Status::Ok();
 }
 
+// fuse.access_check: "open" or "kernel".
+Status GetAccessCheck(const YAML::Node& node, AccessCheck* out) {
+  if (!node["access_check"]) return Status::Ok();
+  std::string value;
+  if (Status s = Get(node, "access_check", "fuse.access_check", &value); !s.ok()) return s;
+  if (value == "open") {
+    *out = AccessCheck::kOpen;
+  } else if (value == "kernel") {
+    *out = AccessCheck::kKernel;
+  } else {
+    return Bad("fuse.access_check", "'" + value + "' is not one of: open, kernel");
+  }
+  return Status::Ok();
+}
+
 #define CLAIRFS_TRY(expr)    \
   do {                       \
     Status _s = (expr);      \
@@ -57,7 +74,7 @@ Status GetSize(const YAML::Node& node, const char* name, const std::string& key,
 
 Status ParseInto(const YAML::Node& root, Config* c) {
   if (!root || root.IsNull()) return Status::Ok();
-  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log"}));
+  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log", "control"}));
   if (const auto k = root["cluster"]) {
     CLAIRFS_TRY(CheckKeys(
         k, "cluster",
@@ -70,11 +87,18 @@ Status ParseInto(const YAML::Node& root, Config* c) {
         Get(k, "backing_advantage", "cluster.backing_advantage", &c->cluster.backing_advantage));
   }
   if (const auto f = root["fuse"]) {
-    CLAIRFS_TRY(CheckKeys(f, "fuse", {"threads", "entry_timeout", "attr_timeout", "keep_cache"}));
+    CLAIRFS_TRY(CheckKeys(
+        f, "fuse", {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
     CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
     CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
     CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));
+    CLAIRFS_TRY(GetAccessCheck(f, &c->fuse.access_check));
+  }
+  if (const auto k = root["control"]) {
+    CLAIRFS_TRY(CheckKeys(k, "control", {"group"}));
+    CLAIRFS_TRY(Get(k, "group", "control.group", &c->fuse.control_group));
+    if (k["group"] && c->fuse.control_group.empty()) return Bad("control.group", "is empty");
   }
   if (const auto k = root["cache"]) {
     CLAIRFS_TRY(CheckKeys(
@@ -195,6 +219,27 @@ Status Config::Validate() const {
 
 namespace {
 
+// control.group -> its id, through the system's group database (files, LDAP, ...).
+Status ResolveControlGroup(FsOptions* fuse) {
+  if (fuse->control_group.empty()) return Status::Ok();
+  std::vector<char> buf(16384);
+  struct group entry;
+  struct group* found = nullptr;
+  int err;
+  while ((err = getgrnam_r(fuse->control_group.c_str(), &entry, buf.data(), buf.size(), &found)) ==
+             ERANGE &&
+         buf.size() < (1u << 24)) {
+    buf.resize(buf.size() * 2);
+  }
+  if (err != 0) {
+    return Bad("control.group",
+               "cannot look up '" + fuse->control_group + "': " + std::strerror(err));
+  }
+  if (!found) return Bad("control.group", "no group named '" + fuse->control_group + "'");
+  fuse->control_gid = found->gr_gid;
+  return Status::Ok();
+}
+
 uint64_t DirBytes(const std::filesystem::path& dir) {
   uint64_t total = 0;
   std::error_code ec;
@@ -231,6 +276,7 @@ void SubstituteRank(Config* c, int rank) {
 }
 
 Status ResolveForDataset(Config* c, const std::string& dataset, int instance) {
+  if (Status s = ResolveControlGroup(&c->fuse); !s.ok()) return s;
   struct sysinfo si {};
   sysinfo(&si);
   const uint64_t memory = static_cast<uint64_t>(si.totalram) * si.mem_unit;

@@ -71,6 +71,7 @@ ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& co
       stats_(stats),
       options_(options),
       aliases_(std::move(root_aliases)),
+      access_(backing, options_, stats),
       uid_(getuid()),
       gid_(getgid()) {
   clock_gettime(CLOCK_REALTIME, &started_);
@@ -86,6 +87,7 @@ void ClairFs::Init(fuse_conn_info* conn) {
   // drop them on any version change (keep_cache) and make the kernel fetch fresh attributes
   // (InvalidateAttrs); this covers the attributes refreshed by lookup and getattr between.
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+  access_.Init(conn);  // POSIX ACLs enforced by the kernel
 }
 
 void ClairFs::ControlAttr(fuse_ino_t ino, struct stat* st) const {
@@ -100,6 +102,7 @@ void ClairFs::ControlAttr(fuse_ino_t ino, struct stat* st) const {
     st->st_nlink = 2;
   } else {
     st->st_mode = S_IFREG | (ino == kCtlManifest ? 0644 : 0444);
+    if (ino == kCtlManifest) access_.ManifestAttr(st);
   }
 }
 
@@ -257,6 +260,8 @@ void ClairFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void ClairFs::OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (ino == kCtlManifest && (fi->flags & O_ACCMODE) != O_RDONLY && !access_.AllowControlWrite(req))
+    return;
   auto h = std::make_unique<FileHandle>();
   const int mode = fi->flags & O_ACCMODE;
   if (ino == kCtlManifest && mode != O_RDONLY) {
@@ -282,6 +287,7 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   InodeTable::NodeInfo node;
   if (!NodeOf(req, ino, &node)) return;
+  if (!access_.AllowOpen(req, node.path, fi->flags)) return;  // a revoked access fails at once
   // The handle is bound to the file opened here: O_NONBLOCK so that a FIFO swapped in for it
   // never blocks, and every later byte comes from this descriptor or from a blob of exactly
   // its version.
@@ -469,6 +475,21 @@ void ClairFs::Access(fuse_req_t req, fuse_ino_t ino, int mask) {
   fuse_reply_err(req, (mask & W_OK) && ino != kCtlManifest ? EROFS : 0);
 }
 
+void ClairFs::GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (IsControl(ino)) return (void)fuse_reply_err(req, ENODATA);
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  access_.GetXattr(req, path, name, size);
+}
+
+void ClairFs::ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  if (IsControl(ino))
+    return (void)(size ? fuse_reply_buf(req, nullptr, 0) : fuse_reply_xattr(req, 0));
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  access_.ListXattr(req, path, size);
+}
+
 const fuse_lowlevel_ops& ClairFs::Ops() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o{};
@@ -513,6 +534,12 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
       fuse_reply_err(r, EROFS);
     };
     o.removexattr = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.getxattr = [](fuse_req_t r, fuse_ino_t i, const char* n, size_t s) {
+      Guard(r, [&] { Self(r)->GetXattr(r, i, n, s); });
+    };
+    o.listxattr = [](fuse_req_t r, fuse_ino_t i, size_t s) {
+      Guard(r, [&] { Self(r)->ListXattr(r, i, s); });
+    };
     o.fallocate = [](fuse_req_t r, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
       fuse_reply_err(r, EROFS);
     };

@@ -12,6 +12,7 @@
 #include "cache/backing.h"
 #include "cache/prefetcher.h"
 #include "cache/stats.h"
+#include "fs/access.h"
 #include "fs/control.h"
 #include "fs/fs_options.h"
 #include "fs/inode_table.h"
@@ -47,6 +48,8 @@ class ClairFs {
   void ReleaseDir(fuse_req_t req, fuse_file_info* fi);
   void StatFs(fuse_req_t req);
   void Access(fuse_req_t req, fuse_ino_t ino, int mask);
+  void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size);
+  void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 
  private:
   enum ControlId : fuse_ino_t { kCtlDir = 2, kCtlManifest, kCtlStats, kCtlPlan, kCtlErrors };
@@ -84,6 +87,7 @@ class ClairFs {
   const FsOptions options_;
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
+  AccessPolicy access_;
   uid_t uid_;
   gid_t gid_;
   struct timespec started_;

@@ -177,6 +177,8 @@ std::string ControlPlane::StatsJson() const {
       {"peer_bytes_out", get(stats_.peer_bytes_out)},
       {"peer_errors", get(stats_.peer_errors)},
       {"peer_adopted", get(stats_.peer_adopted)},
+      {"access",
+       {{"open_denied", get(stats_.open_denied)}, {"control_denied", get(stats_.control_denied)}}},
       {"prefetch",
        {{"planned_files", p.planned_files},
         {"fetched_files", get(stats_.fetched_files)},
@@ -194,7 +196,8 @@ std::string ControlPlane::StatsJson() const {
         {"stale", get(stats_.errors.stale)},
         {"stale_node", get(stats_.errors.stale_node)},
         {"tier_full", get(stats_.errors.tier_full)},
-        {"manifest_rejected", get(stats_.errors.manifest_rejected)}}},
+        {"manifest_rejected", get(stats_.errors.manifest_rejected)},
+        {"access_check", get(stats_.errors.access_check)}}},
   };
   for (const auto& [kind, bytes_capacity] : by_kind) {
     j[kind + "_bytes"] = bytes_capacity.first;

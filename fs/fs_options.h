@@ -1,13 +1,28 @@
 // Options of the FUSE adapter. Plain struct; conf/ fills it from YAML.
 #pragma once
 
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
 namespace clairfs {
+
+// How an open of a dataset file is checked (docs/permissions.md).
+enum class AccessCheck {
+  kOpen,    // the kernel's check, then the daemon re-checks the caller's access to the backing
+            // file with the caller's credentials: a revocation takes effect at the next open
+  kKernel,  // the kernel's check only, on modes and ACLs it may have cached for attr_timeout
+};
 
 struct FsOptions {
   int threads = 8;              // most FUSE worker threads serving requests at once
   double entry_timeout = 3600;  // seconds the kernel may cache a name lookup
   double attr_timeout = 3600;   // seconds the kernel may cache attributes
   bool keep_cache = true;       // keep file pages in the page cache across opens
+  AccessCheck access_check = AccessCheck::kOpen;  // fuse.access_check
+  std::string control_group;         // control.group: its members may write .clairfs/manifest too
+  std::optional<gid_t> control_gid;  // control_group's id, resolved at start; none: owner only
 };
 
 }  // namespace clairfs

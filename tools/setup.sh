@@ -25,8 +25,8 @@ PACKAGES=(
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
 )
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders. Several
-# hundred MB, so not part of the plain set-up.
-TEST_PACKAGES=(python3-torch python3-torchvision python3-pil)
+# hundred MB, so not part of the plain set-up. acl: setfacl/getfacl for the permission tests.
+TEST_PACKAGES=(python3-torch python3-torchvision python3-pil acl)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi

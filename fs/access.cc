@@ -1,0 +1,261 @@
+#include "fs/access.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/limits.h>
+#include <spdlog/spdlog.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string_view>
+
+#include "fs/status_errno.h"
+
+namespace clairfs {
+namespace {
+
+// The kernel marks the open of a file being executed with FMODE_EXEC (0x20) in the flags FUSE
+// passes on; such an open needs execute permission, not read permission.
+constexpr int kFmodeExec = 0x20;
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Attributes served: the POSIX ACLs (the kernel reads them to enforce them) and user.*, which
+// the kernel gates by read permission as on the dataset. trusted.* is readable only with
+// CAP_SYS_ADMIN and security.* takes effect on the mount (file capabilities, labels): served
+// with the daemon's privileges they would widen what other users see or get.
+bool Forwarded(std::string_view name) {
+  return name == "system.posix_acl_access" || name == "system.posix_acl_default" ||
+         name.starts_with("user.");
+}
+
+// The value of attribute name (or, for nullptr, the list of names) of the object at path. The
+// object is pinned by an O_PATH descriptor opened beneath the dataset root without following
+// any symlink, and read through /proc/self/fd/N, which names exactly that object. A symlink,
+// or an object on a file system without attributes, has none (ENODATA, or an empty list).
+Result<std::string> ReadAttr(const PosixBacking& backing, const std::string& path,
+                             const char* name) {
+  auto opened = backing.OpenAt(path, O_PATH);
+  if (!opened.ok()) return opened.status();
+  Fd fd(opened.value());
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
+  const Status none = Status::FromErrno(ENODATA, path);
+  if (S_ISLNK(st.st_mode)) return name ? Result<std::string>(none) : std::string();
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+  std::string buf;
+  for (size_t cap : {size_t{4096}, size_t{XATTR_SIZE_MAX}}) {
+    buf.resize(cap);
+    const ssize_t n = name ? getxattr(proc.c_str(), name, buf.data(), cap)
+                           : listxattr(proc.c_str(), buf.data(), cap);
+    if (n >= 0) {
+      buf.resize(static_cast<size_t>(n));
+      return buf;
+    }
+    if (errno == ERANGE && cap < XATTR_SIZE_MAX) continue;
+    // The kernel takes any error but ENODATA on an ACL read as a failed permission check.
+    if (errno == ENOTSUP) return name ? Result<std::string>(none) : std::string();
+    return Status::FromErrno(errno, path);
+  }
+  return Status::FromErrno(E2BIG, path);
+}
+
+// Answers a getxattr/listxattr of size bytes (0: the size is asked) with bytes.
+void ReplyXattr(fuse_req_t req, const std::string& bytes, size_t size) {
+  if (size == 0) {
+    fuse_reply_xattr(req, bytes.size());
+  } else if (bytes.size() > size) {
+    fuse_reply_err(req, ERANGE);
+  } else {
+    fuse_reply_buf(req, bytes.data(), bytes.size());
+  }
+}
+
+// The credentials of the process that made req. Its supplementary groups are read from /proc
+// (fuse_req_getgroups); when they cannot be (the process is gone, or outside this pid
+// namespace's view) out holds the primary group only and the Status says why.
+Status CallerOf(fuse_req_t req, Credentials* out) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  out->uid = ctx->uid;
+  out->gid = ctx->gid;
+  out->groups.resize(32);
+  for (;;) {
+    const int n = fuse_req_getgroups(req, static_cast<int>(out->groups.size()), out->groups.data());
+    if (n < 0) {
+      out->groups.clear();
+      return Status::FromErrno(-n, "supplementary groups of pid " + std::to_string(ctx->pid));
+    }
+    const bool fits = static_cast<size_t>(n) <= out->groups.size();
+    out->groups.resize(static_cast<size_t>(n));
+    if (fits) return Status::Ok();
+  }
+}
+
+// Raw system calls: each changes the calling thread's credentials only.
+bool SetFsUid(uid_t uid) {
+  syscall(SYS_setfsuid, uid);
+  return static_cast<uid_t>(syscall(SYS_setfsuid, static_cast<uid_t>(-1))) == uid;
+}
+bool SetFsGid(gid_t gid) {
+  syscall(SYS_setfsgid, gid);
+  return static_cast<gid_t>(syscall(SYS_setfsgid, static_cast<gid_t>(-1))) == gid;
+}
+bool SetGroups(const std::vector<gid_t>& groups) {
+  return syscall(SYS_setgroups, groups.size(), groups.data()) == 0;
+}
+
+// Runs check with the calling thread's file-system identity (fsuid, fsgid, supplementary
+// groups) switched to as, then switches back to self.
+// Why this is safe with many worker threads: Linux keeps credentials per thread, and the raw
+// setfsuid, setfsgid and setgroups system calls change the calling thread's only. (glibc's
+// setgroups() wrapper, unlike the system call, applies the change to every thread of the
+// process, so it must not be used here.) The thread runs nothing but check while switched, so
+// no other request is ever served under a caller's identity. A failed switch to as fails the
+// check (the caller is refused, never let through). The switch back runs on every way out,
+// an exception included; if it fails the process aborts, since the worker thread must not
+// serve anyone as somebody else.
+template <typename F>
+Status RunAs(const Credentials& as, const Credentials& self, F&& check) {
+  struct Restore {
+    const Credentials& self;
+    ~Restore() {
+      if (!SetFsUid(self.uid) || !SetFsGid(self.gid) || !SetGroups(self.groups)) {
+        spdlog::critical("cannot restore the daemon's credentials after an access check");
+        std::abort();
+      }
+    }
+  } restore{self};
+  if (!SetGroups(as.groups) || !SetFsGid(as.gid) || !SetFsUid(as.uid)) {
+    return Status::FromErrno(EACCES, "cannot take the identity of uid " + std::to_string(as.uid));
+  }
+  return check();
+}
+
+// Whether the process may take other users' file-system identities (CAP_SETUID and CAP_SETGID
+// effective): root in a container with dropped capabilities may not.
+bool CanSwitchIdentity() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  const auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1u; };
+  return has(CAP_SETUID) && has(CAP_SETGID);
+}
+
+// Whether the current thread's fs identity may reach path from the dataset root (search
+// permission on every directory on the way, no symlink followed) and access it with mask.
+Status CheckAccess(const PosixBacking& backing, const std::string& path, int mask) {
+  auto opened = backing.OpenAt(path, O_PATH);
+  if (!opened.ok()) return opened.status();
+  Fd fd(opened.value());
+  if (syscall(SYS_faccessat2, fd.get(), "", mask, AT_EACCESS | AT_EMPTY_PATH) != 0) {
+    return Status::FromErrno(errno, path);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options, Stats& stats)
+    : backing_(backing),
+      check_(options.access_check),
+      control_gid_(options.control_gid),
+      stats_(stats),
+      root_(geteuid() == 0 && CanSwitchIdentity()) {
+  if (geteuid() == 0 && !root_ && check_ == AccessCheck::kOpen) {
+    spdlog::warn(
+        "no CAP_SETUID/CAP_SETGID: opens are not re-checked with the caller's "
+        "credentials; the kernel's cached check alone decides (fuse.access_check)");
+  }
+  self_.uid = geteuid();
+  self_.gid = getegid();
+  const int n = getgroups(0, nullptr);
+  self_.groups.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  if (n > 0 && getgroups(n, self_.groups.data()) != n) self_.groups.clear();
+}
+
+void AccessPolicy::Init(fuse_conn_info* conn) {
+  if (conn->capable & FUSE_CAP_POSIX_ACL) {
+    conn->want |= FUSE_CAP_POSIX_ACL;
+  } else {
+    spdlog::warn("the kernel cannot enforce POSIX ACLs on a FUSE mount: only mode bits count");
+  }
+}
+
+void AccessPolicy::GetXattr(fuse_req_t req, const std::string& path, const char* name,
+                            size_t size) const {
+  if (!Forwarded(name)) return (void)fuse_reply_err(req, ENODATA);
+  auto value = ReadAttr(backing_, path, name);
+  if (!value.ok()) return (void)fuse_reply_err(req, ToErrno(value.status()));
+  ReplyXattr(req, value.value(), size);
+}
+
+void AccessPolicy::ListXattr(fuse_req_t req, const std::string& path, size_t size) const {
+  auto list = ReadAttr(backing_, path, nullptr);
+  if (!list.ok()) return (void)fuse_reply_err(req, ToErrno(list.status()));
+  std::string shown;
+  for (size_t at = 0; at < list.value().size();) {
+    const size_t end = std::min(list.value().find('\0', at), list.value().size());
+    const std::string_view name(list.value().data() + at, end - at);
+    if (Forwarded(name)) shown.append(name).push_back('\0');
+    at = end + 1;
+  }
+  ReplyXattr(req, shown, size);
+}
+
+bool AccessPolicy::AllowOpen(fuse_req_t req, const std::string& path, int flags) {
+  if (check_ != AccessCheck::kOpen || !root_ || fuse_req_ctx(req)->uid == self_.uid) return true;
+  Credentials caller;
+  const Status groups = CallerOf(req, &caller);
+  if (!groups.ok()) {
+    // Checked with the primary group only: still never more than the kernel allowed.
+    if (stats_.errors.access_check.fetch_add(1, std::memory_order_relaxed) == 0) {
+      spdlog::warn("open access check without supplementary groups: {}", groups.message());
+    }
+  }
+  const int mask = (flags & kFmodeExec) ? X_OK : R_OK;
+  const Status s = RunAs(caller, self_, [&] { return CheckAccess(backing_, path, mask); });
+  if (s.ok()) return true;
+  const int err = ToErrno(s);
+  if (err == EACCES) stats_.open_denied.fetch_add(1, std::memory_order_relaxed);
+  fuse_reply_err(req, err);
+  return false;
+}
+
+bool AccessPolicy::AllowControlWrite(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (ctx->uid == self_.uid) return true;
+  if (control_gid_) {
+    Credentials caller;
+    (void)CallerOf(req, &caller);  // without its groups, the primary group decides
+    if (caller.gid == *control_gid_ || std::find(caller.groups.begin(), caller.groups.end(),
+                                                 *control_gid_) != caller.groups.end()) {
+      return true;
+    }
+  }
+  stats_.control_denied.fetch_add(1, std::memory_order_relaxed);
+  spdlog::debug("manifest write by uid {} refused: not the mount's owner or group", ctx->uid);
+  fuse_reply_err(req, EACCES);
+  return false;
+}
+
+void AccessPolicy::ManifestAttr(struct stat* st) const {
+  st->st_mode = S_IFREG | (control_gid_ ? 0664 : 0644);
+  if (control_gid_) st->st_gid = *control_gid_;
+}
+
+}  // namespace clairfs

@@ -1,0 +1,72 @@
+// AccessPolicy: who may do what on the mount, beyond the kernel's own mode-bit check
+// (docs/permissions.md). It only ever narrows what the kernel already allowed.
+//  - POSIX ACLs: Init asks the kernel to enforce them (FUSE_CAP_POSIX_ACL, which implies
+//    default_permissions); GetXattr/ListXattr serve the backing objects' ACLs and user.*
+//    attributes read-only, so the kernel evaluates the ACLs the dataset has.
+//  - Revocation: the kernel checks an open against modes and ACLs it may have cached for
+//    attr_timeout. AllowOpen re-checks the caller's access to the backing object with the
+//    caller's credentials, so a chmod or setfacl that revokes access takes effect at the next
+//    open (fuse.access_check: open).
+//  - Control writes: only the mount's owner (the daemon's user) or members of control.group may
+//    open .clairfs/manifest for writing; ManifestAttr shows that in the node's mode bits.
+// Thread-safe: every method may run on any FUSE worker thread at once.
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+
+#include <string>
+#include <vector>
+
+#include "cache/backing.h"
+#include "cache/stats.h"
+#include "fs/fs_options.h"
+
+namespace clairfs {
+
+// A set of file-system credentials: user, primary group, supplementary groups.
+struct Credentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+class AccessPolicy {
+ public:
+  // backing and stats must outlive this object. Records the daemon's own credentials.
+  AccessPolicy(const PosixBacking& backing, const FsOptions& options, Stats& stats);
+
+  // Called from the FUSE init: enables kernel-side POSIX ACL enforcement when the kernel can.
+  void Init(fuse_conn_info* conn);
+
+  // getxattr/listxattr of the dataset object at path; they reply to req. Only the POSIX ACLs
+  // and user.* attributes are served; trusted.* and security.* stay hidden, since the daemon
+  // reads them with its own privileges. An object without the attribute (or whose file system
+  // has none) answers ENODATA; size 0 asks for the size; a too small size gets ERANGE.
+  void GetXattr(fuse_req_t req, const std::string& path, const char* name, size_t size) const;
+  void ListXattr(fuse_req_t req, const std::string& path, size_t size) const;
+
+  // True if the caller of req may open the dataset file at path with flags. Otherwise replies
+  // to req with the errno (EACCES when access was revoked) and returns false. A no-op unless
+  // access_check is kOpen, the daemon runs as root and the caller is another user.
+  [[nodiscard]] bool AllowOpen(fuse_req_t req, const std::string& path, int flags);
+
+  // True if the caller of req may open .clairfs/manifest for writing: the daemon's user, or a
+  // member (primary or supplementary) of control.group. Otherwise replies EACCES, returns false.
+  [[nodiscard]] bool AllowControlWrite(fuse_req_t req);
+
+  // Sets the manifest node's permission bits and group: 0644 with the daemon's group, or 0664
+  // with control.group's id when one is configured.
+  void ManifestAttr(struct stat* st) const;
+
+ private:
+  const PosixBacking& backing_;
+  const AccessCheck check_;
+  const std::optional<gid_t> control_gid_;
+  Stats& stats_;
+  Credentials self_;  // the daemon's, restored after every check made as a caller
+  bool root_;         // the daemon runs as root with CAP_SETUID/CAP_SETGID: can be a caller
+};
+
+}  // namespace clairfs
