@@ -151,8 +151,13 @@ TEST_F(PrefetcherTest, ReaderAheadOfPrefetchFetchesOnceOnDemand) {
   prefetcher_->Install(PlanOf({Range(40)}), false);
   prefetcher_->Start();
   // Eight readers open the same far-ahead file at once: one backing read serves them all.
+  // The gate holds the reads until every reader is inside Open; each read then takes 30 ms,
+  // time enough for all of them to join its flight even on a slow (sanitized) build.
+  backing_.CloseGate();
   std::vector<std::thread> readers;
   for (int r = 0; r < 8; ++r) readers.emplace_back([&] { OpenAndCheck(35); });
+  EXPECT_TRUE(WaitFor([&] { return stats_.files_opened.load() == 8; }));
+  backing_.OpenGate();
   for (auto& t : readers) t.join();
   EXPECT_EQ(backing_.reads_of(Name(35)), 1u);
   EXPECT_GT(stats_.stall_ns.load(), 0u);
