@@ -247,6 +247,46 @@ TEST_F(PrefetcherTest, ReplaceEvictsWhatTheNewPlanDoesNotPlaceAndAppendKeepsPosi
   EXPECT_EQ(backing_.reads(), reads);  // kept objects are not fetched again
 }
 
+// The window and the consumption record alone: occurrences counted once per file, bytes
+// bounded, released when every counted occurrence was consumed (out of order too).
+TEST(StagingWindowAlone, CountsOccurrencesAndReleasesOnConsumption) {
+  MemBacking backing;
+  for (int i = 0; i < 3; ++i) backing.AddFile("f" + std::to_string(i), std::string(10, 'x'));
+  auto name = [](int i) { return "f" + std::to_string(i); };
+  auto plan = testing::PlanOfEpochs(backing, {{0, 1, 0, 2}}, name);
+  PlaceFiles(*plan, {{}, {}, 20, 1 << 20});  // no tiers: all staged, two files fit the window
+  Consumption consumption;
+  consumption.Reset(plan, false);
+  StagingWindow window(20);
+  StagingWindow::Job job;
+  ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
+  EXPECT_EQ(job.path, "f0");
+  auto flight = std::make_shared<Flight>();
+  window.Attach(job.id, flight);
+  const uint32_t f0 = job.id;
+  ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
+  EXPECT_EQ(job.path, "f1");
+  EXPECT_FALSE(window.Land(job.id, flight, Status::Error(Code::kIoError, "x")))
+      << "another flight's result is ignored";
+  // f0 again (counted, no new entry), then f2 does not fit.
+  EXPECT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFull);
+  EXPECT_EQ(window.bytes(), 20u);
+  EXPECT_EQ(window.cursor(), 3u);
+  // f0 is opened twice before f1 (out of order): the entry stays until the second open.
+  EXPECT_EQ(consumption.Consume(f0), 0u);
+  auto hit = window.Take(f0, 0);
+  EXPECT_EQ(hit.flight, flight);
+  EXPECT_FALSE(hit.freed);
+  EXPECT_EQ(consumption.Consume(f0), 2u);
+  EXPECT_TRUE(window.Take(f0, 2).freed);
+  EXPECT_EQ(consumption.low(), 1u);
+  EXPECT_EQ(window.bytes(), 10u);
+  ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
+  EXPECT_EQ(job.path, "f2");
+  EXPECT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kIdle);
+  EXPECT_EQ(consumption.Consume(f0), kNoPos) << "every occurrence of f0 was consumed";
+}
+
 // A RAM tier whose Put of one path stops until Release(): it holds a store between the
 // caller's checks and the object landing, where a plan change could slip in.
 class PausingTier final : public Tier {
