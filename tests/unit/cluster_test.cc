@@ -103,7 +103,7 @@ TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   Plan& p = *plan.value();
   EXPECT_EQ(p.files[p.Find("f")].place, Placement::Tier(0));
   EXPECT_EQ(p.files[p.Find("g")].place, Placement::Tier(0));  // 1 reads it more but has no room
-  ASSERT_NE(p.Find("k"), kNoPos);           // owned, not read here: appended
+  ASSERT_NE(p.Find("k"), kNoPos);                             // owned, not read here: appended
   EXPECT_EQ(p.files[p.Find("k")].place, Placement::Tier(0));
   EXPECT_EQ(local.owned_files, 4u);
   EXPECT_EQ(local.from_peers_files, 0u);

@@ -65,5 +65,21 @@ TEST(SingleFlight, WaitGivesUpAtTheDeadline) {
   sf.Finish("slow", flight, Status::Error(Code::kUnavailable, "done"));
 }
 
+TEST(SingleFlight, WaitersGetTheSourceAndASecondFinishChangesNothing) {
+  SingleFlight sf;
+  auto [flight, leader] = sf.Join("k");
+  ASSERT_TRUE(leader);
+  auto b = Blob::Allocate(1, {1, 1});
+  b->mutable_data()[0] = 'x';
+  b->Seal();
+  sf.Finish("k", flight, BlobPtr(b), FetchSource::Tier(1));
+  // A late finisher (Stop finishing what it orphaned) must not replace the leader's result.
+  sf.Finish("k", flight, Status::Error(Code::kUnavailable, "shutting down"));
+  FetchSource source;
+  auto r = SingleFlight::Wait(*flight, Clock::now(), &source);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(source, FetchSource::Tier(1));
+}
+
 }  // namespace
 }  // namespace clairfs

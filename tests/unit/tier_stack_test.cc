@@ -1,6 +1,8 @@
 // The prefetcher over a RAM tier and a real RocksDB SSD tier: placement across both, reuse of
 // the SSD by a new daemon (no backing reads for what it holds), promotion to RAM on a new plan,
 // and a corrupt SSD object served correctly from the backing store.
+#include "cache/tier_stack.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -133,6 +135,56 @@ TEST_F(TierStackTest, CorruptSsdObjectIsServedFromTheBackingStore) {
   ReadAll();  // checks every byte
   EXPECT_EQ(ssd_->corruptions(), 1u);
   EXPECT_EQ(stats_->served_backing.load(), 1u);
+}
+
+// TierStack alone, over two RAM tiers: stores follow the active placement, promotion leaves one
+// copy, a new placement evicts what it does not give a tier, a pending one stores nothing.
+TEST(TierStackAlone, StoresFollowTheActivePlacementAndTiersStayExclusive) {
+  testing::MemBacking backing;
+  for (int i = 0; i < 4; ++i) backing.AddFile(Name(i), Content(i));
+  RamTier ram("ram", 2 * (kSize + 1)), slow("slow", 4 * (kSize + 1));
+  TierStack stack({&ram, &slow});
+  auto blob = [&](int i) { return backing.ReadFile(Name(i), 1 << 20).value(); };
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  // Before any placement nothing is stored.
+  EXPECT_EQ(stack.Store(0, Name(0), blob(0), std::nullopt, deadline).code(), Code::kUnavailable);
+
+  // Files 0 and 1 read twice (RAM), 2 and 3 once (the slower tier).
+  auto plan = testing::PlanOfEpochs(backing, {{0, 1, 2, 3}, {0, 1}}, Name);
+  PlaceFiles(*plan, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0, 1 << 20});
+  ASSERT_EQ(plan->files[plan->Find(Name(0))].place, Placement::Tier(0));
+  ASSERT_EQ(plan->files[plan->Find(Name(2))].place, Placement::Tier(1));
+  stack.SetPlacement(plan);
+  EXPECT_EQ(stack.Store(1, Name(0), blob(0), std::nullopt, deadline).code(), Code::kUnavailable)
+      << "the placement gives file 0 to RAM, not the slower tier";
+  ASSERT_TRUE(stack.Store(1, Name(2), blob(2), std::nullopt, deadline).ok());
+  size_t found = 9;
+  ASSERT_TRUE(stack.Get(Name(2), backing.Version(Name(2)), std::nullopt, &found).ok());
+  EXPECT_EQ(found, 1u);
+  EXPECT_FALSE(stack.Get(Name(2), backing.Version(Name(2)), 1).ok());  // except the holder
+
+  // A new placement puts file 2 in RAM: the slower copy is kept for promotion until then.
+  auto plan2 = testing::PlanOfEpochs(backing, {{2, 2, 3}}, Name);
+  PlaceFiles(*plan2, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0, 1 << 20});
+  ASSERT_EQ(plan2->files[plan2->Find(Name(2))].place, Placement::Tier(0));
+  stack.SetPlacement(plan2);
+  EXPECT_TRUE(slow.Contains(Name(2), backing.Version(Name(2))));
+  auto lower = stack.Get(Name(2), backing.Version(Name(2)), std::nullopt, &found);
+  ASSERT_TRUE(lower.ok());
+  ASSERT_TRUE(stack.Store(0, Name(2), lower.value(), found, deadline).ok());
+  EXPECT_TRUE(ram.Contains(Name(2), backing.Version(Name(2))));
+  EXPECT_FALSE(slow.Contains(Name(2), backing.Version(Name(2)))) << "tiers stay exclusive";
+
+  // A third placement without file 2 evicts it; a pending one evicts nothing, stores nothing.
+  auto plan3 = testing::PlanOfEpochs(backing, {{3}}, Name);
+  PlaceFiles(*plan3, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0, 1 << 20});
+  ASSERT_TRUE(stack.Store(0, Name(2), blob(2), std::nullopt, deadline).ok());
+  stack.SetPlacement(plan3);
+  EXPECT_EQ(ram.used_bytes(), 0u);
+  ASSERT_TRUE(stack.Store(0, Name(3), blob(3), std::nullopt, deadline).ok());
+  stack.Suspend();
+  EXPECT_EQ(stack.UsedBytes()[0], blob(3)->size());
+  EXPECT_EQ(stack.Store(1, Name(3), blob(3), std::nullopt, deadline).code(), Code::kUnavailable);
 }
 
 }  // namespace
