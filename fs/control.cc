@@ -134,6 +134,8 @@ void ControlPlane::Release(Writer& w) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       spdlog::info("manifest {}: {} entries, {} files in the plan ({:.3f} s)",
                    w.append_ ? "appended" : "installed", entries, files, secs);
+      std::lock_guard elock(errors_mu_);
+      errors_.clear();
     }
   }
   SetPending(w, false);

@@ -1,6 +1,6 @@
 // ControlPlane: the files of <mount>/.clairfs/ (docs/control-interface.md), without FUSE.
 //   manifest  write: a plan, validated at each close(), installed at the last (release)
-//   errors    read: the report of the last manifest commit (empty if it was accepted)
+//   errors    read: the report of the last manifest validation (empty if it was accepted)
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
 #pragma once
 

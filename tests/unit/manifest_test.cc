@@ -102,5 +102,78 @@ TEST(ManifestParser, KeepsOnlyFirstErrorsButCountsAll) {
   EXPECT_EQ(m.errors.size(), ManifestParser::kMaxErrors);
 }
 
+TEST(ManifestParser, TrailerCountsTheEntries) {
+  EXPECT_TRUE(Parse("#begin\na\n#epoch\nb\na\n#end 3\n").ok());
+  EXPECT_TRUE(Parse("#begin\n#end 0").ok());
+  EXPECT_TRUE(Parse("a\n#end 1\n").ok());  // a trailer without '#begin' is checked too
+  EXPECT_TRUE(Parse("#ending is a comment\na\n").ok());
+  struct Case {
+    const char* text;
+    uint64_t line;
+    const char* reason;
+  } cases[] = {{"#begin\na\nb\n", 3, "without the '#end' trailer"},
+               {"#begin\na\nb", 3, "without the '#end' trailer"},
+               {"#begin\na\n#end 2\n", 3, "counts 2 entries, the text has 1"},
+               {"a\n#end 1\nb\n", 3, "after the '#end' trailer"},
+               {"a\n#end 1\n# comment\n", 3, "after the '#end' trailer"},
+               {"a\n#end\n", 2, "malformed trailer"},
+               {"a\n#end 01\n", 2, "malformed trailer"},
+               {"a\n#end 1 \n", 2, "malformed trailer"},
+               {"a\n#end +1\n", 2, "malformed trailer"},
+               {"a\n#end\t1\n", 2, "malformed trailer"},
+               {"a\n#end 1\r\n", 2, "malformed trailer"},
+               {"a\n#end 99999999999999999999999\n", 2, "malformed trailer"},
+               {"a\n#begin\n", 2, "only on the first line"}};
+  for (const auto& c : cases) {
+    for (size_t chunk : {0, 1, 3}) {
+      auto m = Parse(c.text, chunk);
+      ASSERT_FALSE(m.ok()) << c.text;
+      EXPECT_EQ(m.errors[0].line, c.line) << c.text;
+      EXPECT_NE(m.errors[0].message.find(c.reason), std::string::npos)
+          << c.text << ": " << m.errors[0].message;
+    }
+  }
+}
+
+// Peek() shows the text as if it ended there; feeding on continues it as if Peek() had not
+// been called, also in the middle of a line, an epoch marker or a trailer.
+TEST(ManifestParser, PeekThenContinue) {
+  const std::string text = "#begin\nab/c\n#epoch x\nd\nab/c\n#end 3\n";
+  const auto whole = Parse(text);
+  ASSERT_TRUE(whole.ok());
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    ManifestParser p;
+    p.Feed(std::string_view(text).substr(0, cut));
+    const ParsedManifest& peeked = p.Peek();
+    auto alone = Parse(std::string_view(text).substr(0, cut));
+    EXPECT_EQ(Entries(peeked), Entries(alone)) << cut;
+    EXPECT_EQ(peeked.error_count, alone.error_count) << cut;
+    EXPECT_EQ(peeked.epoch_begin, alone.epoch_begin) << cut;
+    (void)p.Peek();  // twice: no change
+    p.Feed(std::string_view(text).substr(cut));
+    if (cut % 2) (void)p.Peek();
+    auto m = std::move(p).Finish();
+    EXPECT_TRUE(m.ok()) << cut << ": " << (m.errors.empty() ? "" : m.errors[0].message);
+    EXPECT_EQ(Entries(m), Entries(whole)) << cut;
+    EXPECT_EQ(m.epoch_begin, whole.epoch_begin) << cut;
+    EXPECT_EQ(m.path_line, whole.path_line) << cut;
+    EXPECT_EQ(m.lines, whole.lines) << cut;
+  }
+}
+
+TEST(EscapeForReport, ControlBytesAndInvalidUtf8AreEscaped) {
+  EXPECT_EQ(EscapeForReport("plain/path ok.jpg"), "plain/path ok.jpg");
+  EXPECT_EQ(EscapeForReport("a\x1b[31mb\x07\t\r\x7f"), "a\\x1b[31mb\\x07\\x09\\x0d\\x7f");
+  EXPECT_EQ(EscapeForReport("back\\slash"), "back\\\\slash");
+  EXPECT_EQ(EscapeForReport("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");
+  EXPECT_EQ(EscapeForReport("\xff\xc3"), "\\xff\\xc3");           // invalid, truncated
+  EXPECT_EQ(EscapeForReport("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
+  EXPECT_EQ(EscapeForReport("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(EscapeForReport("\xc2\x9b"), "\\xc2\\x9b");           // C1 CSI
+  EXPECT_EQ(EscapeForReport("\xe2\x80\xae"), "\\xe2\\x80\\xae");  // right-to-left override
+  EXPECT_EQ(EscapeForReport(std::string("\0", 1)), "\\x00");
+}
+
 }  // namespace
 }  // namespace clairfs

@@ -78,6 +78,56 @@ TEST_F(PlanTest, HostilePathsAreRejectedWithLines) {
   }
 }
 
+// Paths resolve as the kernel's lookup does: "." and ".." only after a directory, a trailing
+// slash requires one, empty components vanish, ".." after a symlink is physical.
+TEST_F(PlanTest, PathsResolveAsTheKernelDoes) {
+  const char* accepted[] = {"./a/1",
+                            "a//1",
+                            "a/./1",
+                            ".//a/1",
+                            "b/../a/1",
+                            "a/../a/1",
+                            "dirlink/../a/1",
+                            "dirlink/3",
+                            "dirlink//3",
+                            "/mnt/set//a/1",
+                            "/data/set/./a/../a/1",
+                            "b/up",
+                            "./#hash"};
+  for (const char* path : accepted) {
+    auto plan = Build(std::string(path) + "\n");
+    ASSERT_TRUE(plan.ok()) << path << ": " << plan.status().message();
+  }
+  const char* not_a_directory[] = {"a/1/",      "a/1/.",   "a/1/..",   "a/1/../2",
+                                   "a/1//",     "link/",   "link/.",   "link/..",
+                                   "b/up/../3", "a/1/./.", "./#hash/", "abslink/../1"};
+  for (const char* path : not_a_directory) {
+    auto plan = Build(std::string("a/2\n") + path + "\n");
+    ASSERT_FALSE(plan.ok()) << path;
+    const std::string written = path[2] == '#' ? path + 2 : path;  // "./#x" is "#x"
+    EXPECT_NE(plan.status().message().find("line 2: '" + written + "': not a directory"),
+              std::string::npos)
+        << path << ": " << plan.status().message();
+  }
+  for (const char* path : {"a/", "a/.", "dirlink/", "dirlink/.", ".", "./", "/mnt/set/"}) {
+    auto plan = Build(std::string(path) + "\n");
+    ASSERT_FALSE(plan.ok()) << path;
+    EXPECT_NE(plan.status().message().find("is a directory"), std::string::npos)
+        << path << ": " << plan.status().message();
+  }
+  auto plan = Build("a/" + std::string(256, 'n') + "\n");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("file name too long"), std::string::npos);
+}
+
+TEST_F(PlanTest, ReportsEscapeTheUsersBytes) {
+  auto plan = Build("a/1\nbad\x1b]0;owned\x07\\\xff\n");
+  ASSERT_FALSE(plan.ok());
+  const std::string& m = plan.status().message();
+  EXPECT_NE(m.find("line 2: 'bad\\x1b]0;owned\\x07\\\\\\xff'"), std::string::npos) << m;
+  for (char c : m) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << m;
+}
+
 TEST_F(PlanTest, ErrorsAreSortedAndCounted) {
   auto plan = Build("missing1\n\na/1\nmissing2\n");
   ASSERT_FALSE(plan.ok());

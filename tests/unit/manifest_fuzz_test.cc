@@ -1,0 +1,542 @@
+// The manifest fuzzer: generated texts, valid ones mutated and random ones, fed in random
+// chunks through ManifestParser + BuildPlan and through ControlPlane with a real Prefetcher,
+// each compared with a reference model written here (its own parser and a plain resolver
+// over the same node map, sharing no code with cache/). Deterministic: fixed seeds.
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "cache/plan.h"
+#include "cache/prefetcher.h"
+#include "cache/ram_tier.h"
+#include "fs/control.h"
+#include "tests/unit/mem_backing.h"
+
+namespace clairfs {
+namespace {
+
+using testing::MemBacking;
+
+enum class Kind { kFile, kDir, kLink, kFifo };
+struct Node {
+  Kind kind;
+  std::string target;  // symlinks
+};
+
+const std::vector<std::string> kAliases = {"/data/set", "/mnt/set"};
+
+// The tree, as the model sees it; the same nodes are added to the MemBacking.
+std::map<std::string, Node> Tree() {
+  return {{"", {Kind::kDir, ""}},
+          {"a", {Kind::kFile, ""}},
+          {"b", {Kind::kDir, ""}},
+          {"b/c", {Kind::kFile, ""}},
+          {"b/d", {Kind::kFile, ""}},
+          {"#h", {Kind::kFile, ""}},
+          {"e f", {Kind::kFile, ""}},
+          {"caf\xc3\xa9", {Kind::kFile, ""}},
+          {"dir", {Kind::kDir, ""}},
+          {"dir/sub", {Kind::kDir, ""}},
+          {"dir/sub/g", {Kind::kFile, ""}},
+          {"empty", {Kind::kDir, ""}},
+          {"fifo", {Kind::kFifo, ""}},
+          {"b/fifo", {Kind::kFifo, ""}},
+          {"l_a", {Kind::kLink, "a"}},
+          {"l_b", {Kind::kLink, "b"}},
+          {"b/l_up", {Kind::kLink, "../a"}},
+          {"b/l_dotdot", {Kind::kLink, ".."}},
+          {"l_abs", {Kind::kLink, "/data/set/b/c"}},
+          {"l_mnt", {Kind::kLink, "/mnt/set/dir/sub"}},
+          {"l_out", {Kind::kLink, "../outside"}},
+          {"l_absout", {Kind::kLink, "/etc/passwd"}},
+          {"l_loop", {Kind::kLink, "l_loop"}},
+          {"l_ping", {Kind::kLink, "l_pong"}},
+          {"l_pong", {Kind::kLink, "l_ping"}},
+          {"l_dangling", {Kind::kLink, "nope"}},
+          {"l_fifo", {Kind::kLink, "fifo"}},
+          {"l_chain", {Kind::kLink, "l_l_a"}},
+          {"l_l_a", {Kind::kLink, "l_a"}},
+          {"dir/sub/l_top", {Kind::kLink, "../../b"}}};
+}
+
+std::vector<std::string> Split(std::string_view s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find('/', i);
+    if (j == std::string_view::npos) j = s.size();
+    if (j > i) out.emplace_back(s.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+// The kernel's lookup over the node map, confined to the tree: the canonical path of the
+// regular file a manifest path names, or nothing.
+std::optional<std::string> ModelResolve(const std::map<std::string, Node>& tree, std::string path) {
+  if (!path.empty() && path[0] == '/') {
+    bool found = false;
+    for (const auto& a : kAliases) {
+      if (path == a || path.compare(0, a.size() + 1, a + "/") == 0) {
+        path = path.substr(a.size());
+        found = true;
+        break;
+      }
+    }
+    if (!found) return std::nullopt;
+  }
+  const bool must_be_dir = !path.empty() && path.back() == '/';
+  std::vector<std::string> stack;
+  std::vector<std::string> todo = Split(path);
+  std::reverse(todo.begin(), todo.end());  // a stack: next component at the back
+  auto here = [&] {
+    std::string s;
+    for (const auto& c : stack) s += (s.empty() ? "" : "/") + c;
+    return s;
+  };
+  const Node* cur = &tree.at("");
+  int hops = 0;
+  while (!todo.empty()) {
+    std::string c = todo.back();
+    todo.pop_back();
+    if (c.size() > 255) return std::nullopt;
+    if (cur->kind != Kind::kDir) return std::nullopt;
+    if (c == ".") continue;
+    if (c == "..") {
+      if (stack.empty()) return std::nullopt;
+      stack.pop_back();
+      cur = &tree.at(here());
+      continue;
+    }
+    stack.push_back(c);
+    auto it = tree.find(here());
+    if (it == tree.end()) return std::nullopt;
+    cur = &it->second;
+    if (cur->kind == Kind::kLink) {  // manifest paths follow every symlink, the final one too
+      if (++hops > 40) return std::nullopt;
+      stack.pop_back();
+      std::string t = cur->target;
+      if (t[0] == '/') {
+        std::optional<std::string> rel;
+        for (const auto& a : kAliases) {
+          if (t == a || t.compare(0, a.size() + 1, a + "/") == 0) rel = t.substr(a.size());
+        }
+        if (!rel) return std::nullopt;
+        stack.clear();
+        t = *rel;
+      }
+      auto parts = Split(t);
+      for (auto p = parts.rbegin(); p != parts.rend(); ++p) todo.push_back(*p);
+      cur = &tree.at(here());
+    }
+  }
+  if (must_be_dir || cur->kind != Kind::kFile) return std::nullopt;
+  return here();
+}
+
+bool IsMarker(std::string_view line, std::string_view m) {
+  return line.substr(0, m.size()) == m &&
+         (line.size() == m.size() || line[m.size()] == ' ' || line[m.size()] == '\t');
+}
+
+struct ModelResult {
+  bool ok = true;
+  uint64_t first_error_line = UINT64_MAX;
+  std::vector<std::string> entries;  // canonical paths
+  std::vector<uint32_t> epochs;
+};
+
+// The manifest rules of docs/control-interface.md, written down again.
+ModelResult Model(const std::map<std::string, Node>& tree, std::string_view text) {
+  ModelResult r;
+  std::vector<std::string> lines;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find('\n', i);
+    if (j == std::string_view::npos) j = text.size();
+    lines.emplace_back(text.substr(i, j - i));
+    i = j + 1;
+  }
+  auto fail = [&](uint64_t n) {
+    r.ok = false;
+    r.first_error_line = std::min(r.first_error_line, n);
+  };
+  bool header = false, trailer = false, epoch_open = false;
+  std::map<std::string, std::optional<std::string>> resolved;
+  for (uint64_t n = 1; n <= lines.size(); ++n) {
+    std::string line = lines[n - 1];
+    if (trailer || line.size() >= 4096 || line.empty() || line.find('\0') != std::string::npos) {
+      fail(n);
+      continue;
+    }
+    if (line[0] == '#') {
+      if (IsMarker(line, "#end")) {
+        trailer = true;
+        const std::string digits = line.substr(std::min<size_t>(5, line.size()));
+        const bool canonical = line.size() > 5 && line[4] == ' ' && !digits.empty() &&
+                               digits.size() < 20 &&
+                               digits.find_first_not_of("0123456789") == std::string::npos &&
+                               (digits.size() == 1 || digits[0] != '0');
+        if (!canonical || std::stoull(digits) != r.entries.size()) fail(n);
+      } else if (IsMarker(line, "#begin")) {
+        if (n == 1) {
+          header = true;
+        } else {
+          fail(n);
+        }
+      } else if (IsMarker(line, "#epoch")) {
+        if (epoch_open && r.epochs.back() == r.entries.size()) {
+          fail(n);
+        } else {
+          epoch_open = true;
+          r.epochs.push_back(static_cast<uint32_t>(r.entries.size()));
+        }
+      }
+      continue;
+    }
+    if (line.rfind("./#", 0) == 0) line = line.substr(2);
+    if (!epoch_open) {
+      epoch_open = true;
+      r.epochs.push_back(0);
+    }
+    auto [it, fresh] = resolved.try_emplace(line);
+    if (fresh) {
+      it->second = ModelResolve(tree, line);
+      if (!it->second) fail(n);
+    }
+    r.entries.push_back(it->second.value_or(""));
+  }
+  if (!r.epochs.empty() && r.epochs.back() == r.entries.size()) fail(lines.size());
+  if (header && !trailer) fail(lines.size());
+  return r;
+}
+
+// ---- Generation ----
+
+class Gen {
+ public:
+  explicit Gen(uint64_t seed) : rng_(seed) {}
+  size_t Pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  bool Chance(int percent) { return Pick(100) < static_cast<size_t>(percent); }
+  template <typename T>
+  const T& Of(const std::vector<T>& v) {
+    return v[Pick(v.size())];
+  }
+
+  std::string ValidPath() {
+    static const std::vector<std::string> kValid = {"a",
+                                                    "b/c",
+                                                    "b/d",
+                                                    "./a",
+                                                    "b//c",
+                                                    "l_a",
+                                                    "l_b/c",
+                                                    "b/l_up",
+                                                    "l_abs",
+                                                    "/data/set/a",
+                                                    "/mnt/set/b/d",
+                                                    "./#h",
+                                                    "e f",
+                                                    "dir/sub/g",
+                                                    "l_mnt/g",
+                                                    "b/../a",
+                                                    "dir/sub/../../a",
+                                                    "b/l_dotdot/a",
+                                                    "l_chain",
+                                                    "caf\xc3\xa9",
+                                                    "dir/sub/l_top/c",
+                                                    "./b/./c"};
+    return Of(kValid);
+  }
+  // Paths built from components: dots, slashes, symlinks in and out of the tree, FIFOs,
+  // directories, over-long names.
+  std::string ComposedPath() {
+    static const std::vector<std::string> kParts = {
+        "a",     "b",     "c",        "d",      "dir",     "sub",        "g",
+        ".",     "..",    "l_a",      "l_b",    "l_up",    "l_dotdot",   "l_abs",
+        "l_mnt", "l_out", "l_absout", "l_loop", "l_ping",  "l_dangling", "l_fifo",
+        "fifo",  "empty", "#h",       "e f",    "missing", "l_top",      "l_chain"};
+    std::string p;
+    const int lead = static_cast<int>(Pick(6));
+    if (lead == 0) p = "/data/set/";
+    if (lead == 1) p = "/mnt/set/";
+    if (lead == 2) p = "./";
+    if (lead == 3 && Chance(30)) p = "/data/setx/";
+    const size_t n = 1 + Pick(5);
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0) p += Chance(15) ? "//" : "/";
+      p += Chance(3) ? std::string(256, 'n') : Of(kParts);
+    }
+    if (Chance(15)) p += "/";
+    if (Chance(5)) p += "/.";
+    return p;
+  }
+  std::string RandomBytes() {
+    static const std::string kBytes =
+        std::string("ab./#\r\t \xff\xef\xbb\xbf\x1b\\", 15) + std::string(1, '\0');
+    std::string s;
+    const size_t n = Pick(12);
+    for (size_t i = 0; i < n; ++i) s += Chance(10) ? static_cast<char>(Pick(256)) : Of2(kBytes);
+    return s;
+  }
+  char Of2(const std::string& s) { return s[Pick(s.size())]; }
+
+  // One line, without its '\n'.
+  std::string AnyLine(size_t entries_so_far) {
+    switch (Pick(16)) {
+      case 0:
+        return "#epoch";
+      case 1:
+        return Chance(50) ? "#epoch 7" : "#epochal comment";
+      case 2:
+        return "# comment " + RandomBytes();
+      case 3:
+        return "#end " + std::to_string(Chance(50) ? entries_so_far : Pick(5));
+      case 4:
+        return Chance(50) ? "#begin" : "#end";
+      case 5:
+        return "";
+      case 6:
+        return ValidPath() + "\r";
+      case 7:
+        return "\xef\xbb\xbf" + ValidPath();
+      case 8:
+        return Chance(50) ? std::string("a\0b", 3) : std::string(4096 + Pick(3) - 1, 'x');
+      case 9:
+        return RandomBytes();
+      case 10:
+      case 11:
+      case 12:
+        return ComposedPath();
+      default:
+        return ValidPath();
+    }
+  }
+
+  // A valid text (epochs, comments, maybe #begin/#end), then 0-3 mutations.
+  std::string Text() {
+    std::vector<std::string> lines;
+    size_t entries = 0;
+    const bool framed = Chance(30);
+    if (framed) lines.push_back("#begin");
+    const size_t epochs = 1 + Pick(4);
+    for (size_t e = 0; e < epochs; ++e) {
+      if (e > 0 || Chance(50)) lines.push_back(Chance(80) ? "#epoch" : "#epoch " + RandomBytes());
+      const size_t n = 1 + Pick(6);
+      for (size_t i = 0; i < n; ++i) {
+        if (Chance(10)) lines.push_back("# note");
+        lines.push_back(ValidPath());
+        ++entries;
+      }
+    }
+    if (framed || Chance(10)) lines.push_back("#end " + std::to_string(entries));
+    const size_t mutations = Chance(25) ? 0 : 1 + Pick(3);
+    for (size_t m = 0; m < mutations; ++m) {
+      const size_t at = Pick(lines.size() + 1);
+      switch (Pick(4)) {
+        case 0:  // insert
+          lines.insert(lines.begin() + static_cast<long>(at), AnyLine(entries));
+          break;
+        case 1:  // replace
+          if (at < lines.size()) lines[at] = AnyLine(entries);
+          break;
+        case 2:  // delete
+          if (at < lines.size()) lines.erase(lines.begin() + static_cast<long>(at));
+          break;
+        default:  // swap
+          if (at + 1 < lines.size()) std::swap(lines[at], lines[at + 1]);
+      }
+    }
+    std::string text;
+    for (const auto& l : lines) text += l + "\n";
+    if (Chance(10) && !text.empty()) text.resize(Pick(text.size()));  // cut off anywhere
+    if (Chance(5) && !text.empty()) text[Pick(text.size())] = static_cast<char>(Pick(256));
+    if (Chance(10) && !text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+  }
+  std::string RandomText() {
+    std::string text;
+    const size_t n = Pick(10);
+    for (size_t i = 0; i < n; ++i) text += AnyLine(i) + "\n";
+    if (Chance(20)) text += RandomBytes();
+    return text;
+  }
+  // Write sizes: 1 byte to the whole text.
+  std::vector<std::string_view> Chunks(std::string_view text) {
+    std::vector<std::string_view> out;
+    const size_t max = Chance(30) ? 3 : Chance(50) ? 64 : text.size() + 1;
+    while (!text.empty()) {
+      const size_t n = 1 + Pick(std::min(max, text.size()));
+      out.push_back(text.substr(0, n));
+      text.remove_prefix(n);
+    }
+    return out;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+uint64_t FirstReportedLine(const std::string& report) {
+  const size_t at = report.find("\nline ");
+  return at == std::string::npos ? 0 : std::stoull(report.substr(at + 6));
+}
+
+class ManifestFuzz : public ::testing::Test {
+ protected:
+  ManifestFuzz() : tree_(Tree()) {
+    spdlog::set_level(spdlog::level::err);  // every rejection is logged: 20,000 warnings
+    for (const auto& [path, node] : tree_) {
+      if (path.empty()) continue;
+      switch (node.kind) {
+        case Kind::kFile:
+          backing_.AddFile(path, "contents of " + path);
+          break;
+        case Kind::kDir:
+          backing_.AddDir(path);
+          break;
+        case Kind::kLink:
+          backing_.AddSymlink(path, node.target);
+          break;
+        case Kind::kFifo:
+          backing_.AddFifo(path);
+          break;
+      }
+    }
+  }
+  std::map<std::string, Node> tree_;
+  MemBacking backing_;
+};
+
+constexpr int kInputs = 22'000;
+
+TEST_F(ManifestFuzz, ParserAndPlanAgreeWithTheModel) {
+  const auto start = std::chrono::steady_clock::now();
+  PathResolver resolver(backing_, kAliases);
+  Gen gen(0xC1A1F5);
+  int inputs = 0, accepted = 0;
+  for (int i = 0; i < kInputs; ++i) {
+    const std::string text = gen.Chance(70) ? gen.Text() : gen.RandomText();
+    ManifestParser parser;
+    for (std::string_view chunk : gen.Chunks(text)) {
+      parser.Feed(chunk);
+      if (gen.Chance(10)) (void)parser.Peek();  // a close() of a dup mid-text
+    }
+    auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr);
+    const ModelResult want = Model(tree_, text);
+    ++inputs;
+    ASSERT_EQ(plan.ok(), want.ok) << "input " << i << ": " << ::testing::PrintToString(text) << "\n"
+                                  << (plan.ok() ? "" : plan.status().message());
+    if (!want.ok) {
+      ASSERT_EQ(FirstReportedLine(plan.status().message()), want.first_error_line)
+          << "input " << i << ": " << ::testing::PrintToString(text) << "\n"
+          << plan.status().message();
+      for (char c : plan.status().message()) {
+        ASSERT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << plan.status().message();
+      }
+      continue;
+    }
+    ++accepted;
+    const Plan& p = *plan.value();
+    ASSERT_EQ(p.epoch_begin, want.epochs) << ::testing::PrintToString(text);
+    ASSERT_EQ(p.sequence.size(), want.entries.size()) << ::testing::PrintToString(text);
+    for (size_t k = 0; k < p.sequence.size(); ++k) {
+      ASSERT_EQ(p.files[p.sequence[k]].path, want.entries[k]) << ::testing::PrintToString(text);
+    }
+  }
+  EXPECT_GE(inputs, 20'000);
+  EXPECT_GT(accepted, inputs / 10);  // the generator reaches both sides
+  EXPECT_GT(inputs - accepted, inputs / 10);
+  std::printf("%d inputs, %d accepted, %.1f s\n", inputs, accepted,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+// Through the control plane as the FUSE handlers drive it: writes in chunks (some at a wrong
+// offset, refused), closes of dups mid-text, ftruncate(0) and a rewrite, the final close and
+// release. A rejected text leaves the very same Plan object; an accepted one is installed.
+TEST_F(ManifestFuzz, ControlPlaneInstallsOnlyWholeValidTexts) {
+  const auto start = std::chrono::steady_clock::now();
+  RamTier ram("ram", 1 << 20);
+  PrefetchOptions o;
+  o.staging_capacity = 1 << 20;
+  o.staging_threads = 1;
+  o.tier_threads = {1};
+  o.demand_threads = 1;
+  Stats stats;
+  Prefetcher prefetcher(backing_, {&ram}, o, &stats);
+  prefetcher.Start();
+  ControlPlane control(backing_, prefetcher, stats, kAliases);
+  Gen gen(0x5EED);
+  int inputs = 0, accepted = 0;
+  for (int i = 0; i < kInputs; ++i) {
+    const std::string text = gen.Chance(70) ? gen.Text() : gen.RandomText();
+    const ModelResult want = Model(tree_, text);
+    const bool append = gen.Chance(20);
+    const std::shared_ptr<const Plan> before = prefetcher.plan();
+    auto w = control.OpenWriter(append, !append);
+    if (gen.Chance(10)) {  // a false start, thrown away by ftruncate(fd, 0)
+      const std::string junk = gen.RandomText() + "\nmissing\n";
+      ASSERT_TRUE(control.Write(*w, junk, 0, false).ok());
+      ASSERT_FALSE(control.Truncate(*w, 1 + gen.Pick(5)).ok());
+      ASSERT_TRUE(control.Truncate(*w, 0).ok());
+    }
+    uint64_t offset = 0;
+    for (std::string_view chunk : gen.Chunks(text)) {
+      if (gen.Chance(5)) {  // a hole, or a rewrite of what the text holds: refused
+        const uint64_t wrong =
+            offset > 0 && gen.Chance(50) ? gen.Pick(offset) : offset + 1 + gen.Pick(10);
+        Status s = control.Write(*w, chunk, wrong, false);
+        ASSERT_FALSE(s.ok()) << "a write at the wrong offset was taken";
+        ASSERT_EQ(s.os_errno(), ESPIPE);
+      }
+      ASSERT_TRUE(control.Write(*w, chunk, append ? 0 : offset, append).ok());
+      offset += chunk.size();
+      if (gen.Chance(5)) {
+        (void)control.Flush(*w);  // a dup closed mid-text: validates, installs nothing
+        ASSERT_EQ(prefetcher.plan().get(), before.get()) << ::testing::PrintToString(text);
+      }
+    }
+    const Status closed = control.Flush(*w);
+    ASSERT_EQ(prefetcher.plan().get(), before.get());
+    control.Release(*w);
+    ++inputs;
+    const bool ok = closed.ok();
+    ASSERT_EQ(ok, want.ok) << "input " << i << ": " << ::testing::PrintToString(text);
+    if (!ok) {
+      ASSERT_EQ(closed.code(), Code::kInvalidArgument);
+      ASSERT_EQ(prefetcher.plan().get(), before.get()) << "a rejected text changed the plan";
+      ASSERT_EQ(control.ErrorsText(), closed.message());
+      continue;
+    }
+    ++accepted;
+    auto now = prefetcher.plan();
+    if (append && text.empty()) {  // an append that wrote nothing changes nothing
+      ASSERT_EQ(now.get(), before.get());
+      continue;
+    }
+    ASSERT_NE(now.get(), before.get());
+    const size_t base = append && before ? before->sequence.size() : 0;
+    ASSERT_EQ(now->sequence.size(), base + want.entries.size());
+    for (size_t k = 0; k < want.entries.size(); ++k) {
+      ASSERT_EQ(now->files[now->sequence[base + k]].path, want.entries[k]);
+    }
+    ASSERT_EQ(control.ErrorsText(), "");
+    if (now->sequence.size() > 10'000) {  // keep appends from growing the plan without end
+      auto clear = control.OpenWriter(false, true);
+      control.Release(*clear);
+    }
+  }
+  prefetcher.Stop();
+  EXPECT_GE(inputs, 20'000);
+  EXPECT_GT(accepted, inputs / 10);
+  std::printf("%d inputs, %d accepted, %.1f s\n", inputs, accepted,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+}  // namespace
+}  // namespace clairfs
