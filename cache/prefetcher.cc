@@ -142,6 +142,12 @@ std::vector<uint64_t> Prefetcher::TierCorruptions() const {
   return n;
 }
 
+std::vector<TierHealth> Prefetcher::TierHealths() const {
+  std::vector<TierHealth> h;
+  for (const Tier* t : tiers_) h.push_back(t->Health());
+  return h;
+}
+
 Result<BlobPtr> Prefetcher::ReadBacking(const std::string& path) {
   auto r = backing_.ReadFile(path, options_.max_file_size);
   stats_->backing_reads.fetch_add(1, std::memory_order_relaxed);

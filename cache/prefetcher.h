@@ -102,6 +102,7 @@ class Prefetcher {
   PrefetchProgress progress() const;
   std::vector<uint64_t> TierUsedBytes() const;
   std::vector<uint64_t> TierCorruptions() const;
+  std::vector<TierHealth> TierHealths() const;
 
   // Bytes of path from elsewhere (another node): stored in the tier the plan gives path, if
   // any, unless that tier holds it already or the version differs. Thread-safe.

@@ -268,3 +268,39 @@ class SsdTierTest(ClairfsCase):
         self.assertEqual(st2["errors"]["checksum"], 0, st2)
         # The stale mount was detached, not buried under the new one.
         self.assertEqual(len(layers), 1, f"FUSE mounts stacked at {mnt}: {layers}")
+
+
+class SsdFullDiskTest(ClairfsCase):
+    """A cache file system that runs full: the SSD tier switches off, the daemon goes on."""
+
+    def small_fs(self, size="32m"):
+        d = os.path.join(self.tmpdir("full"), "fs")
+        os.mkdir(d, 0o700)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", d],
+                           capture_output=True, timeout=20)
+        if r.returncode != 0:
+            self.skipTest(f"cannot mount a tmpfs: {r.stderr.decode(errors='replace')}")
+        self.addCleanup(subprocess.run, ["umount", "-l", d], timeout=20)
+        return d
+
+    def test_full_cache_fs_degrades(self):
+        base = self.tmpdir("fullds")
+        ds = os.path.join(base, "ds")
+        files, epochs = make_dataset(ds, 800, 80_000, 120_000, seed=7)   # ~80 MB
+        ssd_dir = os.path.join(self.small_fs(), "db")
+        mnt = os.path.join(self.tmpdir("mnt"), "m")
+        os.mkdir(mnt)
+        cfg = ssd_config(ssd_dir, "4MiB", "30MiB")
+        d = self.mount(ds, mnt, cfg=cfg)
+        self.write_manifest(mnt, manifest_text(epochs))
+        for epoch in epochs[:2]:
+            for rel in epoch:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    self.assertTrue(f.read() == files[rel], f"{rel}: wrong bytes")
+        self.assertIsNone(d.proc.poll(), harness.read_tail(d.log_path))
+        st = self.stats(mnt)
+        print(f"\n  ssd full: tiers {st['tiers']} errors {st['errors']}", file=sys.stderr)
+        ssd = st["tiers"][1]
+        self.assertEqual(ssd["name"], "ssd", st)
+        self.assertGreaterEqual(ssd["disabled"], 1, st)
+        self.assertEqual(st["errors"]["checksum"], 0, st)
