@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "conf/config.h"
 #include "tests/unit/test_util.h"
 
 namespace clairfs {
@@ -352,6 +353,22 @@ TEST_F(SsdTierTest, FullFileSystemSwitchesTheTierOffAndBackOn) {
   EXPECT_EQ(served, stored.size() - 1) << "every acknowledged object but the erased one";
   EXPECT_TRUE(t.Put("after", MakeBlob("after")).ok());
   EXPECT_EQ(t.corruptions(), 0u);
+}
+
+// ---------------------------------------------------------------- default directory names
+
+TEST(DefaultSsdDirTest, NamedByXxh3OfThePathStableAcrossBuilds) {
+  // XXH3-64 of "/data/imagenet" is a constant of the algorithm, not of this build.
+  const std::string want = "imagenet-ad5557f8d0c40345";
+  const std::string dir = DefaultSsdDir("/data/imagenet");
+  const std::string rank = DefaultSsdDir("/data/imagenet", 3);
+  if (geteuid() == 0) {
+    EXPECT_EQ(dir, "/var/tmp/clairfs/" + want);
+    EXPECT_EQ(rank, "/var/tmp/clairfs/" + want + "-rank3");
+  } else {
+    EXPECT_NE(dir.find("/clairfs/" + want), std::string::npos) << dir;
+  }
+  EXPECT_NE(DefaultSsdDir("/data/imagenet2"), dir);
 }
 
 }  // namespace
