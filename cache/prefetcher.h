@@ -94,6 +94,7 @@ class Prefetcher {
   PrefetchProgress progress() const;
   std::vector<uint64_t> TierUsedBytes() const { return tiers_.UsedBytes(); }
   std::vector<uint64_t> TierCorruptions() const { return tiers_.Corruptions(); }
+  std::vector<TierHealth> TierHealths() const { return tiers_.Healths(); }
 
   // Bytes of path from elsewhere (another node): stored in the tier the active placement gives
   // path, if any, unless that tier holds it already or the version differs. Thread-safe.

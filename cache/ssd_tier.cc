@@ -4,12 +4,14 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
-
-#include <fcntl.h>
-#include <unistd.h>
+#include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
 
 #include <cstring>
-#include <filesystem>
+#include <vector>
+
+#include "cache/rocks_env.h"
+#include "cache/rocks_logger.h"
 
 namespace clairfs {
 namespace {
@@ -48,56 +50,53 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 
 rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
 
+uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs st;
+  if (statvfs(dir.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
 }  // namespace
 
+SsdTier::SsdTier(std::string name, std::string dir, uint64_t capacity, SsdOptions options)
+    : name_(std::move(name)),
+      dir_(std::move(dir)),
+      capacity_(capacity),
+      options_(options),
+      logger_(std::make_shared<RocksLogger>(name_ + " tier (" + dir_ + ")")) {}
+
+Result<std::unique_ptr<SsdTier>> SsdTier::Create(std::string name, const std::string& dir,
+                                                 uint64_t capacity, SsdOptions options) {
+  const std::string normal = NormalCacheDir(dir);
+  if (Status s = SecureCacheDir(normal); !s.ok()) return s;
+  auto lock = CacheDirLock::Acquire(normal);
+  if (!lock.ok()) return lock.status();
+  std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), normal, capacity, options));
+  tier->lock_ = std::move(lock.value());
+  return tier;
+}
+
 Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::string& dir,
-                                               uint64_t capacity) {
-  std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), dir, capacity));
-  Status s = tier->OpenDb();
-  if (!s.ok()) return s;
+                                               uint64_t capacity, SsdOptions options) {
+  auto tier = Create(std::move(name), dir, capacity, options);
+  if (!tier.ok()) return tier;
+  if (Status s = tier.value()->Reopen(); !s.ok()) return s;
   return tier;
 }
 
 Result<std::unique_ptr<SsdTier>> SsdTier::Prepare(std::string name, const std::string& dir,
-                                                  uint64_t capacity) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return Status::Error(Code::kIoError,
-                         "cannot create cache directory '" + dir + "': " + ec.message());
-  }
-  const std::string lock_path = dir + "/LOCK";
-  int fd = open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    struct flock fl {};
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    const bool held = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
-    close(fd);
-    if (held) {
-      return Status::Error(Code::kUnavailable, "cache directory '" + dir +
-                                                   "' is in use by another process (pid " +
-                                                   std::to_string(fl.l_pid) + ")");
-    }
-  }
-  return std::unique_ptr<SsdTier>(new SsdTier(std::move(name), dir, capacity));
+                                                  uint64_t capacity, SsdOptions options) {
+  return Create(std::move(name), dir, capacity, options);
 }
 
-Status SsdTier::OpenDb() {
-  const std::string& dir = dir_;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return Status::Error(Code::kIoError,
-                         "cannot create cache directory '" + dir + "': " + ec.message());
-  }
+Status SsdTier::OpenDbLocked() {
   rocksdb::DBOptions db_opts;
   db_opts.create_if_missing = true;
   db_opts.create_missing_column_families = true;
   db_opts.use_fsync = false;
   db_opts.max_background_jobs = 2;
-  db_opts.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  db_opts.keep_log_file_num = 2;
+  db_opts.env = PrivateFilesEnv();  // files 0600 (rocks_env.h)
+  db_opts.info_log = logger_;       // no LOG file on the cache file system (rocks_logger.h)
   db_opts.max_total_wal_size = 64ull << 20;  // flush (and drop old WAL) past this
   rocksdb::ColumnFamilyOptions meta_opts;
   meta_opts.compression = rocksdb::kNoCompression;
@@ -117,52 +116,185 @@ Status SsdTier::OpenDb() {
       {rocksdb::kDefaultColumnFamilyName, meta_opts}, {"data", data_opts}};
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_opts, dir, cfs, &handles, &raw);
-  if (!s.ok()) {
-    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
-      return Status::Error(
-          Code::kUnavailable,
-          "cache directory '" + dir + "' is in use by another process: " + s.ToString());
-    }
-    return FromRocks(s, "cannot open the SSD cache in '" + dir + "'");
-  }
+  rocksdb::Status s = rocksdb::DB::Open(db_opts, dir_, cfs, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, "cannot open the SSD cache in '" + dir_ + "'");
   db_ = raw;
   meta_ = handles[0];
   data_ = handles[1];
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions(), meta_));
-  std::vector<std::string> bad;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    Record r;
-    if (!DecodeRecord(it->value(), &r.version, &r.hash)) {
-      bad.push_back(it->key().ToString());
-      continue;
+  std::lock_guard lock(mu_);
+  index_.clear();
+  used_ = 0;
+  rocksdb::WriteBatch cleanup;  // records of an old format, and deletes made while off
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      Record r;
+      if (!DecodeRecord(it->value(), &r.version, &r.hash)) {
+        cleanup.Delete(meta_, it->key());
+        cleanup.Delete(data_, it->key());
+        continue;
+      }
+      used_ += r.version.size;
+      index_.emplace(it->key().ToString(), r);
     }
-    used_ += r.version.size;
-    index_.emplace(it->key().ToString(), r);
+    s = it->status();
   }
-  for (const auto& key : bad) EraseLocked(key);
+  for (const std::string& path : pending_erase_) {
+    cleanup.Delete(meta_, path);
+    cleanup.Delete(data_, path);
+    auto at = index_.find(path);
+    if (at != index_.end()) {
+      used_ -= at->second.version.size;
+      index_.erase(at);
+    }
+  }
+  if (s.ok() && cleanup.Count() > 0) s = db_->Write(rocksdb::WriteOptions(), &cleanup);
+  if (!s.ok()) {
+    io_errors_.fetch_add(1, std::memory_order_relaxed);
+    Status st = FromRocks(s, "cannot load the SSD cache index in '" + dir_ + "'");
+    index_.clear();
+    used_ = 0;
+    CloseDbLocked();
+    return st;
+  }
+  pending_erase_.clear();
   return Status::Ok();
 }
 
-SsdTier::~SsdTier() { Close(); }
-
-
-void SsdTier::Close() {
+void SsdTier::CloseDbLocked() {
+  on_.store(false);
   if (!db_) return;
   db_->DestroyColumnFamilyHandle(meta_);
   db_->DestroyColumnFamilyHandle(data_);
-  (void)db_->Close();
+  if (rocksdb::Status s = db_->Close(); !s.ok()) {
+    io_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (error_log_.Allow()) spdlog::warn("{} tier: closing RocksDB: {}", name_, s.ToString());
+  }
   delete db_;
   db_ = nullptr;
+  meta_ = data_ = nullptr;
+}
+
+SsdTier::~SsdTier() {
+  {
+    std::lock_guard lock(state_mu_);
+    stop_ = true;
+  }
+  state_cv_.notify_all();
+  if (recovery_.joinable()) recovery_.join();
+  Close();
+}
+
+void SsdTier::Close() {
+  std::unique_lock dl(db_mu_);
+  CloseDbLocked();
   std::lock_guard lock(mu_);
   index_.clear();
   used_ = 0;
 }
 
 Status SsdTier::Reopen() {
-  Close();
-  return OpenDb();
+  lock_.RecordPid();  // after a daemonizing fork, the child's
+  Status s;
+  {
+    std::unique_lock dl(db_mu_);
+    CloseDbLocked();
+    s = OpenDbLocked();
+  }
+  if (s.ok()) {
+    SwitchOn();
+    return s;
+  }
+  if (s.code() != Code::kIoError && s.code() != Code::kNoSpace) return s;
+  Disable(s);
+  return Status::Ok();
+}
+
+void SsdTier::SwitchOn() {
+  std::lock_guard lock(state_mu_);
+  off_ = false;
+  no_space_ = false;
+  cause_.clear();
+  on_.store(true);
+}
+
+Status SsdTier::Failed(const rocksdb::Status& s, const std::string& what, bool is_write) {
+  io_errors_.fetch_add(1, std::memory_order_relaxed);
+  Status st = FromRocks(s, name_ + " tier: " + what);
+  if (is_write || s.IsIOError()) {
+    Disable(st);
+  } else if (uint64_t n = 0; error_log_.Allow(&n)) {
+    spdlog::warn("{}{}", st.message(),
+                 n ? " (" + std::to_string(n) + " similar errors not logged)" : std::string());
+  }
+  return st;
+}
+
+void SsdTier::Disable(const Status& cause) {
+  on_.store(false);
+  {
+    std::lock_guard lock(state_mu_);
+    if (off_ || stop_) return;
+    off_ = true;
+    no_space_ = cause.code() == Code::kNoSpace || cause.os_errno() == ENOSPC ||
+                cause.message().find("No space") != std::string::npos;
+    cause_ = cause.message();
+    disables_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::error(
+        "{} tier switched off: {}. Reads go on from the other tiers and the backing store; "
+        "it is retried every {} s",
+        name_, cause_, options_.retry_after.count() / 1000.0);
+    if (!recovery_.joinable()) recovery_ = std::thread([this] { RecoveryLoop(); });
+  }
+  state_cv_.notify_all();
+}
+
+void SsdTier::RecoveryLoop() {
+  std::unique_lock sl(state_mu_);
+  for (;;) {
+    state_cv_.wait(sl, [&] { return stop_ || off_; });
+    if (stop_) return;
+    sl.unlock();
+    {
+      std::unique_lock dl(db_mu_);  // RocksDB stays closed (and silent) while the tier is off
+      CloseDbLocked();
+    }
+    sl.lock();
+    while (off_) {
+      if (state_cv_.wait_for(sl, options_.retry_after, [&] { return stop_; })) return;
+      const bool no_space = no_space_;
+      sl.unlock();
+      Status s;
+      const uint64_t free = FreeBytes(dir_);
+      if (no_space && free < options_.resume_free_bytes) {
+        s = Status::Error(Code::kNoSpace,
+                          "only " + std::to_string(free) + " bytes free in '" + dir_ + "'");
+      } else {
+        std::unique_lock dl(db_mu_);
+        s = OpenDbLocked();
+      }
+      if (s.ok()) {
+        SwitchOn();
+        spdlog::warn("{} tier back on ({} objects, {} bytes)", name_, objects(), used_bytes());
+        sl.lock();
+        break;
+      }
+      if (uint64_t n = 0; error_log_.Allow(&n)) {
+        spdlog::warn("{} tier still off: {}", name_, s.message());
+      }
+      sl.lock();
+    }
+  }
+}
+
+TierHealth SsdTier::Health() const {
+  TierHealth h;
+  h.state = on_.load() ? TierState::kOn : TierState::kOff;
+  h.disabled = disables_.load(std::memory_order_relaxed);
+  h.io_errors = io_errors_.load(std::memory_order_relaxed);
+  std::lock_guard lock(state_mu_);
+  if (h.state == TierState::kOff) h.cause = off_ ? cause_ : "not open";
+  return h;
 }
 
 void SsdTier::EraseLocked(std::string_view path) {
@@ -171,13 +303,25 @@ void SsdTier::EraseLocked(std::string_view path) {
     used_ -= it->second.version.size;
     index_.erase(it);
   }
+  if (!on_.load()) {
+    pending_erase_.emplace(path);
+    return;
+  }
   rocksdb::WriteBatch batch;
   batch.Delete(meta_, ToSlice(path));
   batch.Delete(data_, ToSlice(path));
-  (void)db_->Write(rocksdb::WriteOptions(), &batch);
+  if (rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
+    pending_erase_.emplace(path);
+    (void)Failed(s, "delete of '" + std::string(path) + "'", true);
+  }
 }
 
 Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) {
+  // on_ is checked before db_mu_ too: while off, readers never queue behind the recovery
+  // thread's exclusive lock.
+  if (!on_.load()) return Status::Error(Code::kNotFound, name_ + " tier is off");
+  std::shared_lock dl(db_mu_);
+  if (!on_.load()) return Status::Error(Code::kNotFound, name_ + " tier is off");
   Record rec;
   {
     std::lock_guard lock(mu_);
@@ -189,37 +333,69 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
     }
     rec = it->second;
   }
-  rocksdb::PinnableSlice value;
+  // The record and the bytes from one snapshot: a delete or a replacement racing this Get
+  // shows as both gone or both new, never as bytes that do not match their record.
   rocksdb::ReadOptions ro;
   // The bytes are verified below against their xxh3; RocksDB's CRC32c of the blob (computed
   // without hardware help in Debian's build) would check them a second time at several times
   // the cost.
   ro.verify_checksums = false;
   ro.fill_cache = false;  // blob values are read once per use; keep the block cache for index
-  rocksdb::Status s = db_->Get(ro, data_, ToSlice(path), &value);
+  ro.snapshot = db_->GetSnapshot();
+  std::string meta;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status sm = db_->Get(ro, meta_, ToSlice(path), &meta);
+  rocksdb::Status sd = sm.ok() ? db_->Get(ro, data_, ToSlice(path), &value) : rocksdb::Status();
+  db_->ReleaseSnapshot(ro.snapshot);
+  const std::string what = "read of '" + std::string(path) + "'";
+  for (const rocksdb::Status* s : {&sm, &sd}) {
+    if (!s->ok() && !s->IsNotFound() && !s->IsCorruption()) return Failed(*s, what, false);
+  }
+  if (sm.IsNotFound()) {
+    // Erased since the index lookup. If the index still shows the record and no Put of it is
+    // in progress, the record is a leftover of such a race: drop it. Not a corruption.
+    std::lock_guard lock(mu_);
+    auto it = index_.find(path);
+    if (it != index_.end() && it->second == rec && !writing_.count(path)) {
+      used_ -= it->second.version.size;
+      index_.erase(it);
+    }
+    return Status::Error(Code::kNotFound, "erased from " + name_);
+  }
+  Record stored;
+  const bool decoded = sm.ok() && DecodeRecord(meta, &stored.version, &stored.hash);
+  if (decoded && stored.version != version) {
+    return Status::Error(Code::kNotFound, "replaced in " + name_);  // by a concurrent Put
+  }
   Status bad;
-  if (!s.ok()) {
-    bad = FromRocks(s, name_ + " read of '" + std::string(path) + "'");
-  } else if (value.size() != rec.version.size) {
+  if (!decoded) {
+    bad = Status::Error(Code::kCorruption, name_ + ": the record of '" + std::string(path) +
+                                               "' is damaged: " + sm.ToString());
+  } else if (!sd.ok()) {
+    bad = Status::Error(Code::kCorruption, name_ + ": the bytes of '" + std::string(path) +
+                                               "' are missing or damaged: " + sd.ToString());
+  } else if (value.size() != stored.version.size) {
     bad = Status::Error(Code::kCorruption,
                         name_ + ": '" + std::string(path) + "' has the wrong size");
   }
   std::shared_ptr<Blob> blob;
   if (bad.ok()) {
-    blob = Blob::Allocate(value.size(), rec.version);
+    blob = Blob::Allocate(value.size(), stored.version);
     std::memcpy(blob->mutable_data(), value.data(), value.size());
     blob->Seal();
-    if (blob->hash() != rec.hash) {
+    if (blob->hash() != stored.hash) {
       bad = Status::Error(Code::kCorruption,
                           name_ + ": '" + std::string(path) + "' fails its checksum");
     }
   }
   if (!bad.ok()) {
-    if (bad.code() == Code::kCorruption || bad.code() == Code::kNotFound) {
-      corruptions_.fetch_add(1, std::memory_order_relaxed);
-      std::lock_guard lock(mu_);
+    corruptions_.fetch_add(1, std::memory_order_relaxed);
+    if (uint64_t n = 0; error_log_.Allow(&n)) spdlog::warn("{}", bad.message());
+    std::lock_guard lock(mu_);
+    auto it = index_.find(path);
+    // Not if a Put is replacing the damaged object: the delete would drop the new one.
+    if (it != index_.end() && (!decoded || it->second == stored) && !writing_.count(path)) {
       EraseLocked(path);
-      return Status::Error(Code::kCorruption, bad.message());
     }
     return bad;
   }
@@ -227,6 +403,13 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
 }
 
 Status SsdTier::Put(std::string_view path, BlobPtr blob) {
+  std::shared_lock dl(db_mu_, std::defer_lock);
+  if (on_.load()) dl.lock();
+  if (!on_.load()) {
+    std::lock_guard lock(state_mu_);
+    return Status::Error(Code::kUnavailable,
+                         name_ + " tier is off" + (cause_.empty() ? "" : ": " + cause_));
+  }
   const uint64_t size = blob->size();
   {
     std::lock_guard lock(mu_);
@@ -235,35 +418,46 @@ Status SsdTier::Put(std::string_view path, BlobPtr blob) {
     if (used_ - old + size > capacity_)
       return Status::Error(Code::kNoSpace, name_ + " tier is full");
     used_ += size;  // reserved until the write lands
+    ++writing_[std::string(path)];
   }
   rocksdb::WriteBatch batch;
   batch.Put(data_, ToSlice(path), rocksdb::Slice(blob->data(), size));
   batch.Put(meta_, ToSlice(path), EncodeRecord(blob->version(), blob->hash()));
-  rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
-  std::lock_guard lock(mu_);
-  used_ -= size;
-  if (!s.ok()) return FromRocks(s, name_ + " write of '" + std::string(path) + "'");
-  auto [it, inserted] = index_.try_emplace(std::string(path));
-  if (!inserted) used_ -= it->second.version.size;
-  it->second = Record{blob->version(), blob->hash()};
-  used_ += size;
-  return Status::Ok();
+  const rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
+  {
+    std::lock_guard lock(mu_);
+    used_ -= size;
+    auto w = writing_.find(path);
+    if (--w->second == 0) writing_.erase(w);
+    if (s.ok()) {
+      auto [it, inserted] = index_.try_emplace(std::string(path));
+      if (!inserted) used_ -= it->second.version.size;
+      it->second = Record{blob->version(), blob->hash()};
+      used_ += size;
+      return Status::Ok();
+    }
+  }
+  return Failed(s, "write of '" + std::string(path) + "'", true);
 }
 
 bool SsdTier::Contains(std::string_view path, const FileVersion& version) {
+  if (!on_.load()) return false;
   std::lock_guard lock(mu_);
   auto it = index_.find(path);
   return it != index_.end() && it->second.version == version;
 }
 
 void SsdTier::Erase(std::string_view path) {
+  std::shared_lock dl(db_mu_);
   std::lock_guard lock(mu_);
   EraseLocked(path);
 }
 
 void SsdTier::RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) {
+  std::shared_lock dl(db_mu_);
   std::lock_guard lock(mu_);
   rocksdb::WriteBatch batch;
+  std::vector<std::string> erased;
   for (auto it = index_.begin(); it != index_.end();) {
     if (keep(it->first, it->second.version)) {
       ++it;
@@ -271,10 +465,18 @@ void SsdTier::RetainOnly(const std::function<bool(std::string_view, const FileVe
     }
     batch.Delete(meta_, it->first);
     batch.Delete(data_, it->first);
+    erased.push_back(it->first);
     used_ -= it->second.version.size;
     it = index_.erase(it);
   }
-  if (batch.Count() > 0) (void)db_->Write(rocksdb::WriteOptions(), &batch);
+  if (erased.empty()) return;
+  rocksdb::Status s;
+  if (on_.load()) s = db_->Write(rocksdb::WriteOptions(), &batch);
+  if (!on_.load() || !s.ok()) {
+    for (auto& p : erased) pending_erase_.insert(std::move(p));
+    if (!s.ok())
+      (void)Failed(s, "eviction of " + std::to_string(batch.Count() / 2) + " objects", true);
+  }
 }
 
 uint64_t SsdTier::used_bytes() const {
@@ -288,6 +490,8 @@ size_t SsdTier::objects() const {
 }
 
 Status SsdTier::CorruptForTest(std::string_view path) {
+  std::shared_lock dl(db_mu_);
+  if (!db_) return Status::Error(Code::kUnavailable, "not open");
   rocksdb::PinnableSlice value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_, ToSlice(path), &value);
   if (!s.ok()) return FromRocks(s, "corrupt");

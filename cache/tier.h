@@ -11,6 +11,19 @@
 
 namespace clairfs {
 
+// Whether a tier is in service. A tier whose device failed (a full disk, EIO) switches itself
+// off: Get and Contains answer a miss and Put is refused, without I/O, until it recovers.
+enum class TierState { kOn, kOff };
+
+inline const char* TierStateName(TierState s) { return s == TierState::kOn ? "on" : "off"; }
+
+struct TierHealth {
+  TierState state = TierState::kOn;
+  uint64_t disabled = 0;   // times the tier switched itself off
+  uint64_t io_errors = 0;  // failed device operations (logged, rate-limited)
+  std::string cause;       // why it is off (empty when on)
+};
+
 // All methods are thread-safe. A tier never returns an object whose version differs from the
 // one asked for; a failure inside a tier is reported as a miss (kNotFound) or a Status, never
 // as wrong bytes.
@@ -34,6 +47,8 @@ class Tier {
   virtual uint64_t capacity() const = 0;
   // Objects found corrupt (and deleted) so far.
   virtual uint64_t corruptions() const { return 0; }
+  // Whether the tier is in service, and its failures so far.
+  virtual TierHealth Health() const { return {}; }
 };
 
 }  // namespace clairfs

@@ -108,4 +108,10 @@ std::vector<uint64_t> TierStack::Corruptions() const {
   return n;
 }
 
+std::vector<TierHealth> TierStack::Healths() const {
+  std::vector<TierHealth> h;
+  for (const Tier* t : tiers_) h.push_back(t->Health());
+  return h;
+}
+
 }  // namespace clairfs

@@ -65,6 +65,7 @@ class TierStack {
 
   std::vector<uint64_t> UsedBytes() const;
   std::vector<uint64_t> Corruptions() const;
+  std::vector<TierHealth> Healths() const;
 
  private:
   // Serializes the stores into one tier with a placement change of that tier.

@@ -1,8 +1,11 @@
 #include "conf/config.h"
 
 #include <grp.h>
+#include <pwd.h>
 #include <sys/statvfs.h>
 #include <sys/sysinfo.h>
+#include <unistd.h>
+#include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -275,15 +278,38 @@ void SubstituteRank(Config* c, int rank) {
   }
 }
 
+// The default SSD cache directory of a dataset (absolute, normalized path): under
+// /var/tmp/clairfs for root, else under the user's own cache directory ($XDG_CACHE_HOME/clairfs,
+// or ~/.cache/clairfs), named <dataset name>-<XXH3-64 of the path, 16 hex digits>[-rank<N>].
+// XXH3 is stable across builds and machines (std::hash is not, and a new name loses the cache).
+std::string DefaultSsdDir(const std::string& dataset, int instance) {
+  std::string base = "/var/tmp/clairfs";
+  if (geteuid() != 0) {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    std::string home_dir = home && home[0] == '/' ? home : "";
+    if (home_dir.empty()) {
+      if (const struct passwd* pw = getpwuid(geteuid()); pw && pw->pw_dir) home_dir = pw->pw_dir;
+    }
+    if (xdg && xdg[0] == '/') {
+      base = std::string(xdg) + "/clairfs";
+    } else if (!home_dir.empty() && home_dir != "/") {
+      base = home_dir + "/.cache/clairfs";
+    }
+  }
+  std::string name = std::filesystem::path(dataset).filename().string();
+  if (name.empty()) name = "root";
+  char hash[17];
+  std::snprintf(hash, sizeof(hash), "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(dataset.data(), dataset.size())));
+  return base + "/" + name + "-" + hash + (instance >= 0 ? "-rank" + std::to_string(instance) : "");
+}
+
 Status ResolveForDataset(Config* c, const std::string& dataset, int instance) {
   if (Status s = ResolveControlGroup(&c->fuse); !s.ok()) return s;
   struct sysinfo si {};
   sysinfo(&si);
   const uint64_t memory = static_cast<uint64_t>(si.totalram) * si.mem_unit;
-  const std::string name = std::filesystem::path(dataset).filename().string();
-  char hash[17];
-  std::snprintf(hash, sizeof(hash), "%08llx",
-                static_cast<unsigned long long>(std::hash<std::string>()(dataset) & 0xffffffffu));
   for (size_t i = 0; i < c->cache.tiers.size(); ++i) {
     TierConfig& t = c->cache.tiers[i];
     const std::string at = "cache.tiers[" + std::to_string(i) + "]";
@@ -295,10 +321,7 @@ Status ResolveForDataset(Config* c, const std::string& dataset, int instance) {
       }
       continue;
     }
-    if (t.dir.empty()) {
-      t.dir = "/var/tmp/clairfs/" + (name.empty() ? "root" : name) + "-" + hash +
-              (instance >= 0 ? "-rank" + std::to_string(instance) : "");
-    }
+    if (t.dir.empty()) t.dir = DefaultSsdDir(dataset, instance);
     const uint64_t available = FreeBytes(t.dir) + DirBytes(t.dir);
     if (t.capacity == 0) t.capacity = available / 2;
     if (t.capacity > available) {

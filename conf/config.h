@@ -15,7 +15,7 @@ struct TierConfig {
   std::string kind = "ram";  // "ram" (daemon memory) or "ssd" (RocksDB in dir)
   uint64_t capacity = 0;     // bytes of file data; 0: ram 1GiB, ssd half the free space
   int threads = 2;           // prefetch threads filling it in first-reference order
-  std::string dir;           // ssd: cache directory; empty: /var/tmp/clairfs/<dataset>-<hash>
+  std::string dir;           // ssd: cache directory; empty: DefaultSsdDir()
 };
 
 struct CacheConfig {
@@ -54,6 +54,11 @@ struct Config {
 
 // Replaces "{rank}" in every SSD tier directory with rank.
 void SubstituteRank(Config* config, int rank);
+
+// The default SSD directory of a dataset (absolute, normalized path) for this user; instance as
+// for ResolveForDataset. Root: /var/tmp/clairfs/<name>-<xxh3>[-rank<N>]; another user:
+// $XDG_CACHE_HOME/clairfs/... or ~/.cache/clairfs/... (docs/configuration.md).
+std::string DefaultSsdDir(const std::string& dataset, int instance = -1);
 
 // Fills what depends on the machine and the dataset (absolute, normalized path): default SSD
 // directories (suffixed "-rank<N>" when instance >= 0, so that ranks sharing a machine do not

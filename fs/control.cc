@@ -150,6 +150,7 @@ std::string ControlPlane::StatsJson() const {
   const PlacementLimits& limits = prefetcher_.limits();
   const std::vector<uint64_t> used = prefetcher_.TierUsedBytes();
   const std::vector<uint64_t> corrupt = prefetcher_.TierCorruptions();
+  const std::vector<TierHealth> health = prefetcher_.TierHealths();
   for (size_t t = 0; t < limits.tier_names.size() && t < kMaxTiers; ++t) {
     const std::string& name = limits.tier_names[t];
     served[name] = served.value(name, uint64_t{0}) + get(stats_.served_tier[t]);
@@ -161,7 +162,10 @@ std::string ControlPlane::StatsJson() const {
                      {"capacity", limits.tier_capacity[t]},
                      {"served", get(stats_.served_tier[t])},
                      {"fetched", get(stats_.tier_fetched[t])},
-                     {"promoted", get(stats_.tier_promoted[t])}});
+                     {"promoted", get(stats_.tier_promoted[t])},
+                     {"state", TierStateName(health[t].state)},  // "off" after a device fault
+                     {"disabled", health[t].disabled},           // times switched off
+                     {"io_errors", health[t].io_errors}});       // failed device operations
   }
   served["staging"] = get(stats_.served_staging);
   served["backing"] = get(stats_.served_backing);

@@ -4,6 +4,7 @@ import errno
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -268,3 +269,91 @@ class SsdTierTest(ClairfsCase):
         self.assertEqual(st2["errors"]["checksum"], 0, st2)
         # The stale mount was detached, not buried under the new one.
         self.assertEqual(len(layers), 1, f"FUSE mounts stacked at {mnt}: {layers}")
+
+
+class SsdFullDiskTest(ClairfsCase):
+    """A cache file system that runs full: the SSD tier switches off, the daemon goes on."""
+
+    def small_fs(self, size="32m"):
+        d = os.path.join(self.tmpdir("full"), "fs")
+        os.mkdir(d, 0o700)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", d],
+                           capture_output=True, timeout=20)
+        if r.returncode != 0:
+            self.skipTest(f"cannot mount a tmpfs: {r.stderr.decode(errors='replace')}")
+        self.addCleanup(subprocess.run, ["umount", "-l", d], timeout=20)
+        return d
+
+    def test_full_cache_fs_degrades(self):
+        base = self.tmpdir("fullds")
+        ds = os.path.join(base, "ds")
+        files, epochs = make_dataset(ds, 800, 80_000, 120_000, seed=7)   # ~80 MB
+        ssd_dir = os.path.join(self.small_fs(), "db")
+        mnt = os.path.join(self.tmpdir("mnt"), "m")
+        os.mkdir(mnt)
+        cfg = ssd_config(ssd_dir, "4MiB", "30MiB")
+        d = self.mount(ds, mnt, cfg=cfg)
+        self.write_manifest(mnt, manifest_text(epochs))
+        for epoch in epochs[:2]:
+            for rel in epoch:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    self.assertTrue(f.read() == files[rel], f"{rel}: wrong bytes")
+        self.assertIsNone(d.proc.poll(), harness.read_tail(d.log_path))
+        st = self.stats(mnt)
+        print(f"\n  ssd full: tiers {st['tiers']} errors {st['errors']}", file=sys.stderr)
+        ssd = st["tiers"][1]
+        self.assertEqual(ssd["name"], "ssd", st)
+        self.assertEqual(ssd["state"], "off", st)   # 32 MiB never come back free here
+        self.assertEqual(ssd["disabled"], 1, st)
+        self.assertGreaterEqual(ssd["io_errors"], 1, st)
+        self.assertEqual(st["errors"]["checksum"], 0, st)
+        self.assertIn("ssd tier switched off", harness.read_tail(d.log_path))
+
+
+class SsdDirLockTest(ClairfsCase):
+    """One daemon per cache directory, also when both daemonize."""
+
+    def test_two_daemonized_starts_on_one_cache_dir(self):
+        base = self.tmpdir("lock")
+        ds = os.path.join(base, "ds")
+        files, _ = make_dataset(ds, 20, 1000, 2000, seed=3)
+        ssd_dir = os.path.join(base, "cache", "db")
+        mnts = [os.path.join(base, m) for m in ("m1", "m2")]
+        for m in mnts:
+            os.mkdir(m)
+        cfg = harness.write_config(os.path.join(base, "c.yaml"),
+                                   ssd_config(ssd_dir, "4MiB", "16MiB"))
+        # Both at once: the old check ran after the fork, so both daemonized and exited 0.
+        starts = []
+        for m in mnts:
+            harness.register_mount(m)
+            starts.append(subprocess.Popen([harness.BIN, "-c", cfg, ds, m],
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE))
+        results = [(p.wait(timeout=30), p.stderr.read().decode(errors="replace")) for p in starts]
+        for p in starts:
+            p.stdout.close()
+            p.stderr.close()
+        pid = 0
+        if os.path.exists(os.path.join(ssd_dir, "clairfs.lock")):
+            with open(os.path.join(ssd_dir, "clairfs.lock")) as f:
+                pid = int(f.read().strip() or 0)   # the daemon (the child), not its parent
+        if pid > 0:
+            harness.register_proc(pid)
+            self.addCleanup(harness.release_proc, pid)
+        for m in mnts:
+            self.addCleanup(harness.release_mount, m)   # first: the daemon exits on unmount
+        ok = [i for i, (rc, _) in enumerate(results) if rc == 0]
+        self.assertEqual(len(ok), 1, f"exactly one daemon may use the directory: {results}")
+        winner, loser = ok[0], 1 - ok[0]
+        rc, message = results[loser]
+        self.assertNotEqual(rc, 0, message)
+        self.assertIn(f"SSD cache directory '{ssd_dir}' is in use by another clairfs", message)
+        self.assertIn("(pid ", message)   # the winner's parent or, once forked, the daemon
+        self.assertFalse(harness.is_fuse_mounted(mnts[loser]))
+        self.assertTrue(pid > 0 and harness.pid_alive(pid), pid)
+        rel = sorted(files)[0]
+        with open(os.path.join(mnts[winner], rel), "rb") as f:
+            self.assertEqual(f.read(), files[rel])
+        self.assertEqual(stat.S_IMODE(os.stat(ssd_dir).st_mode), 0o700)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.dirname(ssd_dir)).st_mode), 0o700)
