@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,26 @@ char* MountOptions(const std::string& dataset, const std::vector<std::string>& u
   return opts;
 }
 
+// While one lives, threads the calling thread starts inherit SIGTERM, SIGINT and SIGHUP
+// blocked (libfuse does the same for its workers), so that those signals always go to the main
+// thread: its signal interrupts the FUSE loop's wait, which another thread's would not. Held
+// only around starting threads, so that start-up stays killable by the default actions.
+class ThreadsWithoutStopSignals {
+ public:
+  ThreadsWithoutStopSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, &saved_);
+  }
+  ~ThreadsWithoutStopSignals() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  ThreadsWithoutStopSignals(const ThreadsWithoutStopSignals&) = delete;
+  ThreadsWithoutStopSignals& operator=(const ThreadsWithoutStopSignals&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
 // How long a stop may take once asked for (FUSE requests in progress, prefetch threads, the
 // peer tier, RocksDB) before the daemon detaches its mount and exits anyway.
 constexpr std::chrono::seconds kStopGrace{5};
@@ -144,15 +165,11 @@ int main(int argc, char** argv) {
     foreground = true;  // the launcher owns the process
     if (int code; clairfs::Supervise(&code)) return code;
   }
-  // Every thread started from here on (MPI, RocksDB, prefetch, lifecycle; libfuse blocks
-  // them in its workers itself) inherits these blocked, so that only the main thread takes
-  // them: its signal interrupts the FUSE loop's wait. Unblocked just before that loop.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, sig);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   if (launched) {
-    auto t = clairfs::cluster::MpiTransport::Create();
+    auto t = [] {
+      ThreadsWithoutStopSignals guard;
+      return clairfs::cluster::MpiTransport::Create();
+    }();
     if (!t.ok()) return Fail(t.status().message());
     transport = std::move(t.value());
     const std::string rank = std::to_string(transport->rank());
@@ -198,6 +215,7 @@ int main(int argc, char** argv) {
   for (const auto& t : config.cache.tiers) {
     if (t.kind == "ssd") {
       // A daemon opens RocksDB only after the fork (see SsdTier::Prepare).
+      ThreadsWithoutStopSignals guard;  // RocksDB's
       auto ssd = foreground ? clairfs::SsdTier::Open(t.kind, t.dir, t.capacity)
                             : clairfs::SsdTier::Prepare(t.kind, t.dir, t.capacity);
       if (!ssd.ok()) return Fail(ssd.status().message());
@@ -267,33 +285,40 @@ int main(int argc, char** argv) {
     fuse_session_destroy(se);
     return Fail("cannot install signal handlers");
   }
+  // Set once mounted. Our mount is told apart from whatever may sit at the path later by its
+  // device number. Closing the session's descriptor aborts the connection once the threads
+  // reading it die in _exit, so the callers blocked on this mount get an error even while a
+  // thread stuck in uninterruptible I/O keeps the process (and its descriptors) alive.
+  dev_t mount_dev = 0;
+  int fuse_fd = -1;
+  clairfs::Lifecycle::Hooks hooks;
+  hooks.on_hangup = [] { clairfs::ReopenLog(); };
+  hooks.on_overrun = [&mount_abs, &mount_dev, &fuse_fd] {
+    auto m = clairfs::FindMount(mount_abs);
+    if (m && m->devno == mount_dev) {
+      if (clairfs::Status s = clairfs::DetachMount(mount_abs); !s.ok()) {
+        spdlog::critical("cannot detach {}: {}", mount_abs, s.message());
+      } else {
+        spdlog::warn("detached {}", mount_abs);
+      }
+    }
+    if (fuse_fd >= 0) close(fuse_fd);
+  };
+  // After fuse_set_signal_handlers, before the mount: SIGTERM, SIGINT and SIGHUP are ours
+  // from the moment the mount is visible.
+  auto life = clairfs::Lifecycle::Install(se, kStopGrace, std::move(hooks));
+  if (!life.ok()) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Fail(life.status().message());
+  }
   if (fuse_session_mount(se, mount_abs.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return Fail("cannot mount on '" + mount_abs + "' (see the message above)");
   }
-  // Our mount, told apart from whatever may sit at the path later by its device number.
-  const auto mounted = clairfs::FindMount(mount_abs);
-  const dev_t mount_dev = mounted ? mounted->devno : 0;
-  clairfs::Lifecycle::Hooks hooks;
-  hooks.on_hangup = [] { clairfs::ReopenLog(); };
-  hooks.on_overrun = [mount_abs, mount_dev] {
-    auto m = clairfs::FindMount(mount_abs);
-    if (!m || m->devno != mount_dev) return;
-    if (clairfs::Status s = clairfs::DetachMount(mount_abs); !s.ok()) {
-      spdlog::critical("cannot detach {}: {}", mount_abs, s.message());
-    } else {
-      spdlog::warn("detached {}", mount_abs);
-    }
-  };
-  // After fuse_set_signal_handlers: SIGTERM, SIGINT and SIGHUP are ours from here on.
-  auto life = clairfs::Lifecycle::Install(se, kStopGrace, std::move(hooks));
-  if (!life.ok()) {
-    fuse_session_unmount(se);
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
-    return Fail(life.status().message());
-  }
+  if (const auto mounted = clairfs::FindMount(mount_abs)) mount_dev = mounted->devno;
+  fuse_fd = fuse_session_fd(se);
   if (fuse_daemonize(foreground ? 1 : 0) != 0) {
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
@@ -301,6 +326,7 @@ int main(int argc, char** argv) {
     return Fail("cannot daemonize");
   }
   if (!foreground) {
+    ThreadsWithoutStopSignals guard;  // RocksDB's
     for (auto* ssd : ssd_tiers) {
       if (clairfs::Status s = ssd->Reopen(); !s.ok()) {
         spdlog::critical("cannot reopen the SSD tier after daemonizing: {}", s.message());
@@ -311,6 +337,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  std::optional<ThreadsWithoutStopSignals> guard(std::in_place);
   life.value()->StartThread();
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, data_abs, mount_abs);
   if (peer) {
@@ -324,12 +351,12 @@ int main(int argc, char** argv) {
         });
   }
   prefetcher.Start();
+  guard.reset();
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, static_cast<unsigned>(config.fuse.threads));
   fuse_loop_cfg_set_idle_threads(loop, static_cast<unsigned>(config.fuse.threads));
   // Returns once a signal or an unmount ended the session and every worker has finished
   // its request; a signal has started the stop clock already.
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   const int rc = fuse_session_loop_mt(se, loop);
   clairfs::Lifecycle& lc = *life.value();
   lc.BeginStop();
