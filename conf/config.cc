@@ -8,7 +8,11 @@
 #include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -142,51 +146,89 @@ Status ParseInto(const YAML::Node& root, Config* c) {
 Result<uint64_t> ParseSize(std::string_view text) {
   std::string s(text);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  if (i == 0) return Status::Error(Code::kInvalidArgument, "'" + s + "' is not a size");
-  double number;
-  try {
-    size_t used = 0;
-    number = std::stod(s.substr(0, i), &used);
-    if (used != i) throw std::invalid_argument("number");
-  } catch (const std::exception&) {
-    return Status::Error(Code::kInvalidArgument, "'" + s + "' is not a size");
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.erase(0, 1);
+  if (!s.empty() && s.front() == '-') {
+    return Status::Error(Code::kInvalidArgument, "'" + s + "' is negative; a size is >= 0");
   }
+  size_t digits = 0;
+  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
+  size_t i = digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  }
+  if (digits == 0) return Status::Error(Code::kInvalidArgument, "'" + s + "' is not a size");
   std::string unit = s.substr(i);
   while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
-  static const std::pair<const char*, double> kUnits[] = {{"", 1},
-                                                          {"B", 1},
-                                                          {"K", 1024.0},
-                                                          {"KiB", 1024.0},
-                                                          {"M", 1 << 20},
-                                                          {"MiB", 1 << 20},
-                                                          {"G", 1 << 30},
-                                                          {"GiB", 1 << 30},
-                                                          {"T", 1099511627776.0},
-                                                          {"TiB", 1099511627776.0},
-                                                          {"kB", 1e3},
-                                                          {"KB", 1e3},
-                                                          {"MB", 1e6},
-                                                          {"GB", 1e9},
-                                                          {"TB", 1e12}};
+  static const std::pair<const char*, uint64_t> kUnits[] = {{"", 1},
+                                                            {"B", 1},
+                                                            {"K", 1ull << 10},
+                                                            {"KiB", 1ull << 10},
+                                                            {"M", 1ull << 20},
+                                                            {"MiB", 1ull << 20},
+                                                            {"G", 1ull << 30},
+                                                            {"GiB", 1ull << 30},
+                                                            {"T", 1ull << 40},
+                                                            {"TiB", 1ull << 40},
+                                                            {"kB", 1000},
+                                                            {"KB", 1000},
+                                                            {"MB", 1000000},
+                                                            {"GB", 1000000000},
+                                                            {"TB", 1000000000000}};
   for (const auto& [name, factor] : kUnits) {
-    if (unit == name) {
-      const double bytes = number * factor;
-      if (!std::isfinite(bytes) || bytes > 1.8e19) {
-        return Status::Error(Code::kInvalidArgument, "'" + s + "' is too large");
+    if (unit != name) continue;
+    const Status too_large =
+        Status::Error(Code::kInvalidArgument, "'" + s + "' is too large (at most 2^63 - 1 bytes)");
+    if (i == digits) {  // an integer: exact, overflow checked
+      uint64_t n = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + digits, n);
+      uint64_t bytes = 0;
+      if (ec != std::errc() || __builtin_mul_overflow(n, factor, &bytes) ||
+          bytes > static_cast<uint64_t>(INT64_MAX)) {
+        return too_large;
       }
-      return static_cast<uint64_t>(std::llround(bytes));
+      return bytes;
     }
+    const double bytes = std::strtod(s.substr(0, i).c_str(), nullptr) * static_cast<double>(factor);
+    if (!std::isfinite(bytes) || bytes >= 9.2e18) return too_large;
+    return static_cast<uint64_t>(std::llround(bytes));
   }
   return Status::Error(Code::kInvalidArgument, "unknown unit '" + unit + "' in '" + s +
                                                    "' (use KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
 }
 
+namespace {
+
+template <typename T>
+std::string Show(T v) {
+  if constexpr (std::is_integral_v<T>) {
+    return std::to_string(v);
+  } else {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  }
+}
+
+// Fails unless lo <= value <= hi (NaN fails too), naming the key, the value and the range.
+template <typename T>
+Status InRange(const std::string& key, T value, T lo, T hi, const char* unit = "") {
+  if (value >= lo && value <= hi) return Status::Ok();
+  const std::string u = *unit ? std::string(" ") + unit : "";
+  return Bad(key, Show(value) + " is out of range (" + Show(lo) + " .. " + Show(hi) + u + ")");
+}
+
+constexpr double kDay = 86400;              // seconds: the longest duration any key takes
+constexpr uint64_t kMaxBytes = 1ull << 50;  // 1 PiB: the largest capacity any key takes
+
+}  // namespace
+
+// Every numeric key has a range here. Durations are whole milliseconds in the code, so a
+// timeout below 10 ms (rounding to 0) or above a day (overflowing a deadline) is refused.
 Status Config::Validate() const {
-  if (fuse.threads < 1 || fuse.threads > 1024) return Bad("fuse.threads", "must be 1..1024");
-  if (fuse.entry_timeout < 0) return Bad("fuse.entry_timeout", "must be >= 0");
-  if (fuse.attr_timeout < 0) return Bad("fuse.attr_timeout", "must be >= 0");
+  CLAIRFS_TRY(InRange("fuse.threads", fuse.threads, 1, 1024));
+  CLAIRFS_TRY(InRange("fuse.entry_timeout", fuse.entry_timeout, 0.0, kDay, "seconds"));
+  CLAIRFS_TRY(InRange("fuse.attr_timeout", fuse.attr_timeout, 0.0, kDay, "seconds"));
   if (cache.tiers.size() > 4) return Bad("cache.tiers", "at most 4 tiers");
   for (size_t i = 0; i < cache.tiers.size(); ++i) {
     const std::string at = "cache.tiers[" + std::to_string(i) + "]";
@@ -195,25 +237,21 @@ Status Config::Validate() const {
       return Bad(at + ".kind", "unknown kind (supported: ram, ssd)");
     if (t.kind == "ram" && !t.dir.empty())
       return Bad(at + ".dir", "only an ssd tier has a directory");
-    if (cache.tiers[i].threads < 0 || cache.tiers[i].threads > 256) {
-      return Bad(at + ".threads", "must be 0..256");
-    }
+    CLAIRFS_TRY(InRange(at + ".threads", t.threads, 0, 256));
+    // 0 is the machine default (ResolveForDataset); anything else is a real capacity.
+    CLAIRFS_TRY(InRange<uint64_t>(at + ".capacity", t.capacity, 0, kMaxBytes, "bytes"));
   }
-  if (cache.staging_threads < 0 || cache.staging_threads > 256) {
-    return Bad("cache.staging.threads", "must be 0..256");
-  }
-  if (cache.demand_threads < 1 || cache.demand_threads > 256) {
-    return Bad("cache.demand_threads", "must be 1..256");
-  }
-  if (!(cache.fetch_timeout > 0)) return Bad("cache.fetch_timeout", "must be > 0 seconds");
-  if (!(cluster.plan_timeout >= 0)) return Bad("cluster.plan_timeout", "must be >= 0 seconds");
-  if (!(cluster.peer_timeout > 0)) return Bad("cluster.peer_timeout", "must be > 0 seconds");
-  if (!(cluster.down_for >= 0)) return Bad("cluster.down_for", "must be >= 0 seconds");
-  if (cluster.serve_threads < 1 || cluster.serve_threads > 256) {
-    return Bad("cluster.serve_threads", "must be 1..256");
-  }
-  if (!(cluster.backing_advantage >= 0)) return Bad("cluster.backing_advantage", "must be >= 0");
-  if (cache.max_file_size == 0) return Bad("cache.max_file_size", "must be > 0");
+  CLAIRFS_TRY(InRange("cache.staging.threads", cache.staging_threads, 0, 256));
+  CLAIRFS_TRY(
+      InRange<uint64_t>("cache.staging.capacity", cache.staging_capacity, 1, kMaxBytes, "bytes"));
+  CLAIRFS_TRY(InRange("cache.demand_threads", cache.demand_threads, 1, 256));
+  CLAIRFS_TRY(InRange("cache.fetch_timeout", cache.fetch_timeout, 0.01, kDay, "seconds"));
+  CLAIRFS_TRY(InRange<uint64_t>("cache.max_file_size", cache.max_file_size, 1, kMaxBytes, "bytes"));
+  CLAIRFS_TRY(InRange("cluster.plan_timeout", cluster.plan_timeout, 0.0, kDay, "seconds"));
+  CLAIRFS_TRY(InRange("cluster.peer_timeout", cluster.peer_timeout, 0.01, kDay, "seconds"));
+  CLAIRFS_TRY(InRange("cluster.down_for", cluster.down_for, 0.0, kDay, "seconds"));
+  CLAIRFS_TRY(InRange("cluster.serve_threads", cluster.serve_threads, 1, 256));
+  CLAIRFS_TRY(InRange("cluster.backing_advantage", cluster.backing_advantage, 0.0, 1e6));
   static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                 "error", "critical", "off"};
   if (!kLevels.count(log.level)) return Bad("log.level", "unknown level '" + log.level + "'");

@@ -6,9 +6,7 @@
 // "{rank}" in the mountpoint and SSD directories becomes its rank.
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/sinks/syslog_sink.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -16,12 +14,13 @@
 
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +33,9 @@
 #include "conf/config.h"
 #include "fs/clairfs_fs.h"
 #include "fs/control.h"
+#include "tools/daemon_log.h"
+#include "tools/lifecycle.h"
+#include "tools/mounts.h"
 #include "tools/supervise.h"
 
 namespace {
@@ -48,42 +50,18 @@ std::string RealPath(const std::string& p) {
   return realpath(p.c_str(), buf) ? std::string(buf) : std::string();
 }
 
-// mountinfo writes space, tab, newline and backslash in paths as octal escapes (\040).
-std::string Unescape(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size()) {
-      out += static_cast<char>(std::stoi(field.substr(i + 1, 3), nullptr, 8));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
-// True iff path is the mountpoint of a FUSE mount of clairfs (per /proc/self/mountinfo).
-bool IsClairfsMount(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mnt;
-    fields >> id >> parent >> devno >> root >> mnt;
-    const size_t dash = line.find(" - ");
-    if (dash == std::string::npos || Unescape(mnt) != path) continue;
-    if (line.compare(dash + 3, 13, "fuse.clairfs ") == 0) return true;
-  }
-  return false;
-}
-
 // What sits at path (absolute, lexically normal) before mounting there: nothing of clairfs's
 // (fine), a live clairfs (refused: unmount it first), or the mount of a killed daemon, on
 // which every request fails with ENOTCONN. statvfs() always reaches the daemon (stat() may be
 // answered from the kernel's attribute cache), so it tells the last two apart. A dead one is
-// detached with fusermount3 -uz. Returns an error message, or "" when path is ready.
+// detached (umount2 or fusermount3 -uz, no shell). Returns an error message, or "" when path
+// is ready.
 std::string PrepareMountpoint(const std::string& path) {
-  if (!IsClairfsMount(path)) return "";
+  const auto IsClairfs = [&] {
+    auto m = clairfs::FindMount(path);
+    return m && m->fstype == "fuse.clairfs";
+  };
+  if (!IsClairfs()) return "";
   struct statvfs sv;
   if (statvfs(path.c_str(), &sv) == 0) {
     return "'" + path +
@@ -92,12 +70,10 @@ std::string PrepareMountpoint(const std::string& path) {
            path + ")";
   }
   if (errno != ENOTCONN) return "";
-  const std::string cmd = "fusermount3 -uz '" + path + "' 2>/dev/null";
-  if (std::system(cmd.c_str()) != 0 || IsClairfsMount(path)) {
+  if (clairfs::Status s = clairfs::DetachMount(path); !s.ok() || IsClairfs()) {
     return "'" + path +
-           "' is the stale mount of a clairfs that is gone, and it could not be "
-           "detached; run: fusermount3 -u " +
-           path;
+           "' is the stale mount of a clairfs that is gone, and it could not be detached (" +
+           (s.ok() ? std::string("still listed") : s.message()) + "); run: fusermount3 -u " + path;
   }
   std::fprintf(stderr, "clairfs: detached the stale mount of a killed clairfs at %s\n",
                path.c_str());
@@ -111,19 +87,51 @@ std::string LexicalAbsolute(const std::string& p) {
   return s;
 }
 
-void SetUpLogging(const clairfs::LogConfig& log, bool foreground) {
-  std::shared_ptr<spdlog::logger> logger;
-  if (!log.file.empty()) {
-    logger = spdlog::basic_logger_mt("clairfs", log.file);
-  } else if (foreground) {
-    logger = spdlog::stderr_logger_mt("clairfs");
-  } else {
-    logger = spdlog::syslog_logger_mt("clairfs", "clairfs", LOG_PID);
+// The FUSE options: what clairfs sets, then the user's -o options as they are. A value that
+// comes from a path is escaped, so a comma or backslash in it cannot start another option.
+// Returns nullptr when libfuse cannot allocate.
+char* MountOptions(const std::string& dataset, const std::vector<std::string>& user) {
+  char* opts = nullptr;
+  const std::string fsname = "fsname=clairfs:" + dataset;
+  if (fuse_opt_add_opt_escaped(&opts, fsname.c_str()) != 0 ||
+      fuse_opt_add_opt(&opts, "subtype=clairfs") != 0 ||
+      fuse_opt_add_opt(&opts, "default_permissions") != 0 ||
+      (geteuid() == 0 && fuse_opt_add_opt(&opts, "allow_other") != 0)) {
+    std::free(opts);
+    return nullptr;
   }
-  logger->set_level(spdlog::level::from_str(log.level));
-  logger->flush_on(spdlog::level::warn);
-  spdlog::set_default_logger(logger);
+  for (const auto& o : user) {
+    if (!o.empty() && fuse_opt_add_opt(&opts, o.c_str()) != 0) {
+      std::free(opts);
+      return nullptr;
+    }
+  }
+  return opts;
 }
+
+// While one lives, threads the calling thread starts inherit SIGTERM, SIGINT and SIGHUP
+// blocked (libfuse does the same for its workers), so that those signals always go to the main
+// thread: its signal interrupts the FUSE loop's wait, which another thread's would not. Held
+// only around starting threads, so that start-up stays killable by the default actions.
+class ThreadsWithoutStopSignals {
+ public:
+  ThreadsWithoutStopSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, &saved_);
+  }
+  ~ThreadsWithoutStopSignals() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  ThreadsWithoutStopSignals(const ThreadsWithoutStopSignals&) = delete;
+  ThreadsWithoutStopSignals& operator=(const ThreadsWithoutStopSignals&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+// How long a stop may take once asked for (FUSE requests in progress, prefetch threads, the
+// peer tier, RocksDB) before the daemon detaches its mount and exits anyway.
+constexpr std::chrono::seconds kStopGrace{5};
 
 }  // namespace
 
@@ -152,10 +160,16 @@ int main(int argc, char** argv) {
   }
   // With one rank, or no launcher, MPI is not touched at all.
   std::unique_ptr<clairfs::cluster::MpiTransport> transport;
-  if (clairfs::cluster::LauncherWorldSize() > 1) {
+  const bool launched = clairfs::cluster::LauncherWorldSize() > 1;
+  if (launched) {
     foreground = true;  // the launcher owns the process
     if (int code; clairfs::Supervise(&code)) return code;
-    auto t = clairfs::cluster::MpiTransport::Create();
+  }
+  if (launched) {
+    auto t = [] {
+      ThreadsWithoutStopSignals guard;
+      return clairfs::cluster::MpiTransport::Create();
+    }();
     if (!t.ok()) return Fail(t.status().message());
     transport = std::move(t.value());
     const std::string rank = std::to_string(transport->rank());
@@ -190,7 +204,9 @@ int main(int argc, char** argv) {
       !s.ok()) {
     return Fail((config_path.empty() ? "" : config_path + ": ") + s.message());
   }
-  SetUpLogging(config.log, foreground);
+  if (auto s = clairfs::SetUpLogging(config.log, foreground); !s.ok()) {
+    return Fail((config_path.empty() ? "" : config_path + ": ") + s.message());
+  }
   clairfs::Stats stats;
   std::vector<std::unique_ptr<clairfs::Tier>> tiers;
   std::vector<clairfs::Tier*> tier_ptrs;
@@ -199,6 +215,7 @@ int main(int argc, char** argv) {
   for (const auto& t : config.cache.tiers) {
     if (t.kind == "ssd") {
       // A daemon opens RocksDB only after the fork (see SsdTier::Prepare).
+      ThreadsWithoutStopSignals guard;  // RocksDB's
       auto ssd = foreground ? clairfs::SsdTier::Open(t.kind, t.dir, t.capacity)
                             : clairfs::SsdTier::Prepare(t.kind, t.dir, t.capacity);
       if (!ssd.ok()) return Fail(ssd.status().message());
@@ -251,9 +268,9 @@ int main(int argc, char** argv) {
     spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
   }
 
-  std::string opts = "fsname=clairfs:" + data_abs + ",subtype=clairfs,default_permissions";
-  if (geteuid() == 0) opts += ",allow_other";
-  for (const auto& o : mount_opts) opts += "," + o;
+  std::unique_ptr<char, void (*)(void*)> opts_raw(MountOptions(data_abs, mount_opts), std::free);
+  if (!opts_raw) return Fail("out of memory");
+  const std::string opts = opts_raw.get();
   std::vector<std::string> fargs = {argv[0], "-o", opts};
   if (debug) fargs.push_back("-d");
   std::vector<char*> fargv;
@@ -269,11 +286,40 @@ int main(int argc, char** argv) {
     fuse_session_destroy(se);
     return Fail("cannot install signal handlers");
   }
+  // Set once mounted. Our mount is told apart from whatever may sit at the path later by its
+  // device number. Closing the session's descriptor aborts the connection once the threads
+  // reading it die in _exit, so the callers blocked on this mount get an error even while a
+  // thread stuck in uninterruptible I/O keeps the process (and its descriptors) alive.
+  dev_t mount_dev = 0;
+  int fuse_fd = -1;
+  clairfs::Lifecycle::Hooks hooks;
+  hooks.on_hangup = [] { clairfs::ReopenLog(); };
+  hooks.on_overrun = [&mount_abs, &mount_dev, &fuse_fd] {
+    auto m = clairfs::FindMount(mount_abs);
+    if (m && m->devno == mount_dev) {
+      if (clairfs::Status s = clairfs::DetachMount(mount_abs); !s.ok()) {
+        spdlog::critical("cannot detach {}: {}", mount_abs, s.message());
+      } else {
+        spdlog::warn("detached {}", mount_abs);
+      }
+    }
+    if (fuse_fd >= 0) close(fuse_fd);
+  };
+  // After fuse_set_signal_handlers, before the mount: SIGTERM, SIGINT and SIGHUP are ours
+  // from the moment the mount is visible.
+  auto life = clairfs::Lifecycle::Install(se, kStopGrace, std::move(hooks));
+  if (!life.ok()) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Fail(life.status().message());
+  }
   if (fuse_session_mount(se, mount_abs.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return Fail("cannot mount on '" + mount_abs + "' (see the message above)");
   }
+  if (const auto mounted = clairfs::FindMount(mount_abs)) mount_dev = mounted->devno;
+  fuse_fd = fuse_session_fd(se);
   if (fuse_daemonize(foreground ? 1 : 0) != 0) {
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
@@ -281,6 +327,7 @@ int main(int argc, char** argv) {
     return Fail("cannot daemonize");
   }
   if (!foreground) {
+    ThreadsWithoutStopSignals guard;  // RocksDB's
     for (auto* ssd : ssd_tiers) {
       if (clairfs::Status s = ssd->Reopen(); !s.ok()) {
         spdlog::critical("cannot reopen the SSD tier after daemonizing: {}", s.message());
@@ -291,6 +338,8 @@ int main(int argc, char** argv) {
       }
     }
   }
+  std::optional<ThreadsWithoutStopSignals> guard(std::in_place);
+  life.value()->StartThread();
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, data_abs, mount_abs);
   if (peer) {
     peer->Start(
@@ -303,17 +352,35 @@ int main(int argc, char** argv) {
         });
   }
   prefetcher.Start();
+  guard.reset();
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, static_cast<unsigned>(config.fuse.threads));
   fuse_loop_cfg_set_idle_threads(loop, static_cast<unsigned>(config.fuse.threads));
+  // Returns once a signal or an unmount ended the session and every worker has finished
+  // its request; a signal has started the stop clock already.
   const int rc = fuse_session_loop_mt(se, loop);
+  clairfs::Lifecycle& lc = *life.value();
+  lc.BeginStop();
   fuse_loop_cfg_destroy(loop);
+  lc.SetStage("stopping the prefetch threads");
   prefetcher.Stop();
-  if (peer) peer->Stop();
+  if (peer) {
+    lc.SetStage("stopping the peer tier");
+    peer->Stop();
+  }
+  lc.SetStage("unmounting");
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
-  spdlog::info("clairfs stopped");
+  lc.SetStage("closing the SSD tier (RocksDB)");
+  for (auto* ssd : ssd_tiers) ssd->Close();
+  lc.Finish();
+  if (lc.stop_signal() != 0) {
+    spdlog::info("clairfs stopped ({})", strsignal(lc.stop_signal()));
+  } else {
+    spdlog::info("clairfs stopped");
+  }
+  spdlog::default_logger()->flush();
   // MPI_Finalize waits for every rank; a dead one would keep this process forever.
   if (transport) transport->Finalize(std::chrono::seconds(10), rc == 0 ? 0 : 1);
   return rc == 0 ? 0 : 1;

@@ -19,7 +19,7 @@ done
 
 PACKAGES=(
   meson ninja-build pkg-config g++ python3
-  libfuse3-dev fuse3 libyaml-cpp-dev libxxhash-dev librocksdb-dev libgtest-dev libgmock-dev
+  libfuse3-dev fuse3 libmount-dev libyaml-cpp-dev libxxhash-dev librocksdb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
   mergerfs bindfs  # the FUSE peers the benchmarks compare against

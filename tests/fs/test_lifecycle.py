@@ -1,6 +1,9 @@
-"""Tests 8, 9, 10: mounting over the dataset, start-up errors, daemon mode."""
+"""Tests 8, 9, 10: mounting over the dataset, start-up errors, daemon mode; hostile path
+names, an unopenable log file and out-of-range values."""
+import errno
 import os
 import random
+import signal
 import subprocess
 import time
 
@@ -35,6 +38,30 @@ def clairfs_pids(mountpoint):
     return pids
 
 
+def run_clairfs(case, base, argv, mnt, foreground):
+    """Runs clairfs to its end (10 s at most); returns (exit status or None, stderr, seconds)."""
+    out_path = os.path.join(base, f"out-{time.monotonic_ns()}.txt")
+    args = [harness.BIN] + (["-f"] if foreground else []) + argv
+    start = time.monotonic()
+    with open(out_path, "wb") as out:
+        p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=out, start_new_session=True)
+        harness.register_proc(p)
+        harness.register_mount(mnt)
+        case.addCleanup(harness.release_mount, mnt)
+        case.addCleanup(harness.release_proc, p, 0)
+        try:
+            rc = p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        harness.release_mount(mnt)   # so that the next case starts clean
+        harness.release_proc(p, 0)
+    elapsed = time.monotonic() - start
+    with open(out_path, "rb") as f:
+        err = f.read().decode("utf-8", "replace")
+    return rc, err, elapsed
+
+
 class MountOverDatasetTest(ClairfsCase):
     """Test 8: clairfs DATASET without MOUNTPOINT mounts over the dataset path itself."""
 
@@ -62,26 +89,7 @@ class StartupErrorTest(ClairfsCase):
     """Test 9: bad start-up input exits non-zero quickly, says why, leaves no mount."""
 
     def run_clairfs(self, base, argv, mnt, foreground):
-        out_path = os.path.join(base, f"out-{time.monotonic_ns()}.txt")
-        args = [harness.BIN] + (["-f"] if foreground else []) + argv
-        start = time.monotonic()
-        with open(out_path, "wb") as out:
-            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=out, start_new_session=True)
-            harness.register_proc(p)
-            harness.register_mount(mnt)
-            self.addCleanup(harness.release_mount, mnt)
-            self.addCleanup(harness.release_proc, p, 0)
-            try:
-                rc = p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                rc = None
-            harness.release_mount(mnt)   # so that the next case starts clean
-            harness.release_proc(p, 0)
-        elapsed = time.monotonic() - start
-        with open(out_path, "rb") as f:
-            err = f.read().decode("utf-8", "replace")
-        return rc, err, elapsed
+        return run_clairfs(self, base, argv, mnt, foreground)
 
     def test_startup_errors(self):
         base = self.tmpdir("err")
@@ -210,3 +218,101 @@ class DaemonModeTest(ClairfsCase):
 
     def collect_log(self, log):
         harness.LOGS.setdefault(self.id(), []).append(("daemon.log", harness.read_tail(log)))
+
+
+class HostileNamesTest(ClairfsCase):
+    """Item 6: paths reach neither a shell nor the FUSE option string unescaped. A dataset and a
+    mountpoint named with a comma, a quote, a space and a backslash mount, serve, show the
+    right fsname, and a killed daemon's stale mount there is detached by the next start."""
+
+    NAME = "a,b 'c\\d"
+
+    def test_hostile_names(self):
+        base = self.tmpdir("names")
+        ds = os.path.join(base, "ds " + self.NAME)
+        mnt = os.path.join(base, "mnt " + self.NAME)
+        os.makedirs(os.path.join(ds, "sub"))
+        os.mkdir(mnt)
+        payload = os.urandom(70_000)
+        tu.write_file(os.path.join(ds, "sub", "f " + self.NAME), payload)
+        d = self.mount(ds, mnt)
+        with open(os.path.join(mnt, "sub", "f " + self.NAME), "rb") as f:
+            self.assertEqual(f.read(), payload)
+        self.assertEqual(self.fsname(mnt), "clairfs:" + ds)
+
+        cfg_path = d.argv[d.argv.index("-c") + 1]
+        os.kill(d.proc.pid, signal.SIGKILL)
+        d.proc.wait(timeout=10)
+        with self.assertRaises(OSError) as cm:
+            os.statvfs(mnt)
+        self.assertEqual(cm.exception.errno, errno.ENOTCONN)
+        # The next start detaches the stale mount (it mounts its own in its place).
+        workdir = self.tmpdir("d2")
+        d2 = harness.Daemon(self.id(), workdir, ds, mnt, cfg_path)
+        with open(d2.log_path, "wb") as log:
+            d2.proc = subprocess.Popen(d2.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        harness.register_proc(d2.proc)
+        self.addCleanup(d2.stop)
+        deadline = time.monotonic() + harness.MOUNT_TIMEOUT
+        while True:
+            self.assertIsNone(d2.proc.poll(), harness.read_tail(d2.log_path))
+            self.assertLess(time.monotonic(), deadline, harness.read_tail(d2.log_path))
+            try:
+                os.statvfs(mnt)
+                if "serving" in harness.read_tail(d2.log_path):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.assertIn("detached the stale mount", harness.read_tail(d2.log_path))
+        layers = [m for m, _, _ in harness.fuse_mounts() if m == os.path.abspath(mnt)]
+        self.assertEqual(len(layers), 1, f"FUSE mounts stacked at {mnt}: {layers}")
+        with open(os.path.join(mnt, "sub", "f " + self.NAME), "rb") as f:
+            self.assertEqual(f.read(), payload)
+        self.assertEqual(self.fsname(mnt), "clairfs:" + ds)
+
+    @staticmethod
+    def fsname(mnt):
+        """The mount source field of mnt's line in /proc/self/mountinfo, unescaped."""
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                if harness._unescape_mountinfo(left.split()[4]) == os.path.abspath(mnt):
+                    source = harness._unescape_mountinfo(right.split()[1])
+        return source
+
+
+class LogAndRangeErrorTest(ClairfsCase):
+    """Item 11: an unopenable log.file and out-of-range values end the start with the key, the
+    reason and a non-zero status, no core dump, no mount."""
+
+    def test_unopenable_log_file_and_out_of_range_values(self):
+        base = self.tmpdir("logerr")
+        ds = small_dataset(base, n=4)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        bad_log = write_config(os.path.join(base, "bad_log.yaml"),
+                               config(log_file=os.path.join(base, "no", "such", "dir.log")))
+        dir_log = write_config(os.path.join(base, "dir_log.yaml"), config(log_file=base))
+        tiny = config()
+        tiny["cache"]["fetch_timeout"] = 0.0001
+        tiny = write_config(os.path.join(base, "tiny.yaml"), tiny)
+        huge = config()
+        huge["cache"]["fetch_timeout"] = 1e300
+        huge = write_config(os.path.join(base, "huge.yaml"), huge)
+        cases = [
+            ("log.file in a missing directory", bad_log, ["log.file", "No such file"]),
+            ("log.file is a directory", dir_log, ["log.file", "Is a directory"]),
+            ("fetch_timeout 1e-4", tiny, ["cache.fetch_timeout", "0.0001", "0.01"]),
+            ("fetch_timeout 1e300", huge, ["cache.fetch_timeout", "1e+300", "86400"]),
+        ]
+        for name, cfg_path, needles in cases:
+            for fg in (True, False):
+                with self.subTest(case=name, foreground=fg):
+                    rc, err, _ = run_clairfs(self, base, ["-c", cfg_path, ds, mnt], mnt, fg)
+                    self.assertEqual(rc, 1, f"{name}: stderr {err!r}")  # not 134 (abort)
+                    for needle in needles:
+                        self.assertIn(needle, err, name)
+                    self.assertNotIn("terminate called", err, name)
+                    self.assertFalse(harness.is_fuse_mounted(mnt), name)

@@ -1,8 +1,15 @@
-"""What clairfs can observe when the kernel serves reads from its page cache, and that the
-daemon holds no descriptor per file."""
+"""What clairfs can observe when the kernel serves reads from its page cache, that the
+daemon holds no descriptor per file, and its signals: SIGHUP reopens the log, SIGTERM, SIGINT
+and fusermount3 -u stop it within a few seconds, also with I/O stuck in the backing store."""
 import os
 import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
 
+import harness
 from harness import ClairfsCase, config
 import treeutil as tu
 
@@ -76,3 +83,184 @@ class NoDescriptorPerFileTest(ClairfsCase):
         stats = self.stats(mnt)
         self.assertEqual(stats["files_opened"], self.NFILES + 100, stats)
         self.assertEqual(stats["errors"]["fetch"], 0, stats)
+
+
+# ---------------------------------------------------------------------------- process life
+
+STOP_GRACE = 5.0  # the daemon's kStopGrace (tools/clairfs_main.cc)
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def blocked_in_fuse_request(pid):
+    """True when a thread of pid waits for the answer to a FUSE request (the stalled mount)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                if f.read().strip() == "request_wait_answer":
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+def stop_process(pid):
+    """SIGSTOPs pid and waits until every thread has stopped. A FUSE daemon's worker woken by
+    the signal could otherwise still take a queued request first; the caller waiting for the
+    answer then sleeps uninterruptibly (no signal frees it) instead of killably."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped():
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                        return False
+            except OSError:
+                pass
+        return True
+    wait_for(all_stopped, 10, f"every thread of {pid} to stop")
+
+
+class SighupTest(ClairfsCase):
+    """SIGHUP reopens log.file (logrotate renames it first); without a file it is logged."""
+
+    def test_sighup_reopens_the_log_file(self):
+        base = self.tmpdir("hup")
+        ds = os.path.join(base, "ds")
+        put(os.path.join(ds, "a"), b"alpha")
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        log = os.path.join(base, "clairfs.log")
+        d = self.mount(ds, mnt, cfg=config(log_file=log))
+        wait_for(lambda: os.path.exists(log), 5, "the log file")
+        os.rename(log, log + ".1")
+        os.kill(d.proc.pid, signal.SIGHUP)
+        wait_for(lambda: os.path.exists(log), 5, "the reopened log file")
+        wait_for(lambda: "reopened the log file" in harness.read_tail(log), 5, "the reopen line")
+        with open(os.path.join(mnt, "a"), "rb") as f:
+            self.assertEqual(f.read(), b"alpha")
+        self.assertIn("serving", harness.read_tail(log + ".1"))
+        self.assertIsNone(d.proc.poll(), "SIGHUP stopped the daemon")
+        proc = d.proc
+        d.stop()
+        self.assertEqual(proc.returncode, 0)
+        self.assertIn("clairfs stopped", harness.read_tail(log))
+
+    def test_sighup_without_a_log_file(self):
+        base = self.tmpdir("hup2")
+        ds = os.path.join(base, "ds")
+        put(os.path.join(ds, "a"), b"alpha")
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        d = self.mount(ds, mnt, cfg=config())
+        os.kill(d.proc.pid, signal.SIGHUP)
+        wait_for(lambda: "SIGHUP received" in harness.read_tail(d.log_path), 5, "the SIGHUP line")
+        with open(os.path.join(mnt, "a"), "rb") as f:
+            self.assertEqual(f.read(), b"alpha")
+        self.assertIsNone(d.proc.poll(), "SIGHUP stopped the daemon")
+
+
+class StopTest(ClairfsCase):
+    """A daemon asked to stop exits within a few seconds, also with I/O stuck in its backing
+    store: clairfs B serves the mount of clairfs A, whose daemon is SIGSTOP'd."""
+
+    def test_sigterm_and_sigint_stop_cleanly(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with self.subTest(signal=sig.name):
+                base = self.tmpdir("term")
+                ds = os.path.join(base, "ds")
+                put(os.path.join(ds, "a"), b"alpha")
+                mnt = os.path.join(base, "mnt")
+                os.mkdir(mnt)
+                d = self.mount(ds, mnt, cfg=config())
+                start = time.monotonic()
+                os.kill(d.proc.pid, sig)
+                rc = d.proc.wait(timeout=STOP_GRACE + 5)
+                self.assertLess(time.monotonic() - start, STOP_GRACE)
+                self.assertEqual(rc, 0, harness.read_tail(d.log_path))
+                self.assertFalse(harness.is_fuse_mounted(mnt))
+                self.assertIn("clairfs stopped", harness.read_tail(d.log_path))
+
+    def stalled_pair(self, names):
+        base = self.tmpdir("stall")
+        data = os.path.join(base, "D")
+        files = {n: os.urandom(100_000) for n in names}
+        for n, b in files.items():
+            put(os.path.join(data, n), b)
+        mnt_a, mnt_b = os.path.join(base, "A"), os.path.join(base, "B")
+        os.mkdir(mnt_a)
+        os.mkdir(mnt_b)
+        a = self.mount(data, mnt_a, cfg=config())
+        cfg_b = config()
+        cfg_b["cache"]["fetch_timeout"] = 60  # longer than the stop's grace
+        b = self.mount(mnt_a, mnt_b, cfg=cfg_b)
+        # Registered after the mounts, so it runs before their cleanups.
+        self.addCleanup(self.resume, a)
+        return a, b, mnt_a, mnt_b, files
+
+    def resume(self, a):
+        if a.proc is not None and a.proc.poll() is None:
+            os.kill(a.proc.pid, signal.SIGCONT)
+
+    def assert_gone_soon(self, b, mnt_b, start):
+        try:
+            rc = b.proc.wait(timeout=STOP_GRACE + 5)
+        except subprocess.TimeoutExpired:
+            self.fail(f"daemon still running {STOP_GRACE + 5}s after the stop; log:\n"
+                      f"{harness.read_tail(b.log_path)}")
+        elapsed = time.monotonic() - start
+        log = harness.read_tail(b.log_path)
+        print(f"\n  stop with a stuck backend: exit {rc} after {elapsed:.2f}s", file=sys.stderr)
+        self.assertLess(elapsed, STOP_GRACE + 3, log)
+        self.assertEqual(rc, 1, log)
+        self.assertIn("did not end within", log)
+        self.assertFalse(harness.is_fuse_mounted(mnt_b), f"mount left behind; log:\n{log}")
+
+    def test_sigterm_with_a_read_stuck_in_the_backing_store(self):
+        a, b, mnt_a, mnt_b, files = self.stalled_pair(["f0", "f1"])
+        os.stat(os.path.join(mnt_b, "f0"))  # the lookup is cached; the open will reach A
+        stop_process(a.proc.pid)
+        outcome = {}
+
+        def reader():
+            try:
+                with open(os.path.join(mnt_b, "f0"), "rb") as f:
+                    outcome["data"] = f.read()
+            except OSError as e:
+                outcome["error"] = e
+
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        self.addCleanup(t.join, 20)
+        wait_for(lambda: blocked_in_fuse_request(b.proc.pid), 10, "B to block on A")
+        start = time.monotonic()
+        os.kill(b.proc.pid, signal.SIGTERM)
+        self.assert_gone_soon(b, mnt_b, start)
+        t.join(10)
+        self.assertFalse(t.is_alive(), "the reader is still blocked after the daemon left")
+        self.assertIn("error", outcome, "the read succeeded from a stalled backend")
+
+    def test_unmount_with_a_prefetch_stuck_in_the_backing_store(self):
+        names = [f"f{i}" for i in range(8)]
+        a, b, mnt_a, mnt_b, files = self.stalled_pair(names)
+        for n in names:  # attributes cached in A's kernel mount: the manifest check needs no A
+            os.stat(os.path.join(mnt_a, n))
+        stop_process(a.proc.pid)
+        self.write_manifest(mnt_b, "\n".join(names) + "\n")
+        wait_for(lambda: blocked_in_fuse_request(b.proc.pid), 10, "B's prefetch to block on A")
+        start = time.monotonic()
+        r = subprocess.run(["fusermount3", "-u", mnt_b], capture_output=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_gone_soon(b, mnt_b, start)

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace clairfs {
 namespace {
@@ -20,6 +22,158 @@ TEST(ParseSize, UnitsAndErrors) {
   EXPECT_FALSE(ParseSize("1.2.3MiB").ok());
   EXPECT_FALSE(ParseSize("-1").ok());
   EXPECT_FALSE(ParseSize("99999999999TiB").ok());
+}
+
+TEST(ParseSize, OverflowAndNegativeNumbers) {
+  // The largest exact sizes, and one past them.
+  EXPECT_EQ(ParseSize("9223372036854775807").value(), 9223372036854775807ull);
+  EXPECT_FALSE(ParseSize("9223372036854775808").ok());
+  EXPECT_FALSE(ParseSize("18446744073709551616").ok());  // wraps a uint64_t
+  EXPECT_EQ(ParseSize("8388607TiB").value(), 8388607ull << 40);
+  EXPECT_FALSE(ParseSize("8388608TiB").ok());   // 2^63
+  EXPECT_FALSE(ParseSize("16777216TiB").ok());  // 2^64: would wrap to 0
+  EXPECT_FALSE(ParseSize("1e3").ok());
+  EXPECT_FALSE(ParseSize("9.3e18").ok());
+  EXPECT_FALSE(ParseSize("9000000.5TiB").ok());  // past llround's range
+  EXPECT_EQ(ParseSize("0.5KiB").value(), 512u);
+  EXPECT_EQ(ParseSize(" 7 ").value(), 7u);
+  for (const char* text : {"-1", "-0", "-1GiB", "- 5", "-0.5MiB"}) {
+    auto r = ParseSize(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find("negative"), std::string::npos) << r.status().message();
+  }
+  EXPECT_FALSE(ParseSize("").ok());
+  EXPECT_FALSE(ParseSize(".5").ok());
+}
+
+// Each numeric key: the bounds are accepted, the values just outside them are refused with
+// the key, the value and the range in the message.
+TEST(Config, RangeBoundaries) {
+  struct Case {
+    std::string key;               // dotted, as in the message
+    std::string yaml;              // with VALUE in place of the value
+    std::string lo, hi;            // accepted bounds, as written in YAML
+    std::vector<std::string> bad;  // refused values
+    std::string range;             // the allowed range as the message states it
+  } cases[] = {
+      {"fuse.threads", "fuse: {threads: VALUE}", "1", "1024", {"0", "1025", "-1"}, "1 .. 1024"},
+      {"fuse.entry_timeout",
+       "fuse: {entry_timeout: VALUE}",
+       "0",
+       "86400",
+       {"-0.5", "86401", "1e300", ".nan", ".inf"},
+       "0 .. 86400 seconds"},
+      {"fuse.attr_timeout",
+       "fuse: {attr_timeout: VALUE}",
+       "0",
+       "86400",
+       {"-1", "1e9"},
+       "0 .. 86400 seconds"},
+      {"cache.tiers[0].threads",
+       "cache: {tiers: [{kind: ram, threads: VALUE}]}",
+       "0",
+       "256",
+       {"-1", "257"},
+       "0 .. 256"},
+      {"cache.tiers[0].capacity",
+       "cache: {tiers: [{kind: ram, capacity: VALUE}]}",
+       "0",
+       "1125899906842624",
+       {"1125899906842625", "2PiB0"},
+       ""},
+      {"cache.staging.threads",
+       "cache: {staging: {threads: VALUE}}",
+       "0",
+       "256",
+       {"-1", "257"},
+       "0 .. 256"},
+      {"cache.staging.capacity",
+       "cache: {staging: {capacity: VALUE}}",
+       "1",
+       "1024TiB",
+       {"0", "1025TiB", "-1"},
+       ""},
+      {"cache.demand_threads",
+       "cache: {demand_threads: VALUE}",
+       "1",
+       "256",
+       {"0", "257"},
+       "1 .. 256"},
+      {"cache.fetch_timeout",
+       "cache: {fetch_timeout: VALUE}",
+       "0.01",
+       "86400",
+       {"0.0001", "0.0099", "0", "-1", "86400.5", "1e300", ".nan", ".inf"},
+       "0.01 .. 86400 seconds"},
+      {"cache.max_file_size",
+       "cache: {max_file_size: VALUE}",
+       "1",
+       "1024TiB",
+       {"0", "2048TiB"},
+       ""},
+      {"cluster.plan_timeout",
+       "cluster: {plan_timeout: VALUE}",
+       "0",
+       "86400",
+       {"-1", "1e300"},
+       "0 .. 86400 seconds"},
+      {"cluster.peer_timeout",
+       "cluster: {peer_timeout: VALUE}",
+       "0.01",
+       "86400",
+       {"0", "0.001", "100000"},
+       "0.01 .. 86400 seconds"},
+      {"cluster.down_for",
+       "cluster: {down_for: VALUE}",
+       "0",
+       "86400",
+       {"-0.1", "86401"},
+       "0 .. 86400 seconds"},
+      {"cluster.serve_threads",
+       "cluster: {serve_threads: VALUE}",
+       "1",
+       "256",
+       {"0", "257"},
+       "1 .. 256"},
+      {"cluster.backing_advantage",
+       "cluster: {backing_advantage: VALUE}",
+       "0",
+       "1000000",
+       {"-1", "1000001", ".nan"},
+       "0 .. 1e+06"},
+  };
+  const auto with = [](std::string yaml, const std::string& value) {
+    yaml.replace(yaml.find("VALUE"), 5, value);
+    return yaml;
+  };
+  for (const auto& c : cases) {
+    for (const auto& ok : {c.lo, c.hi}) {
+      auto r = ParseConfig(with(c.yaml, ok));
+      EXPECT_TRUE(r.ok()) << c.key << " = " << ok << ": " << r.status().message();
+    }
+    for (const auto& bad : c.bad) {
+      auto r = ParseConfig(with(c.yaml, bad));
+      ASSERT_FALSE(r.ok()) << c.key << " = " << bad << " was accepted";
+      const std::string& m = r.status().message();
+      EXPECT_NE(m.find("'" + c.key + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find(c.range), std::string::npos) << m;
+    }
+  }
+  // The message carries the value as given.
+  auto r = ParseConfig("cache: {fetch_timeout: 0.0001}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("0.0001 is out of range (0.01 .. 86400 seconds)"),
+            std::string::npos)
+      << r.status().message();
+  r = ParseConfig("cache: {staging: {capacity: 0}}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'cache.staging.capacity': 0 is out of range (1 .. "),
+            std::string::npos)
+      << r.status().message();
+  // Out of an int's range is the wrong type, not a wrapped value.
+  r = ParseConfig("fuse: {threads: 4294967297}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'fuse.threads'"), std::string::npos);
 }
 
 TEST(Config, EmptyGivesRamAndSsdWithMachineDefaults) {

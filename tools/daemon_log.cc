@@ -1,0 +1,109 @@
+#include "tools/daemon_log.h"
+
+#include <fcntl.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+
+namespace clairfs {
+namespace {
+
+// A file sink that can open its path again. spdlog's basic_file_sink cannot, and it throws
+// where this one returns a Status. Writes are appends, so lines from before and after a
+// rotation never interleave within one file.
+class ReopenableFileSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit ReopenableFileSink(std::string path) : path_(std::move(path)) {}
+  ~ReopenableFileSink() override {
+    if (file_) std::fclose(file_);
+  }
+
+  const std::string& path() const { return path_; }
+
+  // Opens path_ and swaps it in; on failure the current file (if any) stays.
+  Status Reopen() {
+    const int fd = open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0) return Status::FromErrno(errno, "cannot open '" + path_ + "'");
+    std::FILE* f = fdopen(fd, "a");
+    if (!f) {
+      const int err = errno;
+      close(fd);
+      return Status::FromErrno(err, "cannot open '" + path_ + "'");
+    }
+    std::lock_guard lock(mutex_);
+    if (file_) std::fclose(file_);
+    file_ = f;
+    return Status::Ok();
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (!file_) return;
+    spdlog::memory_buf_t buf;
+    formatter_->format(msg, buf);
+    std::fwrite(buf.data(), 1, buf.size(), file_);
+  }
+  void flush_() override {
+    if (file_) std::fflush(file_);
+  }
+
+ private:
+  const std::string path_;
+  std::FILE* file_ = nullptr;  // guarded by mutex_ (base_sink's, taken around sink_it_/flush_)
+};
+
+std::shared_ptr<ReopenableFileSink> file_sink;  // set once, before any thread starts
+
+}  // namespace
+
+Status SetUpLogging(const LogConfig& log, bool foreground) {
+  try {
+    std::shared_ptr<spdlog::logger> logger;
+    if (!log.file.empty()) {
+      std::error_code ec;
+      const std::filesystem::path abs = std::filesystem::absolute(log.file, ec);
+      auto sink = std::make_shared<ReopenableFileSink>(ec ? log.file : abs.string());
+      if (Status s = sink->Reopen(); !s.ok()) {
+        return Status::Error(Code::kInvalidArgument, "config key 'log.file': " + s.message(),
+                             s.os_errno());
+      }
+      file_sink = sink;
+      logger = std::make_shared<spdlog::logger>("clairfs", sink);
+    } else if (foreground) {
+      logger = std::make_shared<spdlog::logger>("clairfs",
+                                                std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    } else {
+      logger = std::make_shared<spdlog::logger>(
+          "clairfs",
+          std::make_shared<spdlog::sinks::syslog_sink_mt>("clairfs", LOG_PID, LOG_USER, false));
+    }
+    logger->set_level(spdlog::level::from_str(log.level));
+    logger->flush_on(spdlog::level::warn);
+    spdlog::set_default_logger(logger);
+  } catch (const std::exception& e) {
+    return Status::Error(Code::kInvalidArgument, std::string("cannot set up logging: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+void ReopenLog() {
+  if (!file_sink) {
+    spdlog::info("SIGHUP received; no log file to reopen");
+    return;
+  }
+  if (Status s = file_sink->Reopen(); !s.ok()) {
+    spdlog::error("SIGHUP received; keeping the old log file: {}", s.message());
+    return;
+  }
+  spdlog::info("SIGHUP received; reopened the log file {}", file_sink->path());
+}
+
+}  // namespace clairfs
