@@ -24,9 +24,9 @@ PACKAGES=(
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
 )
-# Test-only: the Python package's tests read an ImageFolder through DataLoaders. Several
-# hundred MB, so not part of the plain set-up.
-TEST_PACKAGES=(python3-torch python3-torchvision python3-pil)
+# Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
+# hundred MB, so not part of the plain set-up); the fault matrix's ACL row needs setfacl.
+TEST_PACKAGES=(python3-torch python3-torchvision python3-pil acl)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi
