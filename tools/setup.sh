@@ -24,8 +24,9 @@ PACKAGES=(
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
 )
-# Test-only: the Python package's tests read an ImageFolder through DataLoaders. Several
-# hundred MB, so not part of the plain set-up. acl: setfacl/getfacl for the permission tests.
+# Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
+# hundred MB, so not part of the plain set-up); acl: setfacl for the permission tests and the
+# fault matrix.
 TEST_PACKAGES=(python3-torch python3-torchvision python3-pil acl)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")

@@ -1,0 +1,492 @@
+"""The rows of the fault matrix (docs/reliability.md): each fn(ctx) injects one fault and
+measures into ctx.row (fault_lib.Row). A row that raises is recorded with goal "ran" false."""
+import errno
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+import types
+
+import harness
+from fault_lib import (NOBODY, PY, REVOKE_WINDOW, Readers, mount_tmpfs, read_log, register,
+                       sha, touched_by, wait_for)
+
+
+def backend_row(ctx, ram="64MiB"):
+    """clairfs over a faultfs mount of the dataset, every file planned."""
+    backend = ctx.start_faultfs()
+    d = ctx.mount(backend, cfg=ctx.config(ram=ram))
+    return backend, d
+
+
+def row_backing_eio(ctx):
+    r = ctx.row
+    backend, d = backend_row(ctx)
+    bad = touched_by(ctx.files, "c1/")
+    ctx.set_rules("open,read c1/* eio\n")
+    register(d.mountpoint, ctx.files)
+    rs = ctx.readers(d.mountpoint)
+    time.sleep(ctx.p["run"])  # the readers run under the fault for this long
+    r.add(*rs.stop(), touched=bad)
+    r.goals["failed files fail, others read"] = r.errors.get("EIO", 0) > 0 or not bad
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    ctx.set_rules("")
+    res, hung = ctx.verify(d.mountpoint)
+    before = r.collateral
+    r.add(res, hung, strict=True)
+    r.goals["right after the fault ends"] = r.collateral == before
+    r.goals["no collateral errors"] = before == 0
+    r.goals["logged"] = any("c1/" in line for line in read_log(d))
+    r.goals["stops"] = ctx.stops(d)
+
+
+def row_backend_enotconn(ctx):
+    r = ctx.row
+    backend, d = backend_row(ctx, ram="64MiB")
+    half = sorted(ctx.files)[: len(ctx.files) // 2]
+    register(d.mountpoint, half)   # half planned and cached, half read from the backend
+    ctx.wait_prefetched(d.mountpoint, len(half))
+    rs = ctx.readers(d.mountpoint)
+    time.sleep(ctx.p["run"] / 3)
+    fp = ctx.faultfs[-1][0]
+    fp.kill()
+    fp.wait(timeout=10)
+    time.sleep(ctx.p["run"])
+    r.add(*rs.stop(), touched=set(ctx.files) - set(half))
+    r.goals["cached files still read"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["logged"] = bool(read_log(d, warn_only=True))
+    # The backend comes back on the same path: report whether clairfs reads it again.
+    harness.release_mount(backend)
+    ctx.start_faultfs(backend)
+    res, hung = ctx.verify(d.mountpoint)
+    errs = sum(1 for _, x in res if isinstance(x, int))
+    r.notes.append(f"after the backend was remounted: {errs} of {len(res)} reads failed")
+    r.add(res, hung, touched=set(ctx.files))
+    r.goals["stops"] = ctx.stops(d)
+
+
+def stall_row(ctx, cached):
+    r = ctx.row
+    backend, d = backend_row(ctx, ram="64MiB")
+    if cached:
+        register(d.mountpoint, ctx.files)
+        n = ctx.wait_prefetched(d.mountpoint, len(ctx.files))
+        r.notes.append(f"{n} of {len(ctx.files)} files prefetched before the stall")
+    ctx.set_rules("all * stall\n")
+    rs = ctx.readers(d.mountpoint)
+    time.sleep(ctx.p["run"])
+    res, hung = rs.stop()
+    r.add(res, hung, touched=set() if cached else set(ctx.files))
+    if cached:
+        r.goals["cached files read"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)   # with the backend still stalled
+    if not cached:
+        r.goals["logged"] = bool(read_log(d, warn_only=True))
+
+
+def row_stall_cached(ctx):
+    stall_row(ctx, cached=True)
+
+
+def row_stall_uncached(ctx):
+    stall_row(ctx, cached=False)
+
+
+def row_slow_backend(ctx):
+    """Every backend read takes 20 ms: slower, never wrong; the stall rule's timed form."""
+    r = ctx.row
+    backend, d = backend_row(ctx)
+    ctx.set_rules("read * stall 20\n")
+    register(d.mountpoint, ctx.files)
+    rs = ctx.readers(d.mountpoint)
+    time.sleep(ctx.p["run"])
+    r.add(*rs.stop(), strict=True)
+    r.goals["no errors"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)
+
+
+def row_ssd_full(ctx):
+    r = ctx.row
+    fs = mount_tmpfs(os.path.join(ctx.work, "ssdfs"), "24m")
+    ctx.tmpfs.append(fs)
+    total = sum(len(b) for b in ctx.files.values())
+    d = ctx.mount(ctx.ds, cfg=ctx.config(ram="256KiB", ssd="16MiB", ssd_dir=f"{fs}/db"))
+    # Another user of the disk fills it.
+    with open(os.path.join(fs, "ballast"), "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * (256 << 10))
+                f.flush()
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+    register(d.mountpoint, ctx.files, row=r)
+    rs = ctx.readers(d.mountpoint)
+    time.sleep(ctx.p["run"])
+    r.add(*rs.stop(), strict=True)
+    r.notes.append(f"dataset {total >> 10} KiB; SSD tier 16 MiB on a full 24 MiB tmpfs")
+    r.goals["no errors"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["logged"] = bool(read_log(d, warn_only=True))
+    if r.alive:
+        os.unlink(os.path.join(fs, "ballast"))
+        r.add(*ctx.verify(d.mountpoint), strict=True)
+        r.goals["right after space is freed"] = r.collateral == 0
+    r.goals["stops"] = ctx.stops(d)
+
+
+def swap_row(ctx, kind):
+    r = ctx.row
+    d = ctx.mount(ctx.ds)
+    register(d.mountpoint, ctx.files)
+    ctx.wait_prefetched(d.mountpoint, len(ctx.files))
+    victim, other = sorted(ctx.files)[3], sorted(ctx.files)[4]
+    # During the swap: the old bytes (a read begun before), an error, or what a native read
+    # gives now. A FIFO read natively blocks: clairfs must refuse it instead.
+    during = dict(ctx.expect)
+    during[victim] = ctx.expect[victim] | (ctx.expect[other] if kind == "symlink" else set())
+    rs = ctx.readers(d.mountpoint, expect=during)
+    time.sleep(ctx.p["run"] / 3)
+    path = os.path.join(ctx.ds, victim)
+    tmp = path + ".swap"
+    if kind == "fifo":
+        os.mkfifo(tmp)
+        os.rename(tmp, path)
+    elif kind == "symlink":
+        os.symlink(os.path.basename(other), tmp)   # same directory (c3/ and c4/ differ)
+        os.symlink(os.path.join("..", other), tmp + "2")
+        os.unlink(tmp)
+        os.rename(tmp + "2", path)
+    else:
+        os.unlink(path)
+        os.mkdir(path)
+    time.sleep(ctx.p["run"])
+    r.add(*rs.stop(), touched={victim})
+    # After: the victim must not give its old bytes any more.
+    after = dict(ctx.expect)
+    after[victim] = ctx.expect[other] if kind == "symlink" else set()
+    res, hung = ctx.verify(d.mountpoint, expect=after)
+    r.add(res, hung, touched={victim})
+    r.notes.append("victim after the swap: " + ", ".join(
+        sorted({str(errno.errorcode.get(x, x)) if isinstance(x, int) else x
+                for p, x in res if p == victim})))
+    r.goals["no collateral errors"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)
+
+
+def row_swap_fifo(ctx):
+    swap_row(ctx, "fifo")
+
+
+def row_swap_symlink(ctx):
+    swap_row(ctx, "symlink")
+
+
+def row_swap_dir(ctx):
+    swap_row(ctx, "dir")
+
+
+def rewrite(path, data, keep_inode):
+    """Rewrites path with data of the same size and restores its mtime (and atime): in place
+    (`cp -p` over an existing file, `touch -r`) or by rename (`rsync -a`, `tar x`)."""
+    st = os.stat(path)
+    if keep_inode:
+        with open(path, "r+b") as f:
+            f.write(data)
+    else:
+        tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.rename(tmp, path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def row_rewrite_same_size_mtime(ctx):
+    r = ctx.row
+    d = ctx.mount(ctx.ds)
+    register(d.mountpoint, ctx.files)
+    ctx.wait_prefetched(d.mountpoint, len(ctx.files))
+    names = sorted(ctx.files)
+    victims = {names[5]: True, names[6]: False, names[7]: True}  # path -> in place
+    new = {rel: bytes(b ^ 0xA5 for b in ctx.files[rel]) for rel in victims}
+    during = dict(ctx.expect)   # a read begun before the rewrite may give the old version
+    for rel in victims:
+        during[rel] = ctx.expect[rel] | {sha(new[rel])}
+    rs = ctx.readers(d.mountpoint, expect=during)
+    time.sleep(ctx.p["run"] / 3)
+    for rel, in_place in victims.items():
+        rewrite(os.path.join(ctx.ds, rel), new[rel], in_place)
+    time.sleep(ctx.p["run"])
+    res, hung = rs.stop()
+    r.add(res, hung, strict=True)
+    after = dict(ctx.expect)
+    for rel in victims:
+        after[rel] = {sha(new[rel])}
+    r.add(*ctx.verify(d.mountpoint, expect=after), strict=True)
+    r.goals["no errors"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)
+    # Across a remount: the SSD tier must not serve the old version either.
+    ssd = os.path.join(ctx.work, "ssd")
+    cfg = ctx.config(ram="64KiB", ssd="64MiB", ssd_dir=ssd)
+    d2 = ctx.mount(ctx.ds, mnt=os.path.join(ctx.work, "mnt2"), cfg=cfg)
+    register(d2.mountpoint, ctx.files)
+    ctx.wait_prefetched(d2.mountpoint, len(ctx.files))
+    r.add(*ctx.verify(d2.mountpoint, expect=after), strict=True)
+    d2.stop()
+    newer = {}
+    for rel, in_place in victims.items():
+        newer[rel] = bytes(b ^ 0x3C for b in ctx.files[rel])
+        rewrite(os.path.join(ctx.ds, rel), newer[rel], in_place)
+    d3 = ctx.mount(ctx.ds, mnt=os.path.join(ctx.work, "mnt2"), cfg=cfg)
+    register(d3.mountpoint, ctx.files)
+    after3 = dict(ctx.expect)
+    for rel in victims:
+        after3[rel] = {sha(newer[rel])}
+    r.add(*ctx.verify(d3.mountpoint, expect=after3), strict=True)
+    r.goals["no errors"] = r.collateral == 0
+    r.goals["stops"] = r.goals["stops"] and ctx.stops(d3)
+
+
+def row_inode_reuse(ctx):
+    r = ctx.row
+    d = ctx.mount(ctx.ds)
+    victim = sorted(ctx.files)[8]
+    vdir = os.path.join(ctx.ds, os.path.dirname(victim))
+    path = os.path.join(ctx.ds, victim)
+    # A lookup through the mount: the kernel keeps the victim's node (entry and attribute
+    # timeouts), while nothing holds the file open, so its inode can be freed.
+    res, hung = ctx.verify(d.mountpoint, paths=[victim])
+    r.add(res, hung, strict=True)
+    old_ino = os.stat(path).st_ino
+    os.unlink(path)
+    newcomer = None
+    for i in range(5000):   # ext4 hands out the lowest free inode of the group
+        cand = os.path.join(vdir, f"new{i}.bin")
+        fd = os.open(cand, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        ino = os.fstat(fd).st_ino
+        os.close(fd)
+        if ino == old_ino:
+            newcomer = cand
+            break
+    if newcomer is None:
+        r.notes.append("the file system did not reuse the inode number: not reproduced")
+        r.goals["reproduced"] = False
+        return
+    data = random.Random(7).randbytes(7777)
+    with open(newcomer, "wb") as f:
+        f.write(data)
+    rel_new = os.path.relpath(newcomer, ctx.ds)
+    # The victim's path comes back as another file.
+    again = bytes(b ^ 0x77 for b in ctx.files[victim])
+    with open(path, "wb") as f:
+        f.write(again)
+    r.notes.append(f"{rel_new} got inode {old_ino} of {victim}, whose node the kernel holds")
+    expect = {rel_new: {sha(data)}, victim: {sha(again)}}
+    other = dict(ctx.owner)
+    other[sha(again)] = victim + " (new)"
+    other[sha(ctx.files[victim])] = victim + " (old)"
+    rs = Readers(ctx, d.mountpoint, expect, n=1, until_stopped=False, other=other, tag="v")
+    ctx.reader_sets.append(rs)
+    r.add(*rs.wait(), touched=set())
+    rest = {k: v for k, v in ctx.expect.items() if k != victim}
+    r.add(*ctx.verify(d.mountpoint, expect=rest), strict=True)
+    r.goals["no errors"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)
+
+
+def nobody_can_read(path):
+    p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                        PY, "-c", "import sys;open(sys.argv[1],'rb').read()", path],
+                       capture_output=True, timeout=30)
+    return p.returncode == 0
+
+
+def revoke_row(ctx, revoke):
+    """A file readable by another user (nobody) through the root mount stops being so."""
+    r = ctx.row
+    d = ctx.mount(ctx.ds)
+    names = sorted(ctx.files)
+    early, late = names[9], names[10]
+    revoke(os.path.join(ctx.ds, early))   # before the mount saw the file
+    if nobody_can_read(os.path.join(ctx.ds, early)):
+        r.notes.append("the dataset's file system ignores the change: not reproduced")
+        r.goals["reproduced"] = False
+        return
+    register(d.mountpoint, ctx.files)
+    ctx.wait_prefetched(d.mountpoint, len(ctx.files))
+    # nobody reads everything else, and is refused the revoked file.
+    r.add(*ctx.verify(d.mountpoint, uid=NOBODY, paths=[p for p in names if p != early]),
+          strict=True)
+    res, hung = ctx.verify(d.mountpoint, uid=NOBODY, paths=[early])
+    r.add(res, hung, touched={early}, widened=True)
+    # A file nobody has just read is revoked: refused within REVOKE_WINDOW.
+    r.add(*ctx.verify(d.mountpoint, uid=NOBODY, paths=[late]), strict=True)
+    revoke(os.path.join(ctx.ds, late))
+    t0, refused = time.monotonic(), None
+    while time.monotonic() - t0 < REVOKE_WINDOW and refused is None:
+        res, hung = ctx.verify(d.mountpoint, uid=NOBODY, paths=[late])
+        r.hung += len(hung)
+        if res and all(isinstance(x, int) for _, x in res):
+            refused = res[0][1]
+    if refused is None:
+        r.wrong += 1
+        r.wrong_examples.append(f"{late}: still readable {REVOKE_WINDOW:.0f} s after revoking")
+    else:
+        r.notes.append(f"revocation took effect after {time.monotonic() - t0:.1f} s "
+                       f"({errno.errorcode.get(refused, refused)})")
+        if refused not in (errno.EACCES, errno.EPERM):
+            r.goals["refused with EACCES"] = False
+    # The owner still reads the revoked files.
+    r.add(*ctx.verify(d.mountpoint, paths=[early, late]), strict=True)
+    r.goals["no errors"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)
+
+
+def row_chmod_revoke(ctx):
+    revoke_row(ctx, lambda p: os.chmod(p, 0o600))
+
+
+def row_acl_deny(ctx):
+    if shutil.which("setfacl") is None:
+        ctx.row.notes.append("setfacl missing (Debian package acl)")
+        ctx.row.goals["setfacl installed"] = False
+        return
+    revoke_row(ctx, lambda p: subprocess.run(["setfacl", "-m", f"u:{NOBODY}:---", p],
+                                             check=True, timeout=10))
+
+
+def daemon_pid(rank):
+    """The pid of an MPI rank's serving clairfs: its parent is the rank's supervisor."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                parent = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if f"PMI_RANK={rank}".encode() in env and harness.BIN.encode() in parent:
+            return int(pid)
+    return None
+
+
+def row_peer_kill(ctx):
+    r = ctx.row
+    if shutil.which("mpiexec") is None:
+        r.notes.append("mpiexec missing")
+        r.goals["mpiexec installed"] = False
+        return
+    total = sum(len(b) for b in ctx.files.values())
+    cfg = ctx.config(ram=str(total // 3), ssd=str(total // 3), ssd_dir=f"{ctx.work}/ssd{{rank}}")
+    cfg["cluster"] = {"plan_timeout": 30, "peer_timeout": 2, "down_for": 60}
+    cfg_path = harness.write_config(os.path.join(ctx.work, "cluster.yaml"), cfg)
+    mounts = [os.path.join(ctx.work, f"mnt{i}") for i in range(2)]
+    for m in mounts:
+        os.makedirs(m)
+    log = os.path.join(ctx.work, "mpiexec.log")
+    with open(log, "wb") as lf:
+        mpi = subprocess.Popen(["mpiexec", "-disable-auto-cleanup", "-n", "2", harness.BIN,
+                                "-c", cfg_path, ctx.ds, os.path.join(ctx.work, "mnt{rank}")],
+                               stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    harness.register_proc(mpi)
+    for m in mounts:
+        harness.register_mount(m)
+
+    def stop():
+        """Unmounts; each rank then exits, mpiexec after them; the group is killed last."""
+        for m in mounts:
+            harness.release_mount(m)
+        harness.release_proc(mpi, grace=25.0)
+        try:
+            os.killpg(mpi.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    # What Ctx.close and collect_logs need of a daemon; own_stop: close() only calls stop().
+    ctx.daemons.append(types.SimpleNamespace(proc=mpi, mountpoint=mounts[0], log_path=log,
+                                             stop=stop, own_stop=True))
+    wait_for(lambda: all(harness.is_fuse_mounted(m) for m in mounts) or mpi.poll() is not None,
+             30, "the ranks' mounts")
+    names = sorted(ctx.files)
+    halves = [names[0::2], names[1::2]]
+    for m, h in zip(mounts, halves):
+        register(m, h)
+    rs = [ctx.readers(m, expect={p: ctx.expect[p] for p in h}, tag=f"rank{i}")
+          for i, (m, h) in enumerate(zip(mounts, halves))]
+    time.sleep(ctx.p["run"] / 3)
+    victim = daemon_pid(1)
+    if victim is None:
+        raise RuntimeError("no daemon for rank 1")
+    os.kill(victim, signal.SIGKILL)
+    time.sleep(ctx.p["run"])
+    r.add(*rs[0].stop(), strict=True)
+    res1, hung1 = rs[1].stop()
+    r.add(res1, hung1, touched=set(halves[1]))
+    r.goals["survivor reads without errors"] = r.collateral == 0
+    r.goals["mpiexec still runs"] = mpi.poll() is None
+    r.goals["alive"] = r.alive = ctx.alive(types.SimpleNamespace(proc=mpi, mountpoint=mounts[0]))
+
+
+def row_daemon_kill9(ctx):
+    r = ctx.row
+    ssd = os.path.join(ctx.work, "ssd")
+    cfg = ctx.config(ram="128KiB", ssd="64MiB", ssd_dir=ssd)
+    mnt = os.path.join(ctx.work, "mnt")
+    restarts = []
+    for i in range(ctx.p["kills"]):
+        t0 = time.monotonic()
+        d = ctx.mount(ctx.ds, mnt=mnt, cfg=cfg, over_stale=i > 0)
+        restarts.append(time.monotonic() - t0)
+        register(mnt, ctx.files)
+        rs = ctx.readers(mnt)
+        time.sleep(ctx.p["run"] / 3 + random.Random(i).random() * 0.3)
+        d.proc.kill()
+        d.proc.wait(timeout=10)
+        # Readers now see ENOTCONN: an error, never a hang or a wrong byte.
+        r.add(*rs.stop(), touched=set(ctx.files))
+    d = ctx.mount(ctx.ds, mnt=mnt, cfg=cfg, over_stale=True)
+    register(mnt, ctx.files)
+    r.add(*ctx.verify(mnt), strict=True)
+    st = ctx.stats(mnt)
+    r.notes.append(f"{ctx.p['kills']} kills; restart took at most {max(restarts):.1f} s; "
+                   f"after: served {st.get('served')}, errors {st.get('errors')}")
+    r.goals["right after the restarts"] = r.collateral == 0
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)
+
+
+ROWS = [
+    ("backing_eio", row_backing_eio, "faultfs: open/read of c1/* fail with EIO, then heal"),
+    ("backend_enotconn", row_backend_enotconn, "faultfs killed -9 under clairfs (ENOTCONN)"),
+    ("stall_cached", row_stall_cached, "faultfs stalls every request; files already in RAM"),
+    ("stall_uncached", row_stall_uncached, "faultfs stalls every request; nothing cached"),
+    ("slow_backend", row_slow_backend, "faultfs delays every read 20 ms"),
+    ("ssd_full", row_ssd_full, "the SSD tier's file system (tmpfs) filled by another writer"),
+    ("swap_fifo", row_swap_fifo, "a planned file replaced by a FIFO"),
+    ("swap_symlink", row_swap_symlink, "a planned file replaced by a symlink to another"),
+    ("swap_dir", row_swap_dir, "a planned file replaced by a directory"),
+    ("rewrite_same_size_mtime", row_rewrite_same_size_mtime,
+     "cached files rewritten, same size and mtime (in place and by rename), then remount"),
+    ("inode_reuse", row_inode_reuse, "a new file gets the inode number of a deleted one "
+     "whose node the kernel still holds (ext4)"),
+    ("chmod_revoke", row_chmod_revoke, "chmod 0600: another user (nobody) must be refused"),
+    ("acl_deny", row_acl_deny, "setfacl u:nobody:---: nobody must be refused"),
+    ("peer_kill", row_peer_kill, "2 ranks under mpiexec; rank 1's daemon killed -9"),
+    ("daemon_kill9", row_daemon_kill9, "daemon killed -9 mid-prefetch, restarted on the same "
+     "mountpoint and SSD dir, N times"),
+]
+EXT4_ROWS = {"inode_reuse"}
