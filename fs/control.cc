@@ -112,6 +112,8 @@ std::string ControlPlane::StatsJson() const {
       {"peer_bytes_out", get(stats_.peer_bytes_out)},
       {"peer_errors", get(stats_.peer_errors)},
       {"peer_adopted", get(stats_.peer_adopted)},
+      {"peer_protocol_errors", get(stats_.peer_protocol_errors)},
+      {"mpi_errors", get(stats_.mpi_errors)},
       {"prefetch",
        {{"planned_files", p.planned_files},
         {"fetched_files", get(stats_.fetched_files)},
