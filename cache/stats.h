@@ -31,6 +31,8 @@ struct Stats {
   Counter peer_bytes_out{0};
   Counter peer_errors{0};   // requests that failed: timeout, down peer, bad hash, bad reply
   Counter peer_adopted{0};  // files other nodes pushed (read before this owner had them), kept
+  Counter peer_protocol_errors{0};  // messages refused: another protocol version, or no magic
+  Counter mpi_errors{0};            // MPI calls that returned an error (logged, rate-limited)
 
   // Access (fs/access.h): refusals beyond the kernel's own permission check.
   Counter open_denied{0};     // dataset opens the open-time access re-check refused (EACCES)

@@ -1,6 +1,7 @@
 #include "cluster/mpi_transport.h"
 
 #include <mpi.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -17,6 +18,17 @@ int LauncherWorldSize() {
   }
   return 0;
 }
+
+namespace {
+
+std::string MpiErrorText(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  if (MPI_Error_string(rc, text, &n) != MPI_SUCCESS || n <= 0) return "error " + std::to_string(rc);
+  return std::string(text, static_cast<size_t>(n));
+}
+
+}  // namespace
 
 struct MpiTransport::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -52,14 +64,35 @@ Result<std::unique_ptr<MpiTransport>> MpiTransport::Create(std::chrono::millisec
     return Status::Error(Code::kUnavailable,
                          "the MPI library does not provide MPI_THREAD_MULTIPLE");
   }
-  MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
-  MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
+  if (int rc = MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm); rc != MPI_SUCCESS) {
+    return Status::Error(Code::kUnavailable, "MPI_Comm_dup failed: " + MpiErrorText(rc));
+  }
   int rank = 0, size = 1;
-  MPI_Comm_rank(impl->comm, &rank);
-  MPI_Comm_size(impl->comm, &size);
+  if (int rc = MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN); rc != MPI_SUCCESS) {
+    return Status::Error(Code::kUnavailable, "MPI_Comm_set_errhandler failed: " + MpiErrorText(rc));
+  }
+  if (int rc = MPI_Comm_rank(impl->comm, &rank); rc != MPI_SUCCESS) {
+    return Status::Error(Code::kUnavailable, "MPI_Comm_rank failed: " + MpiErrorText(rc));
+  }
+  if (int rc = MPI_Comm_size(impl->comm, &size); rc != MPI_SUCCESS) {
+    return Status::Error(Code::kUnavailable, "MPI_Comm_size failed: " + MpiErrorText(rc));
+  }
   std::unique_ptr<MpiTransport> t(new MpiTransport(std::move(impl), rank, size));
   t->thread_ = std::thread([p = t.get()] { p->Progress(); });
   return t;
+}
+
+bool MpiTransport::Failed(int rc, const char* call, int peer) {
+  if (rc == MPI_SUCCESS) return false;
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  if (auto* counter = error_counter_.load()) counter->fetch_add(1, std::memory_order_relaxed);
+  if (uint64_t n = 0; error_log_.Allow(&n)) {
+    spdlog::warn("rank {}: {}{} failed: {}{}", rank_, call,
+                 peer >= 0 ? " (peer rank " + std::to_string(peer) + ")" : std::string(),
+                 MpiErrorText(rc),
+                 n ? " (" + std::to_string(n) + " similar errors not logged)" : std::string());
+  }
+  return true;
 }
 
 MpiTransport::MpiTransport(std::unique_ptr<Impl> impl, int rank, int size)
@@ -111,18 +144,24 @@ void MpiTransport::Progress() {
     for (Message& m : out) {
       impl_->sends.push_back({MPI_REQUEST_NULL, std::move(m.bytes), now + impl_->send_timeout});
       auto& s = impl_->sends.back();
-      if (MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, m.source, m.tag,
-                    impl_->comm, &s.request) != MPI_SUCCESS) {
+      if (Failed(MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, m.source,
+                           m.tag, impl_->comm, &s.request),
+                 "MPI_Isend", m.source)) {
         impl_->sends.pop_back();
         abandoned_.fetch_add(1);
       }
     }
     for (auto it = impl_->sends.begin(); it != impl_->sends.end();) {
       int done = 0;
-      if (MPI_Test(&it->request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done) {
+      if (Failed(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test of a send", -1) ||
+          done) {
         it = impl_->sends.erase(it);
       } else if (now > it->deadline) {
-        MPI_Request_free(&it->request);
+        (void)Failed(MPI_Request_free(&it->request), "MPI_Request_free", -1);
+        if (error_log_.Allow()) {
+          spdlog::warn("rank {}: a send was abandoned after {} ms without completing", rank_,
+                       impl_->send_timeout.count());
+        }
         impl_->abandoned.push_back(std::move(it->bytes));
         abandoned_.fetch_add(1);
         it = impl_->sends.erase(it);
@@ -134,15 +173,19 @@ void MpiTransport::Progress() {
       int flag = 0;
       MPI_Message handle;
       MPI_Status st;
-      if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, impl_->comm, &flag, &handle, &st) !=
-              MPI_SUCCESS ||
+      if (Failed(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, impl_->comm, &flag, &handle, &st),
+                 "MPI_Improbe", -1) ||
           !flag) {
         break;
       }
       int count = 0;
-      MPI_Get_count(&st, MPI_BYTE, &count);
+      if (Failed(MPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count", st.MPI_SOURCE) ||
+          count < 0) {
+        count = 0;  // the message is still received (and then refused as garbled)
+      }
       Message m{st.MPI_SOURCE, st.MPI_TAG, std::vector<char>(static_cast<size_t>(count))};
-      if (MPI_Mrecv(m.bytes.data(), count, MPI_BYTE, &handle, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      if (Failed(MPI_Mrecv(m.bytes.data(), count, MPI_BYTE, &handle, MPI_STATUS_IGNORE),
+                 "MPI_Mrecv", st.MPI_SOURCE)) {
         continue;
       }
       busy = true;
@@ -155,9 +198,9 @@ void MpiTransport::Progress() {
   }
   for (auto& s : impl_->sends) {
     int done = 0;
-    MPI_Test(&s.request, &done, MPI_STATUS_IGNORE);
+    if (Failed(MPI_Test(&s.request, &done, MPI_STATUS_IGNORE), "MPI_Test of a send", -1)) done = 0;
     if (!done) {
-      MPI_Request_free(&s.request);
+      (void)Failed(MPI_Request_free(&s.request), "MPI_Request_free", -1);
       impl_->abandoned.push_back(std::move(s.bytes));
     }
   }
@@ -172,8 +215,8 @@ void MpiTransport::Finalize(std::chrono::milliseconds timeout, int exit_code) {
     _exit(exit_code);  // MPI_Finalize is stuck on a dead rank; everything else is done
   });
   watchdog.detach();
-  MPI_Comm_free(&impl_->comm);
-  MPI_Finalize();
+  (void)Failed(MPI_Comm_free(&impl_->comm), "MPI_Comm_free", -1);
+  (void)Failed(MPI_Finalize(), "MPI_Finalize", -1);
 }
 
 }  // namespace clairfs::cluster

@@ -4,7 +4,8 @@
 // MPI_Isend, tests them, and matches incoming messages with MPI_Improbe/MPI_Mrecv on a private
 // duplicate of MPI_COMM_WORLD whose error handler returns errors instead of aborting. A send
 // to a rank that died never completes: it is abandoned after send_timeout (its buffer is kept,
-// since MPI may still read it).
+// since MPI may still read it). Every failed MPI call is counted (errors(), and the counter
+// given to CountErrorsIn) and logged with MPI's description, rate-limited.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "cache/log_limit.h"
 #include "cache/status.h"
 #include "cluster/transport.h"
 
@@ -43,11 +45,15 @@ class MpiTransport : public Transport {
   // `exit_code` instead of hanging.
   void Finalize(std::chrono::milliseconds timeout, int exit_code);
   uint64_t abandoned_sends() const { return abandoned_.load(); }
+  uint64_t errors() const { return errors_.load(); }
+  void CountErrorsIn(std::atomic<uint64_t>* counter) override { error_counter_.store(counter); }
 
  private:
   struct Impl;
   MpiTransport(std::unique_ptr<Impl> impl, int rank, int size);
   void Progress();
+  // An MPI call returned rc != MPI_SUCCESS: counted and logged (rate-limited). True if failed.
+  bool Failed(int rc, const char* call, int peer);
 
   std::unique_ptr<Impl> impl_;
   const int rank_, size_;
@@ -57,6 +63,9 @@ class MpiTransport : public Transport {
   std::deque<Message> inbox_;
   bool stop_ = false;
   std::atomic<uint64_t> abandoned_{0};
+  std::atomic<uint64_t> errors_{0};
+  std::atomic<std::atomic<uint64_t>*> error_counter_{nullptr};
+  LogLimit error_log_;
   std::thread thread_;
 };
 

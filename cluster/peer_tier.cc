@@ -1,5 +1,7 @@
 #include "cluster/peer_tier.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -19,7 +21,10 @@ PeerTier::PeerTier(Transport& transport, PeerOptions options, Stats* stats)
       size_(transport.size()),
       digests_(transport.size()),
       down_until_(transport.size()),
-      gone_(transport.size(), false) {}
+      gone_(transport.size(), false),
+      incompatible_(transport.size(), false) {
+  transport_.CountErrorsIn(&stats_->mpi_errors);
+}
 
 PeerTier::~PeerTier() { Stop(); }
 
@@ -43,7 +48,7 @@ void PeerTier::Stop() {
     if (stop_) return;
     stop_ = true;
   }
-  Broadcast(kBye, {});
+  Broadcast(kBye, EncodeBye());
   reply_cv_.notify_all();
   serve_cv_.notify_all();
   plan_cv_.notify_all();
@@ -56,14 +61,14 @@ void PeerTier::Broadcast(int tag, const std::vector<char>& bytes) {
     if (r == rank_) continue;
     {
       std::lock_guard lock(mu_);
-      if (gone_[r]) continue;
+      if (gone_[r] || incompatible_[r]) continue;
     }
     transport_.Send(r, tag, bytes);
   }
 }
 
 bool PeerTier::LiveLocked(int r, Clock::time_point now) const {
-  return r != rank_ && !gone_[r] && down_until_[r] <= now;
+  return r != rank_ && !gone_[r] && !incompatible_[r] && down_until_[r] <= now;
 }
 
 bool PeerTier::AllRegisteredLocked() const {
@@ -73,6 +78,32 @@ bool PeerTier::AllRegisteredLocked() const {
     if (r != rank_ && LiveLocked(r, now) && !digests_[r]) return false;
   }
   return true;
+}
+
+void PeerTier::Refuse(int r, HeaderCheck check, uint16_t version) {
+  stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mu_);
+    if (incompatible_[r]) return;
+    incompatible_[r] = true;
+  }
+  if (check == HeaderCheck::kOtherVersion) {
+    spdlog::error(
+        "peer rank {} refused: it speaks clairfs peer protocol version {}, this node (rank {}) "
+        "version {}; it is treated as down. Run the same clairfs on every node.",
+        r, version, rank_, kProtocolVersion);
+  } else {
+    spdlog::error(
+        "peer rank {} refused: its messages lack the clairfs protocol magic (a clairfs older "
+        "than peer protocol version {}, which this node (rank {}) speaks, or not clairfs); it "
+        "is treated as down. Run the same clairfs on every node.",
+        r, kProtocolVersion, rank_);
+  }
+  {
+    std::lock_guard lock(plan_mu_);
+    dirty_ = true;
+  }
+  plan_cv_.notify_all();
 }
 
 void PeerTier::MarkDown(int r) {
@@ -188,6 +219,14 @@ void PeerTier::ReceiveLoop() {
     const std::string_view bytes(m->bytes.data(), m->bytes.size());
     const int src = m->source;
     if (src < 0 || src >= size_ || src == rank_) continue;
+    if (uint16_t version = 0; CheckHeader(bytes, &version) != HeaderCheck::kOk) {
+      Refuse(src, CheckHeader(bytes, &version), version);
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (incompatible_[src]) continue;  // one good-looking message does not make it fit
+    }
     switch (m->tag) {
       case kRequest:
       case kPush: {

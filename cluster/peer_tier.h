@@ -11,7 +11,8 @@
 // asks only a node that announced the file at the requested version. A peer answers at once
 // with the bytes and their xxh3, or "not here"; the receiver checks the hash and the size, so
 // a bad reply is a miss, never wrong bytes. A peer that does not answer within peer_timeout is
-// marked down and skipped for down_for; readers then go to the backing store.
+// marked down and skipped for down_for; readers then go to the backing store. A peer whose
+// messages carry another protocol version (protocol.h) is refused and treated as down.
 //
 // Threads: a receiver (dispatches messages), serve_threads servers (answer requests from
 // the local tiers), and a planner (announcements, placement deadlines, replans). Thread-safe.
@@ -105,6 +106,9 @@ class PeerTier : public Tier {
   // plan_mu_ held: every rank that is live has registered.
   bool AllRegisteredLocked() const;
   void MarkDown(int r);
+  // A message from r without this protocol's header: r is treated as down for good (logged
+  // once, every such message counted in Stats::peer_protocol_errors).
+  void Refuse(int r, HeaderCheck check, uint16_t version);
 
   Transport& transport_;
   const PeerOptions options_;
@@ -135,7 +139,8 @@ class PeerTier : public Tier {
   std::unordered_map<std::string, Holder> holders_;
   uint64_t holder_bytes_ = 0;
   std::vector<std::chrono::steady_clock::time_point> down_until_;
-  std::vector<bool> gone_;  // said bye
+  std::vector<bool> gone_;          // said bye
+  std::vector<bool> incompatible_;  // speaks another protocol version: never asked or placed
   uint64_t next_id_ = 0;
   std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
   std::deque<Message> requests_;  // kRequest and kPush, for the serving threads

@@ -8,6 +8,11 @@ namespace {
 
 class Writer {
  public:
+  Writer() {
+    Put(kMagic);
+    Put(kProtocolVersion);
+    Put<uint16_t>(0);
+  }
   template <typename T>
   void Put(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -28,7 +33,15 @@ class Writer {
 // Every Get checks the bounds: a truncated or garbled message decodes to nullopt.
 class Reader {
  public:
-  explicit Reader(std::string_view in) : in_(in) {}
+  // A message without this protocol's header reads as empty: every Get fails.
+  explicit Reader(std::string_view in) : in_(in) {
+    uint16_t version;
+    if (CheckHeader(in, &version) == HeaderCheck::kOk) {
+      pos_ = kHeaderBytes;
+    } else {
+      in_ = {};
+    }
+  }
   template <typename T>
   bool Get(T* v) {
     if (in_.size() - pos_ < sizeof(T)) return false;
@@ -45,6 +58,7 @@ class Reader {
   }
   std::string_view Rest() const { return in_.substr(pos_); }
   bool Done() const { return pos_ == in_.size(); }
+  bool Valid() const { return !in_.empty(); }
 
  private:
   std::string_view in_;
@@ -65,6 +79,17 @@ bool GetVersion(Reader& r, FileVersion* v) {
 }
 
 }  // namespace
+
+HeaderCheck CheckHeader(std::string_view bytes, uint16_t* version) {
+  uint32_t magic;
+  if (bytes.size() < kHeaderBytes) return HeaderCheck::kNoMagic;
+  std::memcpy(&magic, bytes.data(), 4);
+  if (magic != kMagic) return HeaderCheck::kNoMagic;
+  std::memcpy(version, bytes.data() + 4, 2);
+  return *version == kProtocolVersion ? HeaderCheck::kOk : HeaderCheck::kOtherVersion;
+}
+
+std::vector<char> EncodeBye() { return Writer().Take(); }
 
 std::vector<char> EncodeDigest(const Digest& d) {
   Writer w;
@@ -183,8 +208,9 @@ std::vector<char> EncodePush(const std::string& path, const Blob& blob) {
 
 std::optional<std::string> DecodePush(std::string_view bytes, ReplyHeader* header,
                                       const char** data, size_t* size) {
-  // The request part is the id, a version, a 4-byte length and the path.
-  constexpr size_t kFixed = sizeof(uint64_t) + kVersionBytes;
+  // The request part is a header, the id, a version, a 4-byte length and the path; the reply
+  // part (with its own header) follows.
+  constexpr size_t kFixed = kHeaderBytes + sizeof(uint64_t) + kVersionBytes;
   uint32_t n;
   if (bytes.size() < kFixed + 4) return {};
   std::memcpy(&n, bytes.data() + kFixed, 4);

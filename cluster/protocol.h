@@ -1,5 +1,9 @@
-// The peer protocol: message tags and their encodings (little-endian, native layout; all
-// ranks of a job run the same binary on the same architecture).
+// The peer protocol: message tags and their encodings (little-endian, native layout).
+// Every message begins with an 8-byte header: the magic "CLFS", the protocol version (uint16)
+// and two reserved zero bytes. A message without the magic, or of another version, is refused
+// (CheckHeader) and its sender treated as down: ranks running different clairfs builds must
+// not exchange bytes whose layout they may not share. Bump kProtocolVersion with any change
+// of an encoding below.
 //   kPlan     a node's plan digest, sent to every rank when the node registers a manifest
 //   kHave     files a node's tiers now hold (announcements, batched)
 //   kRequest  "send me path at version", answered by exactly one kReply
@@ -18,6 +22,17 @@
 #include "cache/object.h"
 
 namespace clairfs::cluster {
+
+inline constexpr uint32_t kMagic = 0x53464c43;   // "CLFS" in memory order
+inline constexpr uint16_t kProtocolVersion = 2;  // 1: the unversioned protocol before it
+inline constexpr size_t kHeaderBytes = 8;
+
+enum class HeaderCheck { kOk, kNoMagic, kOtherVersion };
+// Whether bytes begin with this protocol's header; *version: the sender's version, when the
+// magic is there.
+HeaderCheck CheckHeader(std::string_view bytes, uint16_t* version);
+// A kBye message: the header alone.
+std::vector<char> EncodeBye();
 
 enum Tag : int { kPlan = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5, kPush = 6 };
 

@@ -2,7 +2,9 @@
 // MPI; LoopbackNetwork connects transports inside one process (tests).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -29,6 +31,9 @@ class Transport {
   virtual std::optional<Message> Receive(std::chrono::milliseconds wait) = 0;
   // Stops sending and receiving; unsent messages are dropped. Idempotent.
   virtual void Shutdown() = 0;
+  // Where to count failed calls of the underlying library (e.g. Stats::mpi_errors), besides
+  // logging them; null: nowhere. Thread-safe.
+  virtual void CountErrorsIn(std::atomic<uint64_t>* counter) { (void)counter; }
 };
 
 }  // namespace clairfs::cluster

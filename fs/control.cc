@@ -183,6 +183,8 @@ std::string ControlPlane::StatsJson() const {
       {"peer_bytes_out", get(stats_.peer_bytes_out)},
       {"peer_errors", get(stats_.peer_errors)},
       {"peer_adopted", get(stats_.peer_adopted)},
+      {"peer_protocol_errors", get(stats_.peer_protocol_errors)},
+      {"mpi_errors", get(stats_.mpi_errors)},
       {"access",
        {{"open_denied", get(stats_.open_denied)}, {"control_denied", get(stats_.control_denied)}}},
       {"prefetch",

@@ -1,9 +1,13 @@
 // The peer tier without MPI: protocol encodings, cluster placement, and whole nodes
 // (MemBacking + RamTier + Prefetcher + PeerTier) talking over a LoopbackNetwork.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "cache/prefetcher.h"
@@ -53,6 +57,39 @@ TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
   auto hv = DecodeHave({have.data(), have.size()});
   ASSERT_TRUE(hv);
   EXPECT_EQ(hv->files.size(), 2u);
+}
+
+TEST(ProtocolTest, EveryMessageCarriesMagicAndVersion) {
+  std::vector<std::vector<char>> all = {
+      EncodeDigest({1, 1, {1}, 1, {}}), EncodeHave({{{"p", {1, 1}}}}),
+      EncodeRequest({1, {1, 1}, "p"}), EncodeReply({1, 0, 0, {1, 1}}, nullptr, 0), EncodeBye()};
+  auto blob = clairfs::testing::MakeBlob("abc");
+  all.push_back(EncodePush("p", *blob));
+  for (const auto& m : all) {
+    uint16_t version = 0;
+    ASSERT_EQ(CheckHeader({m.data(), m.size()}, &version), HeaderCheck::kOk);
+    EXPECT_EQ(version, kProtocolVersion);
+  }
+  // Another version: recognized as such, and not decoded.
+  auto req = EncodeRequest({9, {3, 4}, "x/y"});
+  const uint16_t other = kProtocolVersion + 1;
+  std::memcpy(req.data() + 4, &other, 2);
+  uint16_t version = 0;
+  EXPECT_EQ(CheckHeader({req.data(), req.size()}, &version), HeaderCheck::kOtherVersion);
+  EXPECT_EQ(version, other);
+  EXPECT_FALSE(DecodeRequest({req.data(), req.size()}));
+  // The unversioned protocol (no header): no magic.
+  auto old = EncodeRequest({9, {3, 4}, "x/y"});
+  old.erase(old.begin(), old.begin() + kHeaderBytes);
+  EXPECT_EQ(CheckHeader({old.data(), old.size()}, &version), HeaderCheck::kNoMagic);
+  EXPECT_FALSE(DecodeRequest({old.data(), old.size()}));
+  EXPECT_EQ(CheckHeader({}, &version), HeaderCheck::kNoMagic);
+  ReplyHeader h;
+  const char* data;
+  size_t n;
+  auto push = EncodePush("p", *blob);
+  EXPECT_EQ(DecodePush({push.data(), push.size()}, &h, &data, &n), "p");
+  EXPECT_EQ(std::string(data, n), "abc");
 }
 
 Digest MakeNode(int rank, uint64_t capacity,
@@ -127,6 +164,31 @@ class CorruptingTransport : public Transport {
 
  private:
   Transport& inner_;
+};
+
+// Sends every message as a clairfs of another protocol version would; version 0: without the
+// header, as the unversioned protocol did.
+class OtherVersionTransport : public Transport {
+ public:
+  OtherVersionTransport(Transport& inner, uint16_t version) : inner_(inner), version_(version) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void Send(int dst, int tag, std::vector<char> bytes) override {
+    if (version_ == 0) {
+      bytes.erase(bytes.begin(), bytes.begin() + kHeaderBytes);
+    } else {
+      std::memcpy(bytes.data() + 4, &version_, 2);
+    }
+    inner_.Send(dst, tag, std::move(bytes));
+  }
+  std::optional<Message> Receive(std::chrono::milliseconds wait) override {
+    return inner_.Receive(wait);
+  }
+  void Shutdown() override { inner_.Shutdown(); }
+
+ private:
+  Transport& inner_;
+  const uint16_t version_;
 };
 
 // One node: its own backing view, RAM tier, prefetcher and peer tier.
@@ -340,6 +402,52 @@ TEST_F(ClusterTest, DamagedRepliesAreNeverServed) {
   ReadAll(0, all);
   EXPECT_GE(stats_[0].peer_errors.load(), 1u);
   EXPECT_EQ(stats_[0].peer_bytes_in.load(), 0u);
+}
+
+TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
+  for (const uint16_t other : {uint16_t{kProtocolVersion + 1}, uint16_t{0}}) {
+    SCOPED_TRACE(other);
+    std::ostringstream log;
+    auto logger = std::make_shared<spdlog::logger>(
+        "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+    auto previous = spdlog::default_logger();
+    spdlog::set_default_logger(logger);
+    PeerOptions po;
+    po.plan_timeout = 5s;  // rank 1 never counts as registered: placement must not wait for it
+    po.peer_timeout = 200ms;
+    net_ = std::make_unique<LoopbackNetwork>(2);
+    stats_ = std::vector<Stats>(2);
+    wrapper_ = std::make_unique<OtherVersionTransport>(net_->at(1), other);
+    nodes_.push_back(std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, po,
+                                            &stats_[0], 2 * kSize));
+    nodes_.push_back(
+        std::make_unique<Node>(backing_, *wrapper_, kFiles * kSize / 2, po, &stats_[1], 2 * kSize));
+    auto all = Order(0, 1, 1);
+    nodes_[1]->prefetcher->Install(PlanOf(all), false);
+    nodes_[0]->prefetcher->Install(PlanOf(all), false);
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(WaitFor([&] {
+      return nodes_[0]->peer.InfoJson().find("\"state\":\"placed\"") != std::string::npos;
+    }));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
+    ReadAll(0, all);  // right bytes, none of them from the refused peer
+    EXPECT_GE(stats_[0].peer_protocol_errors.load(), 1u);
+    EXPECT_EQ(stats_[0].peer_bytes_in.load(), 0u);
+    EXPECT_EQ(stats_[0].served_peer.load() + stats_[0].peer_fetched.load(), 0u);
+    const std::string info = nodes_[0]->peer.InfoJson();
+    EXPECT_NE(info.find("\"unreachable\":[1]"), std::string::npos) << info;
+    EXPECT_NE(info.find("\"placed_with\":[0]"), std::string::npos) << info;
+    nodes_.clear();
+    spdlog::set_default_logger(previous);
+    const std::string text = log.str();
+    const std::string want =
+        other == 0 ? "peer rank 1 refused: its messages lack the clairfs protocol magic"
+                   : "peer rank 1 refused: it speaks clairfs peer protocol version " +
+                         std::to_string(other) + ", this node (rank 0) version " +
+                         std::to_string(kProtocolVersion);
+    EXPECT_NE(text.find(want), std::string::npos) << text;
+    EXPECT_EQ(text.find(want), text.rfind(want)) << "logged once: " << text;
+  }
 }
 
 }  // namespace
