@@ -368,14 +368,30 @@ def dedupe(lines):
     return out
 
 
+CREATED = []   # every temp dir this run made: only mounts under them are this run's
+
+
 def make_tmpdir(tag, on_ext4=False):
     """A registered temp dir: tmpfs by default, ext4 (/var/tmp) where inode numbers get reused."""
     if not on_ext4:
-        return harness.make_tmpdir(tag)
-    d = tempfile.mkdtemp(prefix=f"clairfs-fs-{tag}-", dir="/var/tmp")
-    with harness._lock:
-        harness._tmpdirs.append(d)
+        d = harness.make_tmpdir(tag)
+    else:
+        d = tempfile.mkdtemp(prefix=f"clairfs-fs-{tag}-", dir="/var/tmp")
+        with harness._lock:
+            harness._tmpdirs.append(d)
+    CREATED.append(d)
     return d
+
+
+def leftover_mounts():
+    """FUSE and tmpfs mounts still under a temp dir of this run."""
+    out = []
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            target = line.split()[1].replace("\\040", " ")
+            if any(target == d or target.startswith(d + "/") for d in CREATED):
+                out.append(target)
+    return out
 
 
 _tmpfs_mounts = []

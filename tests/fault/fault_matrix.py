@@ -37,7 +37,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fs"))
 sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
-from fault_lib import FAULTFS, REPO, Ctx, Row, umount_all_tmpfs  # noqa: E402
+from fault_lib import (FAULTFS, REPO, Ctx, Row, leftover_mounts,  # noqa: E402
+                       umount_all_tmpfs)
 from fault_rows import EXT4_ROWS, ROWS  # noqa: E402
 from run_fs_tests import skip_reason  # noqa: E402
 
@@ -203,7 +204,7 @@ def main():
                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "rows": [r.to_json() for r in results]}, f, indent=1)
     print("\n" + md)
-    leftover = [m for m, _, _ in harness.fuse_mounts() if "/clairfs-fs-" in m]
+    leftover = leftover_mounts()
     if leftover:
         print(f"FAIL: mounts left behind: {leftover}")
         return 1
