@@ -224,8 +224,11 @@ class StopTest(ClairfsCase):
         log = harness.read_tail(b.log_path)
         print(f"\n  stop with a stuck backend: exit {rc} after {elapsed:.2f}s", file=sys.stderr)
         self.assertLess(elapsed, STOP_GRACE + 3, log)
-        self.assertEqual(rc, 1, log)
-        self.assertIn("did not end within", log)
+        # 1 with the stop's own deadline; 0 if a per-read deadline of the backing store freed
+        # the stuck thread first.
+        self.assertIn(rc, (0, 1), log)
+        if rc == 1:
+            self.assertIn("did not end within", log)
         self.assertFalse(harness.is_fuse_mounted(mnt_b), f"mount left behind; log:\n{log}")
 
     def test_sigterm_with_a_read_stuck_in_the_backing_store(self):
