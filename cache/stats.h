@@ -37,6 +37,8 @@ struct Stats {
     Counter stale{0};              // opens of a planned file that changed since planning
     Counter tier_full{0};          // a tier refused an object the plan gave it
     Counter manifest_rejected{0};  // invalid manifests
+    Counter backing_timeout{0};    // backing-store calls that failed for their deadline (timed out,
+                                   // or refused at once: their path or every I/O thread stuck)
   } errors;
 };
 

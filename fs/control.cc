@@ -124,7 +124,8 @@ std::string ControlPlane::StatsJson() const {
         {"timeout", get(stats_.errors.timeout)},
         {"stale", get(stats_.errors.stale)},
         {"tier_full", get(stats_.errors.tier_full)},
-        {"manifest_rejected", get(stats_.errors.manifest_rejected)}}},
+        {"manifest_rejected", get(stats_.errors.manifest_rejected)},
+        {"backing_timeout", get(stats_.errors.backing_timeout)}}},
   };
   for (const auto& [kind, bytes_capacity] : by_kind) {
     j[kind + "_bytes"] = bytes_capacity.first;
