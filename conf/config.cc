@@ -77,8 +77,9 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));
   }
   if (const auto k = root["cache"]) {
-    CLAIRFS_TRY(CheckKeys(
-        k, "cache", {"tiers", "staging", "demand_threads", "fetch_timeout", "max_file_size"}));
+    CLAIRFS_TRY(CheckKeys(k, "cache",
+                          {"tiers", "staging", "demand_threads", "fetch_timeout", "max_file_size",
+                           "backing_timeout"}));
     if (const auto tiers = k["tiers"]) {
       if (!tiers.IsSequence()) return Bad("cache.tiers", "must be a list");
       c->cache.tiers.clear();
@@ -101,6 +102,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &c->cache.demand_threads));
     CLAIRFS_TRY(Get(k, "fetch_timeout", "cache.fetch_timeout", &c->cache.fetch_timeout));
     CLAIRFS_TRY(GetSize(k, "max_file_size", "cache.max_file_size", &c->cache.max_file_size));
+    CLAIRFS_TRY(Get(k, "backing_timeout", "cache.backing_timeout", &c->cache.backing_timeout));
   }
   if (const auto l = root["log"]) {
     CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file"}));
@@ -179,6 +181,10 @@ Status Config::Validate() const {
     return Bad("cache.demand_threads", "must be 1..256");
   }
   if (!(cache.fetch_timeout > 0)) return Bad("cache.fetch_timeout", "must be > 0 seconds");
+  // Below 0.1 s a busy disk would fail healthy calls; above an hour a stall is never noticed.
+  if (!(cache.backing_timeout >= 0.1 && cache.backing_timeout <= 3600)) {
+    return Bad("cache.backing_timeout", "must be 0.1..3600 seconds");
+  }
   if (!(cluster.plan_timeout >= 0)) return Bad("cluster.plan_timeout", "must be >= 0 seconds");
   if (!(cluster.peer_timeout > 0)) return Bad("cluster.peer_timeout", "must be > 0 seconds");
   if (!(cluster.down_for >= 0)) return Bad("cluster.down_for", "must be >= 0 seconds");

@@ -183,7 +183,10 @@ int main(int argc, char** argv) {
   }
 
   // The dataset stays reachable through this descriptor after the mount hides its path.
-  auto backing = clairfs::PosixBacking::Open(data_abs);
+  clairfs::Stats stats;
+  clairfs::IoOptions io;
+  io.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.cache.backing_timeout * 1000));
+  auto backing = clairfs::PosixBacking::Open(data_abs, io, &stats);
   if (!backing.ok()) return Fail(backing.status().message());
 
   if (auto s = clairfs::ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1);
@@ -191,7 +194,6 @@ int main(int argc, char** argv) {
     return Fail((config_path.empty() ? "" : config_path + ": ") + s.message());
   }
   SetUpLogging(config.log, foreground);
-  clairfs::Stats stats;
   std::vector<std::unique_ptr<clairfs::Tier>> tiers;
   std::vector<clairfs::Tier*> tier_ptrs;
   std::vector<clairfs::SsdTier*> ssd_tiers;  // closed across the daemonizing fork
@@ -307,6 +309,8 @@ int main(int argc, char** argv) {
   fuse_loop_cfg_set_idle_threads(loop, static_cast<unsigned>(config.fuse.threads));
   const int rc = fuse_session_loop_mt(se, loop);
   fuse_loop_cfg_destroy(loop);
+  // Calls stuck on the backing store fail now, so no prefetch thread waits out their deadline.
+  backing.value()->Stop();
   prefetcher.Stop();
   if (peer) peer->Stop();
   fuse_session_unmount(se);

@@ -19,7 +19,8 @@ sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
 
-MODULES = ["test_namespace", "test_manifest", "test_prefetch", "test_memory", "test_signals", "test_lifecycle", "test_ssd"]
+MODULES = ["test_namespace", "test_manifest", "test_prefetch", "test_memory", "test_signals", "test_lifecycle", "test_ssd",
+           "test_backing"]
 
 
 def skip_reason():
