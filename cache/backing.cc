@@ -3,12 +3,27 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 
 namespace clairfs {
 namespace {
+
+// A whole-file read proceeds in steps of this size; each must complete within the timeout.
+constexpr uint64_t kReadChunk = 4ull << 20;
+// How long a retry waits for the clock to pass a modification it could not rule out.
+constexpr int64_t kClockWaitNs = 60'000'000;
+// A write in progress when a read begins has set its stamp before (a write updates the stamps
+// first, then copies): a file modified less than this long before a read began may be in the
+// middle of a single write, so it cannot be proven stable yet.
+constexpr int64_t kSettleNs = 10'000'000;
+// A stamp this far past the local clock was set by another clock (a network file system's
+// server): the local clock's granularity says nothing about it.
+constexpr int64_t kForeignClockNs = 20'000'000;
 
 // Opens path beneath root without following any symlink; a trailing symlink is opened itself
 // when flags has O_PATH|O_NOFOLLOW, and fails with ELOOP otherwise.
@@ -24,81 +39,217 @@ int OpenBeneath(int root_fd, const std::string& path, int flags) {
   return fd;
 }
 
+// An owned descriptor. Movable, so that an abandoned OpenAt's descriptor is closed by the I/O
+// thread that opened it when its result is dropped.
 class Fd {
  public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
   }
+  ~Fd() { Reset(); }
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
 
  private:
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
   int fd_;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<PosixBacking>> PosixBacking::Open(const std::string& root_dir) {
-  int fd = open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "cannot open dataset directory '" + root_dir + "'");
-  return std::unique_ptr<PosixBacking>(new PosixBacking(fd));
+int64_t CoarseRealtimeNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
 }
 
-PosixBacking::~PosixBacking() { close(root_fd_); }
+// The latest modification stamp of a version (data or metadata).
+int64_t StampOf(const FileVersion& v) { return std::max(v.mtime_ns, v.ctime_ns); }
 
-Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
-  if (path.empty()) {
-    if (fstat(root_fd_, st) != 0) return Status::FromErrno(errno, "stat of dataset root");
-    return Status::Ok();
+// Polls (bounded by kClockWaitNs) until the kernel's file-timestamp clock is past stamp.
+void WaitForClockPast(int64_t stamp) {
+  const int64_t give_up = CoarseRealtimeNs() + kClockWaitNs;
+  for (int64_t now = CoarseRealtimeNs(); now <= stamp && now < give_up; now = CoarseRealtimeNs()) {
+    struct timespec pause = {0, 1'000'000};
+    nanosleep(&pause, nullptr);
   }
-  Fd fd(OpenBeneath(root_fd_, path, O_PATH));
-  if (fd.get() < 0) return Status::FromErrno(errno, path);
-  if (fstat(fd.get(), st) != 0) return Status::FromErrno(errno, path);
+}
+
+Status Changed(const std::string& path) {
+  return Status::Error(Code::kIoError, path + ": changed while being read");
+}
+
+// Clears O_NONBLOCK from a descriptor that turned out to be a regular file (a regular file
+// ignores it on local file systems; a network or FUSE file system might not).
+Status ClearNonblock(int fd, const std::string& path) {
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return Status::FromErrno(errno, path);
   return Status::Ok();
 }
 
-Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
-  Fd fd(OpenBeneath(root_fd_, path, O_PATH));
-  if (fd.get() < 0) return Status::FromErrno(errno, path);
-  std::string target(PATH_MAX, '\0');
-  ssize_t n = readlinkat(fd.get(), "", target.data(), target.size());
-  if (n < 0) return Status::FromErrno(errno, path);
-  target.resize(static_cast<size_t>(n));
-  return target;
-}
-
-Result<BlobPtr> PosixBacking::ReadFile(const std::string& path, uint64_t max_bytes) const {
-  Fd fd(OpenBeneath(root_fd_, path, O_RDONLY));
+// One attempt at reading the whole file. *changed: the bytes may not all belong to one
+// version; *stamp: the latest modification stamp seen.
+Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, uint64_t max_bytes,
+                         IoProgress& progress, bool* changed, int64_t* stamp) {
+  const int64_t began = CoarseRealtimeNs();
+  Fd fd(OpenBeneath(root_fd, path, O_RDONLY | O_NONBLOCK));
   if (fd.get() < 0) return Status::FromErrno(errno, path);
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
   if (!S_ISREG(st.st_mode)) {
     return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
   }
+  if (Status s = ClearNonblock(fd.get(), path); !s.ok()) return s;
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) return Status::Error(Code::kNoSpace, path + ": larger than the limit");
   const FileVersion version = VersionOf(st);
+  *stamp = StampOf(version);
   auto blob = Blob::Allocate(size, version);
   uint64_t done = 0;
   while (done < size) {
-    ssize_t n = pread(fd.get(), blob->mutable_data() + done, size - done, static_cast<off_t>(done));
+    const uint64_t want = std::min(size - done, kReadChunk);
+    ssize_t n = pread(fd.get(), blob->mutable_data() + done, want, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::FromErrno(errno, path);
-    if (n == 0) return Status::Error(Code::kIoError, path + ": file shrank while being read");
+    if (n == 0) {  // shrank
+      *changed = true;
+      return Changed(path);
+    }
     done += static_cast<uint64_t>(n);
+    progress.Touch();
+  }
+  char extra;
+  ssize_t n;
+  do {
+    n = pread(fd.get(), &extra, 1, static_cast<off_t>(size));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Status::FromErrno(errno, path);
+  struct stat after;
+  if (fstat(fd.get(), &after) != 0) return Status::FromErrno(errno, path);
+  *stamp = std::max(*stamp, StampOf(VersionOf(after)));
+  // A later write changes a stamp, except one in the same clock tick as the first fstat (the
+  // stamps are as coarse as the kernel's clock tick), and a single write in progress during the
+  // whole read (its stamps were set before it copied). So a file modified since kSettleNs
+  // before `began` cannot be proven stable and counts as changed (unless its stamp comes from
+  // another clock, too far ahead of this one to be compared).
+  const bool recent = *stamp >= began - kSettleNs && *stamp <= CoarseRealtimeNs() + kForeignClockNs;
+  if (n > 0 || VersionOf(after) != version || recent) {
+    *changed = true;
+    return Changed(path);
   }
   blob->Seal();
   return BlobPtr(std::move(blob));
 }
 
+}  // namespace
+
+struct PosixBacking::RootDir {
+  explicit RootDir(int f) : fd(f) {}
+  ~RootDir() { close(fd); }
+  RootDir(const RootDir&) = delete;
+  RootDir& operator=(const RootDir&) = delete;
+  const int fd;
+};
+
+Result<std::unique_ptr<PosixBacking>> PosixBacking::Open(const std::string& root_dir, IoOptions io,
+                                                         Stats* stats) {
+  int fd = open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "cannot open dataset directory '" + root_dir + "'");
+  return std::unique_ptr<PosixBacking>(
+      new PosixBacking(std::make_shared<const RootDir>(fd), io, stats));
+}
+
+PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, IoOptions io, Stats* stats)
+    : root_(std::move(root)), io_(io, stats) {}
+
+PosixBacking::~PosixBacking() { io_.Stop(); }
+
+void PosixBacking::Stop() { io_.Stop(); }
+
+// Each call below copies what it uses (the root, the path) into the closure run on the I/O
+// thread: an abandoned call may run on after its caller, and this object, are gone.
+
+Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
+  auto r = io_.Run<struct stat>(
+      path, [ root = root_, path ](IoProgress&) -> Result<struct stat> {
+        struct stat s;
+        if (path.empty()) {
+          if (fstat(root->fd, &s) != 0) return Status::FromErrno(errno, "stat of dataset root");
+          return s;
+        }
+        Fd fd(OpenBeneath(root->fd, path, O_PATH));
+        if (fd.get() < 0) return Status::FromErrno(errno, path);
+        if (fstat(fd.get(), &s) != 0) return Status::FromErrno(errno, path);
+        return s;
+      });
+  if (!r.ok()) return r.status();
+  *st = r.value();
+  return Status::Ok();
+}
+
+Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
+  return io_.Run<std::string>(path, [root = root_, path](IoProgress&) -> Result<std::string> {
+    Fd fd(OpenBeneath(root->fd, path, O_PATH));
+    if (fd.get() < 0) return Status::FromErrno(errno, path);
+    std::string target(PATH_MAX, '\0');
+    ssize_t n = readlinkat(fd.get(), "", target.data(), target.size());
+    if (n < 0) return Status::FromErrno(errno, path);
+    target.resize(static_cast<size_t>(n));
+    return target;
+  });
+}
+
+Result<BlobPtr> PosixBacking::ReadFile(const std::string& path, uint64_t max_bytes) const {
+  return io_.Run<BlobPtr>(
+      path, [root = root_, path, max_bytes](IoProgress& progress) -> Result<BlobPtr> {
+        for (int attempt = 0;; ++attempt) {
+          bool changed = false;
+          int64_t stamp = 0;
+          auto r = ReadOnce(root->fd, path, max_bytes, progress, &changed, &stamp);
+          if (!changed || attempt == 1) return r;
+          WaitForClockPast(stamp + kSettleNs);
+          progress.Touch();
+        }
+      });
+}
+
 Result<int> PosixBacking::OpenAt(const std::string& path, int flags) const {
-  int fd = OpenBeneath(root_fd_, path, flags);
-  if (fd < 0) return Status::FromErrno(errno, path);
-  return fd;
+  auto r = io_.Run<Fd>(path, [root = root_, path, flags](IoProgress&) -> Result<Fd> {
+    // O_DIRECTORY fails with ENOTDIR before a FIFO or device is opened; O_PATH opens nothing.
+    const bool any_type = (flags & (O_DIRECTORY | O_PATH)) != 0;
+    Fd fd(OpenBeneath(root->fd, path, any_type ? flags : flags | O_NONBLOCK));
+    if (fd.get() < 0) return Status::FromErrno(errno, path);
+    if (any_type) return fd;
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
+    if (!S_ISREG(st.st_mode)) {
+      return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
+    }
+    if (!(flags & O_NONBLOCK)) {
+      if (Status s = ClearNonblock(fd.get(), path); !s.ok()) return s;
+    }
+    return fd;
+  });
+  if (!r.ok()) return r.status();
+  return r.value().release();
 }
 
 Status PosixBacking::StatFs(struct statvfs* st) const {
-  if (fstatvfs(root_fd_, st) != 0) return Status::FromErrno(errno, "statfs of dataset");
+  auto r = io_.Run<struct statvfs>(
+      "", [root = root_](IoProgress&) -> Result<struct statvfs> {
+        struct statvfs s;
+        if (fstatvfs(root->fd, &s) != 0) return Status::FromErrno(errno, "statfs of dataset");
+        return s;
+      });
+  if (!r.ok()) return r.status();
+  *st = r.value();
   return Status::Ok();
 }
 

@@ -45,6 +45,8 @@ struct Stats {
     Counter tier_full{0};          // a tier refused an object the plan gave it
     Counter manifest_rejected{0};  // invalid manifests
     Counter access_check{0};       // open re-checks made without the caller's supplementary groups
+    Counter backing_timeout{0};    // backing-store calls that failed for their deadline (timed out,
+                                   // or refused at once: their path or every I/O thread stuck)
   } errors;
 };
 

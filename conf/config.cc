@@ -108,8 +108,9 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     if (k["group"] && c->fuse.control_group.empty()) return Bad("control.group", "is empty");
   }
   if (const auto k = root["cache"]) {
-    CLAIRFS_TRY(CheckKeys(
-        k, "cache", {"tiers", "staging", "demand_threads", "fetch_timeout", "max_file_size"}));
+    CLAIRFS_TRY(CheckKeys(k, "cache",
+                          {"tiers", "staging", "demand_threads", "fetch_timeout", "max_file_size",
+                           "backing_timeout"}));
     if (const auto tiers = k["tiers"]) {
       if (!tiers.IsSequence()) return Bad("cache.tiers", "must be a list");
       c->cache.tiers.clear();
@@ -132,6 +133,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &c->cache.demand_threads));
     CLAIRFS_TRY(Get(k, "fetch_timeout", "cache.fetch_timeout", &c->cache.fetch_timeout));
     CLAIRFS_TRY(GetSize(k, "max_file_size", "cache.max_file_size", &c->cache.max_file_size));
+    CLAIRFS_TRY(Get(k, "backing_timeout", "cache.backing_timeout", &c->cache.backing_timeout));
   }
   if (const auto l = root["log"]) {
     CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file"}));
@@ -246,6 +248,8 @@ Status Config::Validate() const {
       InRange<uint64_t>("cache.staging.capacity", cache.staging_capacity, 1, kMaxBytes, "bytes"));
   CLAIRFS_TRY(InRange("cache.demand_threads", cache.demand_threads, 1, 256));
   CLAIRFS_TRY(InRange("cache.fetch_timeout", cache.fetch_timeout, 0.01, kDay, "seconds"));
+  // Below 0.1 s a busy disk would fail healthy calls; above an hour a stall is never noticed.
+  CLAIRFS_TRY(InRange("cache.backing_timeout", cache.backing_timeout, 0.1, 3600.0, "seconds"));
   CLAIRFS_TRY(InRange<uint64_t>("cache.max_file_size", cache.max_file_size, 1, kMaxBytes, "bytes"));
   CLAIRFS_TRY(InRange("cluster.plan_timeout", cluster.plan_timeout, 0.0, kDay, "seconds"));
   CLAIRFS_TRY(InRange("cluster.peer_timeout", cluster.peer_timeout, 0.01, kDay, "seconds"));

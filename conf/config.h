@@ -26,6 +26,10 @@ struct CacheConfig {
   int demand_threads = 4;                 // threads fetching what readers reached first
   double fetch_timeout = 60;              // seconds a reader waits on a fetch
   uint64_t max_file_size = 256ull << 20;  // larger planned files are read directly
+
+  // Seconds one backing-store call (stat, open, a 4 MiB read step) may take; then it fails
+  // with ETIMEDOUT and is abandoned (cache/io_executor.h).
+  double backing_timeout = 30;
 };
 
 // The peer tier, when clairfs runs under an MPI launcher (one daemon per rank).

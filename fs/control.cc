@@ -205,7 +205,8 @@ std::string ControlPlane::StatsJson() const {
         {"stale_node", get(stats_.errors.stale_node)},
         {"tier_full", get(stats_.errors.tier_full)},
         {"manifest_rejected", get(stats_.errors.manifest_rejected)},
-        {"access_check", get(stats_.errors.access_check)}}},
+        {"access_check", get(stats_.errors.access_check)},
+        {"backing_timeout", get(stats_.errors.backing_timeout)}}},
   };
   for (const auto& [kind, bytes_capacity] : by_kind) {
     j[kind + "_bytes"] = bytes_capacity.first;

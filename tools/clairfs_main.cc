@@ -197,7 +197,10 @@ int main(int argc, char** argv) {
   }
 
   // The dataset stays reachable through this descriptor after the mount hides its path.
-  auto backing = clairfs::PosixBacking::Open(data_abs);
+  clairfs::Stats stats;
+  clairfs::IoOptions io;
+  io.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.cache.backing_timeout * 1000));
+  auto backing = clairfs::PosixBacking::Open(data_abs, io, &stats);
   if (!backing.ok()) return Fail(backing.status().message());
 
   if (auto s = clairfs::ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1);
@@ -362,6 +365,8 @@ int main(int argc, char** argv) {
   clairfs::Lifecycle& lc = *life.value();
   lc.BeginStop();
   fuse_loop_cfg_destroy(loop);
+  // Calls stuck on the backing store fail now, so no prefetch thread waits out their deadline.
+  backing.value()->Stop();
   lc.SetStage("stopping the prefetch threads");
   prefetcher.Stop();
   if (peer) {

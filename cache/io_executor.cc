@@ -1,0 +1,240 @@
+#include "cache/io_executor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace clairfs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// Distinct stuck keys logged one by one; past this many, one line says that more are stuck.
+constexpr size_t kMaxLoggedKeys = 1000;
+
+}  // namespace
+
+void IoProgress::Touch() { last_ns_.store(NowNs(), std::memory_order_relaxed); }
+
+struct IoExecutor::Call {
+  enum class Phase { kQueued, kRunning, kDone };
+  std::string key;
+  std::function<void(IoProgress&)> body;  // only the I/O thread touches it once queued
+  IoProgress progress;
+  // The fields below are guarded by State::mu.
+  std::condition_variable done_cv;  // phase became kDone, or Stop()
+  Phase phase = Phase::kQueued;
+  bool abandoned = false;  // the caller left: the result is dropped
+  bool stuck = false;      // abandoned at its deadline: counted in State::stuck and stuck_keys
+};
+
+struct IoExecutor::State {
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<Call> current;  // the call it runs (until its body is destroyed)
+  };
+
+  IoOptions options;
+  Stats* stats = nullptr;
+  // Lock order: a leaf. Taken by callers and I/O threads; nothing else is locked while it is
+  // held except spdlog's sink lock (logging under it keeps every log line before Stop()
+  // returns, so no I/O thread logs into a logger being torn down).
+  mutable std::mutex mu;
+  std::condition_variable work_cv;  // a call was queued, or stop
+  std::deque<std::shared_ptr<Call>> queue;
+  std::list<Worker> workers;  // stable addresses: each thread holds a pointer to its entry
+  int live = 0;               // threads started and not exited
+  int idle = 0;               // threads waiting on work_cv
+  int stuck = 0;              // threads running an abandoned-at-deadline call
+  std::unordered_map<std::string, int> stuck_keys;  // key -> its abandoned calls still running
+  std::unordered_set<std::string> logged;           // keys whose timeout was logged
+  bool logged_more = false;
+  bool all_stuck = false;  // every thread is stuck; logged when it begins and ends
+  bool stopped = false;
+
+  void CountTimeout() {
+    if (stats) stats->errors.backing_timeout.fetch_add(1, std::memory_order_relaxed);
+  }
+  void Loop(Worker* self);
+  // Starts one thread; false if the system refused (logged).
+  bool Spawn(const std::shared_ptr<State>& me);
+};
+
+bool IoExecutor::State::Spawn(const std::shared_ptr<State>& me) {
+  workers.emplace_back();
+  Worker* w = &workers.back();
+  try {
+    w->thread = std::thread([me, w] { me->Loop(w); });
+  } catch (const std::system_error& e) {
+    workers.pop_back();
+    spdlog::error("backing store: cannot start an I/O thread ({} running): {}", live, e.what());
+    return false;
+  }
+  ++live;
+  ++idle;
+  return true;
+}
+
+void IoExecutor::State::Loop(Worker* self) {
+  std::unique_lock lock(mu);
+  for (;;) {
+    work_cv.wait(lock, [&] { return stopped || !queue.empty(); });
+    if (stopped) break;
+    std::shared_ptr<Call> call = std::move(queue.front());
+    queue.pop_front();
+    --idle;
+    call->phase = Call::Phase::kRunning;
+    self->current = call;
+    lock.unlock();
+    call->body(call->progress);  // Run() wraps the caller's function: it cannot throw
+    lock.lock();
+    call->phase = Call::Phase::kDone;
+    call->done_cv.notify_all();
+    lock.unlock();
+    // An abandoned call's result dies here, which may itself block (close() of a descriptor on
+    // a stalled FUSE file system sends FLUSH): the thread counts as busy until it is done.
+    call->body = nullptr;
+    lock.lock();
+    self->current.reset();
+    ++idle;
+    if (call->stuck) {
+      --stuck;
+      if (auto it = stuck_keys.find(call->key); it != stuck_keys.end() && --it->second == 0) {
+        stuck_keys.erase(it);
+      }
+      if (all_stuck && !stopped) {
+        all_stuck = false;
+        spdlog::warn("backing store: a stuck call returned; I/O threads available again");
+      }
+    }
+  }
+  --live;
+  --idle;
+}
+
+IoExecutor::IoExecutor(IoOptions options, Stats* stats) : state_(std::make_shared<State>()) {
+  state_->options = options;
+  state_->options.max_threads = std::max(1, options.max_threads);
+  state_->stats = stats;
+}
+
+IoExecutor::~IoExecutor() { Stop(); }
+
+void IoExecutor::Stop() {
+  std::vector<std::thread> idle;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->stopped) return;
+    state_->stopped = true;
+    for (auto& call : state_->queue) call->done_cv.notify_all();
+    state_->queue.clear();
+    for (auto& w : state_->workers) {
+      if (!w.thread.joinable()) continue;
+      if (w.current) {
+        w.current->done_cv.notify_all();
+        w.thread.detach();  // it holds the state and exits when its call returns
+      } else {
+        idle.push_back(std::move(w.thread));
+      }
+    }
+  }
+  state_->work_cv.notify_all();
+  for (auto& t : idle) t.join();
+}
+
+int IoExecutor::stuck_threads() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stuck;
+}
+
+int IoExecutor::threads() const {
+  std::lock_guard lock(state_->mu);
+  return state_->live;
+}
+
+Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress&)> body) {
+  State& s = *state_;
+  auto call = std::make_shared<Call>();
+  call->key = key;
+  call->body = std::move(body);
+  call->progress.Touch();
+  const auto shown = [&] { return key.empty() ? std::string("dataset root") : key; };
+
+  std::unique_lock lock(s.mu);
+  if (s.stopped) return Status::Error(Code::kUnavailable, shown() + ": backing store closed");
+  if (!key.empty() && s.stuck_keys.count(key)) {
+    s.CountTimeout();
+    return Status::Error(Code::kTimedOut,
+                         shown() + ": an earlier backing-store call on it is still stuck");
+  }
+  if (s.stuck >= s.options.max_threads) {
+    s.CountTimeout();
+    if (!s.all_stuck) {
+      s.all_stuck = true;
+      spdlog::error(
+          "backing store: all {} I/O threads are stuck in calls that did not return within {} ms; "
+          "calls fail at once until one returns",
+          s.stuck, s.options.timeout.count());
+    }
+    return Status::Error(Code::kTimedOut,
+                         shown() + ": the backing store is stalled (every I/O thread is stuck)");
+  }
+  s.queue.push_back(call);
+  if (static_cast<size_t>(s.idle) < s.queue.size() && s.live < s.options.max_threads) {
+    (void)s.Spawn(state_);
+  }
+  s.work_cv.notify_one();
+
+  const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(s.options.timeout);
+  for (;;) {
+    if (call->phase == Call::Phase::kDone) return Status::Ok();
+    if (s.stopped) {
+      call->abandoned = true;
+      return Status::Error(Code::kUnavailable, shown() + ": backing store closed");
+    }
+    const Clock::time_point deadline{
+        std::chrono::nanoseconds(call->progress.last_ns_.load(std::memory_order_relaxed)) +
+        timeout};
+    if (Clock::now() >= deadline) break;
+    call->done_cv.wait_until(lock, deadline);
+  }
+  s.CountTimeout();
+  call->abandoned = true;
+  const auto ms = s.options.timeout.count();
+  if (call->phase == Call::Phase::kQueued) {
+    s.queue.erase(std::find(s.queue.begin(), s.queue.end(), call));
+    return Status::Error(Code::kTimedOut, shown() + ": no I/O thread became free within " +
+                                              std::to_string(ms) + " ms");
+  }
+  call->stuck = true;
+  ++s.stuck;
+  ++s.stuck_keys[key];
+  if (s.logged.size() < kMaxLoggedKeys) {
+    if (s.logged.insert(key).second) {
+      spdlog::error("backing store: {}: a call did not return within {} ms; abandoned ({} stuck)",
+                    shown(), ms, s.stuck);
+    }
+  } else if (!s.logged_more) {
+    s.logged_more = true;
+    spdlog::error("backing store: more than {} paths had stuck calls; no longer logged one by one",
+                  kMaxLoggedKeys);
+  }
+  return Status::Error(Code::kTimedOut, shown() + ": the backing store did not answer within " +
+                                            std::to_string(ms) + " ms");
+}
+
+}  // namespace clairfs

@@ -1,0 +1,289 @@
+// PosixBacking on real files in a temp dir: non-regular files, files rewritten while read, and a
+// stalled file system below part of the dataset (a bindfs mount whose daemon is SIGSTOPped).
+#include "cache/backing.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "conf/config.h"
+#include "tests/unit/test_util.h"
+
+extern char** environ;
+
+namespace clairfs {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing::TempDir;
+
+std::chrono::milliseconds Since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+std::unique_ptr<PosixBacking> OpenBacking(const std::string& root, IoOptions io = {},
+                                          Stats* stats = nullptr) {
+  auto b = PosixBacking::Open(root, io, stats);
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  return b.ok() ? std::move(b.value()) : nullptr;
+}
+
+TEST(PosixBacking, ReadsAFileWithItsVersion) {
+  TempDir dir;
+  WriteFile(dir.path() + "/a", "hello");
+  auto backing = OpenBacking(dir.path());
+  auto blob = backing->ReadFile("a", 1 << 20);
+  ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+  EXPECT_EQ(std::string(blob.value()->data(), blob.value()->size()), "hello");
+  struct stat st;
+  ASSERT_TRUE(backing->Lstat("a", &st).ok());
+  EXPECT_EQ(blob.value()->version(), VersionOf(st));
+  EXPECT_EQ(backing->ReadFile("a", 4).status().code(), Code::kNoSpace);
+  EXPECT_EQ(backing->ReadFile("missing", 10).status().code(), Code::kNotFound);
+}
+
+// A FIFO swapped in for a file: without O_NONBLOCK open() blocks until a writer appears.
+TEST(PosixBacking, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo((dir.path() + "/fifo").c_str(), 0644), 0);
+  ASSERT_EQ(mkdir((dir.path() + "/sub").c_str(), 0755), 0);
+  WriteFile(dir.path() + "/sub/f", "data");
+  auto backing = OpenBacking(dir.path(), {.timeout = 2s});
+
+  struct stat st;
+  ASSERT_TRUE(backing->Lstat("fifo", &st).ok());  // still listed and stat-able
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+
+  auto start = Clock::now();
+  auto blob = backing->ReadFile("fifo", 1 << 20);
+  EXPECT_EQ(blob.status().code(), Code::kInvalidArgument) << blob.status().ToString();
+  EXPECT_NE(blob.status().message().find("not a regular file"), std::string::npos);
+  auto fd = backing->OpenAt("fifo", O_RDONLY);
+  EXPECT_EQ(fd.status().code(), Code::kInvalidArgument) << fd.status().ToString();
+  EXPECT_LT(Since(start), 1000ms);
+
+  // A directory is no file to read, but still opens as a directory.
+  EXPECT_EQ(backing->ReadFile("sub", 1 << 20).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(backing->OpenAt("sub", O_RDONLY).status().code(), Code::kInvalidArgument);
+  auto dfd = backing->OpenAt("sub", O_RDONLY | O_DIRECTORY);
+  ASSERT_TRUE(dfd.ok()) << dfd.status().ToString();
+  ASSERT_EQ(fstat(dfd.value(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  close(dfd.value());
+
+  // A regular file opens as asked: blocking, readable.
+  auto ffd = backing->OpenAt("sub/f", O_RDONLY);
+  ASSERT_TRUE(ffd.ok()) << ffd.status().ToString();
+  EXPECT_EQ(fcntl(ffd.value(), F_GETFL) & O_NONBLOCK, 0);
+  char buf[8];
+  EXPECT_EQ(pread(ffd.value(), buf, sizeof(buf), 0), 4);
+  close(ffd.value());
+}
+
+// A file rewritten in place while it is read: every blob holds exactly one version's bytes.
+// Each version is written by one pwrite of the whole file, alternately all 'A' and all 'B'.
+TEST(PosixBacking, NeverReturnsAMixOfVersions) {
+  TempDir dir;
+  const std::string path = dir.path() + "/f";
+  constexpr size_t kSize = 1 << 20;
+  WriteFile(path, std::string(kSize, 'A'));
+  auto backing = OpenBacking(dir.path());
+  std::atomic<bool> stop{false};
+  std::atomic<int> rewrites{0};
+  std::thread writer([&] {
+    const int fd = open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    const std::string a(kSize, 'A'), b(kSize, 'B');
+    for (int round = 1; !stop.load(); ++round) {
+      const std::string& version = round % 2 ? b : a;
+      ASSERT_EQ(pwrite(fd, version.data(), kSize, 0), static_cast<ssize_t>(kSize));
+      rewrites.fetch_add(1);
+    }
+    close(fd);
+  });
+  int ok = 0, changed = 0, mixed = 0;
+  const auto end = Clock::now() + 3s;
+  while (Clock::now() < end || rewrites.load() < 20) {
+    auto blob = backing->ReadFile("f", kSize);
+    if (!blob.ok()) {
+      EXPECT_EQ(blob.status().code(), Code::kIoError) << blob.status().ToString();
+      EXPECT_NE(blob.status().message().find("changed while being read"), std::string::npos);
+      ++changed;
+      continue;
+    }
+    ++ok;
+    const BlobPtr& b = blob.value();
+    ASSERT_EQ(b->size(), kSize);
+    const char first = b->data()[0];
+    if (std::find_if(b->data(), b->data() + kSize, [&](char c) { return c != first; }) !=
+        b->data() + kSize) {
+      ++mixed;
+    }
+  }
+  stop = true;
+  writer.join();
+  EXPECT_EQ(mixed, 0) << ok << " whole reads, " << changed << " refused";
+  // Once the file is left alone it reads again (the retry waits out a coarse clock tick).
+  auto last = backing->ReadFile("f", kSize);
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  struct stat st;
+  ASSERT_TRUE(backing->Lstat("f", &st).ok());
+  EXPECT_EQ(last.value()->version(), VersionOf(st));
+}
+
+// A bindfs mount of src at mnt whose daemon can be stopped: every access below mnt then
+// blocks in the kernel until it is continued. Teardown continues and unmounts it; a watchdog
+// continues it after 60 s so that a call that never times out cannot hang the test forever.
+class StalledMount {
+ public:
+  StalledMount(const std::string& src, const std::string& mnt) : mnt_(mnt) {
+    if (access("/dev/fuse", R_OK | W_OK) != 0) return;
+    pid_ = Spawn({"bindfs", "-f", "--no-allow-other", src, mnt});
+    if (pid_ <= 0) return;
+    const auto end = Clock::now() + 10s;
+    while (!Mounted() && Clock::now() < end) std::this_thread::sleep_for(10ms);
+    mounted_ = Mounted();
+  }
+  ~StalledMount() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
+    if (pid_ <= 0) return;
+    kill(pid_, SIGCONT);
+    if (Mounted()) Wait(Spawn({"fusermount3", "-u", mnt_}), 20s);
+    if (!Wait(pid_, 10s)) {
+      kill(pid_, SIGKILL);
+      Wait(pid_, 10s);
+    }
+    if (Mounted()) Wait(Spawn({"fusermount3", "-uz", mnt_}), 20s);
+  }
+  bool ok() const { return mounted_; }
+  void Stop() {
+    kill(pid_, SIGSTOP);
+    watchdog_ = std::thread([this] {
+      std::unique_lock lock(mu_);
+      if (!cv_.wait_for(lock, 60s, [&] { return done_; })) kill(pid_, SIGCONT);
+    });
+  }
+
+ private:
+  static pid_t Spawn(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid;
+    return posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0 ? pid : -1;
+  }
+  static bool Wait(pid_t pid, std::chrono::seconds limit) {
+    if (pid <= 0) return true;
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      if (waitpid(pid, nullptr, WNOHANG) == pid) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  bool Mounted() const {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find(" " + mnt_ + " ") != std::string::npos) return true;
+    }
+    return false;
+  }
+  std::string mnt_;
+  pid_t pid_ = -1;
+  bool mounted_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread watchdog_;
+};
+
+TEST(PosixBacking, StalledFileFailsAtItsDeadlineWhileOthersAreServed) {
+  TempDir dir, src;
+  WriteFile(dir.path() + "/a", "local file");
+  WriteFile(src.path() + "/x", "behind the stalled mount");
+  WriteFile(src.path() + "/y", "also behind it");
+  ASSERT_EQ(mkdir((dir.path() + "/slow").c_str(), 0755), 0);
+  StalledMount mount(src.path(), dir.path() + "/slow");
+  if (!mount.ok()) GTEST_SKIP() << "no FUSE or bindfs: cannot stall a file system";
+  Stats stats;
+  constexpr auto kTimeout = 1000ms;
+  auto backing = OpenBacking(dir.path(), {.timeout = kTimeout, .max_threads = 8}, &stats);
+  ASSERT_TRUE(backing->ReadFile("slow/x", 1 << 20).ok());
+  mount.Stop();
+
+  // The stuck read ends at its deadline; meanwhile another file is read.
+  std::atomic<bool> stuck_returned{false};
+  Status stuck_status;
+  std::chrono::milliseconds stuck_took{};
+  std::thread reader([&] {
+    const auto start = Clock::now();
+    auto r = backing->ReadFile("slow/y", 1 << 20);
+    stuck_took = Since(start);
+    stuck_status = r.status();
+    stuck_returned = true;
+  });
+  auto a = backing->ReadFile("a", 1 << 20);
+  EXPECT_FALSE(stuck_returned.load());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(std::string(a.value()->data(), a.value()->size()), "local file");
+  reader.join();
+  EXPECT_EQ(stuck_status.code(), Code::kTimedOut) << stuck_status.ToString();
+  EXPECT_GE(stuck_took, kTimeout);
+  EXPECT_LT(stuck_took, kTimeout + 2s);
+
+  // The stuck path fails at once now; Lstat and opens elsewhere still work.
+  auto start = Clock::now();
+  struct stat st;
+  EXPECT_EQ(backing->Lstat("slow/y", &st).code(), Code::kTimedOut);
+  EXPECT_LT(Since(start), kTimeout / 2);
+  EXPECT_TRUE(backing->Lstat("a", &st).ok());
+  auto fd = backing->OpenAt("a", O_RDONLY);
+  ASSERT_TRUE(fd.ok());
+  close(fd.value());
+  // Another path below the stalled mount gets its own deadline, then fails.
+  start = Clock::now();
+  EXPECT_EQ(backing->Lstat("slow/x", &st).code(), Code::kTimedOut);
+  EXPECT_LT(Since(start), kTimeout + 2s);
+  EXPECT_EQ(stats.errors.backing_timeout.load(), 3u);
+
+  // Destruction does not wait for the two calls still stuck.
+  start = Clock::now();
+  backing.reset();
+  EXPECT_LT(Since(start), 1000ms);
+}
+
+TEST(BackingConfig, TimeoutIsRangeChecked) {
+  auto c = ParseConfig("cache: {backing_timeout: 2.5}");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->cache.backing_timeout, 2.5);
+  EXPECT_EQ(Config().cache.backing_timeout, 30);
+  for (const char* bad : {"cache: {backing_timeout: 0}", "cache: {backing_timeout: 0.05}",
+                          "cache: {backing_timeout: 3601}", "cache: {backing_timeout: soon}"}) {
+    auto r = ParseConfig(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("cache.backing_timeout"), std::string::npos)
+        << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace clairfs
