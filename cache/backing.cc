@@ -241,6 +241,21 @@ Result<int> PosixBacking::OpenAt(const std::string& path, int flags) const {
   return r.value().release();
 }
 
+Status PosixBacking::CheckAccess(const std::string& path, int mask, AsIdentity as) const {
+  auto r = io_.Run<bool>(path, [root = root_, path, mask, as = std::move(as)](IoProgress&) {
+    Status s = as([&]() -> Status {
+      Fd fd(OpenBeneath(root->fd, path, O_PATH));
+      if (fd.get() < 0) return Status::FromErrno(errno, path);
+      if (syscall(SYS_faccessat2, fd.get(), "", mask, AT_EACCESS | AT_EMPTY_PATH) != 0) {
+        return Status::FromErrno(errno, path);
+      }
+      return Status::Ok();
+    });
+    return s.ok() ? Result<bool>(true) : Result<bool>(s);
+  });
+  return r.status();
+}
+
 Status PosixBacking::StatFs(struct statvfs* st) const {
   auto r = io_.Run<struct statvfs>(
       "", [root = root_](IoProgress&) -> Result<struct statvfs> {

@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -65,6 +66,15 @@ class PosixBacking final : public Backing {
   // kInvalidArgument), and it is opened with O_NONBLOCK, cleared afterwards unless asked for.
   Result<int> OpenAt(const std::string& path, int flags) const;
   Status StatFs(struct statvfs* st) const;
+
+  // Runs a check under another identity: calls its argument (which does the check) with that
+  // identity in force on the current thread, and restores the thread's own before returning.
+  using AsIdentity = std::function<Status(const std::function<Status()>&)>;
+  // Whether the identity that `as` takes may reach path from the dataset root (search
+  // permission on every directory on the way, no symlink followed) and access the object with
+  // mask (R_OK, X_OK...). Runs on an I/O thread with the deadline of every call: the identity
+  // switch is per thread, so it is made there, around the walk. kPermissionDenied if refused.
+  Status CheckAccess(const std::string& path, int mask, AsIdentity as) const;
 
   // Fails every pending and later call with kUnavailable at once; never waits for a stuck call.
   void Stop();

@@ -156,18 +156,6 @@ bool CanSwitchIdentity() {
   return has(CAP_SETUID) && has(CAP_SETGID);
 }
 
-// Whether the current thread's fs identity may reach path from the dataset root (search
-// permission on every directory on the way, no symlink followed) and access it with mask.
-Status CheckAccess(const PosixBacking& backing, const std::string& path, int mask) {
-  auto opened = backing.OpenAt(path, O_PATH);
-  if (!opened.ok()) return opened.status();
-  Fd fd(opened.value());
-  if (syscall(SYS_faccessat2, fd.get(), "", mask, AT_EACCESS | AT_EMPTY_PATH) != 0) {
-    return Status::FromErrno(errno, path);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options, Stats& stats)
@@ -228,7 +216,12 @@ bool AccessPolicy::AllowOpen(fuse_req_t req, const std::string& path, int flags)
     }
   }
   const int mask = (flags & kFmodeExec) ? X_OK : R_OK;
-  const Status s = RunAs(caller, self_, [&] { return CheckAccess(backing_, path, mask); });
+  // The walk runs on an I/O thread (a deadline like every backing call), which takes the
+  // caller's identity around it.
+  const Status s = backing_.CheckAccess(
+      path, mask, [caller, self = self_](const std::function<Status()>& check) {
+        return RunAs(caller, self, check);
+      });
   if (s.ok()) return true;
   const int err = ToErrno(s);
   if (err == EACCES) stats_.open_denied.fetch_add(1, std::memory_order_relaxed);

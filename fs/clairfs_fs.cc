@@ -285,6 +285,7 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
     return (void)fuse_reply_err(req, EROFS);
   }
+  control_.AwaitReleases();  // a plan whose writer's close() just returned counts for this open
   InodeTable::NodeInfo node;
   if (!NodeOf(req, ino, &node)) return;
   if (!access_.AllowOpen(req, node.path, fi->flags)) return;  // a revoked access fails at once
@@ -294,6 +295,13 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto h = std::make_unique<FileHandle>();
   h->dataset = true;
   auto fd = backing_.OpenAt(node.path, O_RDONLY | O_NONBLOCK);
+  if (!fd.ok() && fd.status().code() == Code::kInvalidArgument) {
+    // Not a regular file (any more): another object at this path is ESTALE, so the kernel
+    // looks the name up again and learns what it is now.
+    struct stat now;
+    if (Verify(req, ino, node, &now)) fuse_reply_err(req, EINVAL);
+    return;
+  }
   if (!fd.ok()) return (void)fuse_reply_err(req, PathErrno(fd.status()));
   h->fd = fd.value();
   if (fstat(h->fd, &h->st) != 0) return (void)fuse_reply_err(req, errno);

@@ -31,9 +31,11 @@ void ControlPlane::SetPending(const Writer& w, bool pending) {
   } else if (pending_.erase(&w) > 0) {
     pending_cv_.notify_all();
   }
+  pending_count_.store(pending_.size(), std::memory_order_release);
 }
 
 void ControlPlane::AwaitReleases() {
+  if (pending_count_.load(std::memory_order_acquire) == 0) return;
   std::unique_lock lock(pending_mu_);
   for (;;) {
     const auto now = std::chrono::steady_clock::now();

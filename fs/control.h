@@ -4,6 +4,7 @@
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -60,7 +61,8 @@ class ControlPlane {
   // nothing was written since), or, for a replacement that never wrote, an empty plan.
   void Release(Writer& w);
   // Waits, up to kReleaseWait after their flush, for writers whose close() succeeded to be
-  // released, so that a read of plan, stats or errors just after close() sees their plan.
+  // released, so that a read of plan, stats or errors, or an open of a dataset file, just
+  // after close() sees their plan. Without such writers it returns at once, taking no lock.
   void AwaitReleases();
   static constexpr std::chrono::milliseconds kReleaseWait{1000};
 
@@ -89,6 +91,7 @@ class ControlPlane {
   // Writers validated and accepted at a close(), with nothing written since and not yet
   // released, with the time of that close.
   std::map<const Writer*, std::chrono::steady_clock::time_point> pending_;
+  std::atomic<size_t> pending_count_{0};  // pending_.size(), stored under pending_mu_
 };
 
 }  // namespace clairfs

@@ -210,7 +210,6 @@ int main(int argc, char** argv) {
   if (auto s = clairfs::SetUpLogging(config.log, foreground); !s.ok()) {
     return Fail((config_path.empty() ? "" : config_path + ": ") + s.message());
   }
-  clairfs::Stats stats;
   std::vector<std::unique_ptr<clairfs::Tier>> tiers;
   std::vector<clairfs::Tier*> tier_ptrs;
   std::vector<clairfs::SsdTier*> ssd_tiers;  // closed across the daemonizing fork

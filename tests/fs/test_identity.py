@@ -257,7 +257,7 @@ class RewriteTest(IdentityCase):
         self.write_manifest(mnt, "#epoch\nf.bin\ng.bin\n")
         # g.bin is served from what the first mount stored; f.bin never is.
         self.assert_bytes(self.read(mnt, "g.bin"), files["g.bin"], "g.bin")
-        self.assertEqual(self.served(mnt, "ssd"), 1)
+        self.assertEqual(self.served(mnt, "ssd"), 1, self.stats(mnt))
         self.assert_bytes(self.read(mnt, "f.bin"), new, "f.bin after the remount")
         self.assert_bytes(self.read(mnt, "f.bin"), new, "f.bin read again")
 
