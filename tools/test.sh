@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
-# Runs every test: unit, real-mount and Python tests on the release build, then all again with
-# everything (the daemon too) built with AddressSanitizer and UndefinedBehaviorSanitizer.
-# Expects tools/setup.sh --with-tests to have run (without PyTorch the torch tests skip).
-# Ends with one line "tests: N passed, N failed, N skipped".
+# Runs every test: unit, real-mount, Python, MPI and fault-matrix tests on the release build;
+# unit, real-mount and Python tests again with everything (the daemon too) built with
+# AddressSanitizer and UndefinedBehaviorSanitizer; unit and real-mount tests once more built
+# with ThreadSanitizer. Expects tools/setup.sh --with-tests to have run (without PyTorch the
+# torch tests skip). Ends with one line "tests: N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 status=0
 meson test -C build --print-errorlogs --num-processes 2 || status=1
 
-if [ ! -f build-asan/build.ninja ]; then
-  meson setup build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined \
-    -Db_lundef=false >/dev/null || status=1
-fi
+# A sanitizer build in its own directory, configured once. $1 directory, $2 -Db_sanitize value.
+sanitizer_build() {
+  if [ ! -f "$1/build.ninja" ]; then
+    meson setup "$1" --buildtype=debugoptimized -Db_sanitize="$2" -Db_lundef=false >/dev/null ||
+      return 1
+  fi
+}
+
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+sanitizer_build build-asan address,undefined || status=1
 meson test -C build-asan --print-errorlogs --num-processes 2 || status=1
 
-/usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'
+# TSAN_OPTIONS (the suppressions of tests/tsan.supp) is set per test by tests/meson.build.
+sanitizer_build build-tsan thread || status=1
+meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit --suite fs || status=1
+
+/usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
+  build-tsan/meson-logs/testlog.json <<'PY'
 # Counts test cases, not executables: gtest's per-case lines and the summary line of the fs
-# and python runners ("fs: N passed, N failed, N skipped").
+# and python runners ("fs: N passed, N failed, N skipped"), the fault matrix's rows ("faults: N
+# passed, N failed, N expected to fail": an expected failure counts as skipped).
 import json, re, sys
 passed = failed = skipped = 0
 for path in sys.argv[1:]:
@@ -30,7 +42,8 @@ for path in sys.argv[1:]:
     for line in lines:
         t = json.loads(line)
         out = t.get("stdout", "") + t.get("stderr", "")
-        summary = re.search(r"^(?:fs|mpi|python): (\d+) passed, (\d+) failed, (\d+) skipped$", out, re.M)
+        summary = re.search(r"^(?:fs|mpi|python|faults): (\d+) passed, (\d+) failed, (\d+) "
+                            r"(?:skipped|expected to fail)$", out, re.M)
         ok = len(re.findall(r"^\[       OK \] ", out, re.M))
         bad = len(re.findall(r"^\[  FAILED  \] \S+ \(", out, re.M))
         if summary:
