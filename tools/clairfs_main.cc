@@ -133,6 +133,11 @@ class ThreadsWithoutStopSignals {
 // peer tier, RocksDB) before the daemon detaches its mount and exits anyway.
 constexpr std::chrono::seconds kStopGrace{5};
 
+// Closes the FUSE session's descriptor under the FUSE threads still reading it, on the way to
+// _exit: deliberate, so that the kernel aborts the connection even while a thread stuck in
+// uninterruptible I/O keeps the process alive. Named for tests/tsan.supp.
+void AbortFuseConnection(int fd) { close(fd); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,7 +310,7 @@ int main(int argc, char** argv) {
         spdlog::warn("detached {}", mount_abs);
       }
     }
-    if (fuse_fd >= 0) close(fuse_fd);
+    if (fuse_fd >= 0) AbortFuseConnection(fuse_fd);
   };
   // After fuse_set_signal_handlers, before the mount: SIGTERM, SIGINT and SIGHUP are ours
   // from the moment the mount is visible.
