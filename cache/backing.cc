@@ -5,9 +5,11 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 
 namespace clairfs {
@@ -159,15 +161,88 @@ struct PosixBacking::RootDir {
 };
 
 Result<std::unique_ptr<PosixBacking>> PosixBacking::Open(const std::string& root_dir, IoOptions io,
-                                                         Stats* stats) {
+                                                         Stats* stats, OnDisconnect on_disconnect) {
   int fd = open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "cannot open dataset directory '" + root_dir + "'");
-  return std::unique_ptr<PosixBacking>(
-      new PosixBacking(std::make_shared<const RootDir>(fd), io, stats));
+  return std::unique_ptr<PosixBacking>(new PosixBacking(std::make_shared<const RootDir>(fd), io,
+                                                        stats, root_dir, on_disconnect));
 }
 
-PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, IoOptions io, Stats* stats)
-    : root_(std::move(root)), io_(io, stats) {}
+PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, IoOptions io, Stats* stats,
+                           std::string root_path, OnDisconnect on_disconnect)
+    : root_path_(std::move(root_path)),
+      on_disconnect_(on_disconnect),
+      root_(std::move(root)),
+      io_(io, stats) {}
+
+bool StoreUnreachable(const Status& s) {
+  if (s.code() == Code::kTimedOut) return true;
+  switch (s.os_errno()) {
+    case ENOTCONN:
+    case ECONNABORTED:
+    case ECONNRESET:
+    case ESHUTDOWN:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENETDOWN:
+    case ENETUNREACH:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::shared_ptr<const PosixBacking::RootDir> PosixBacking::Root() const {
+  std::lock_guard lock(root_mu_);
+  return root_;
+}
+
+template <typename T>
+Result<T> PosixBacking::Note(Result<T> r) const {
+  if (r.ok()) return r;
+  const int err = r.status().os_errno();
+  if (err == ENOTCONN || err == ECONNABORTED) Reopen(r.status());
+  // Faults of the store itself; answers about a file (ENOENT, EACCES...) are not logged.
+  if (err == EIO || err == ENXIO || err == ENODEV || err == EREMOTEIO || err == ESTALE) {
+    if (uint64_t more = 0; fault_log_.Allow(&more)) {
+      spdlog::warn("backing store: {}{}", r.status().message(),
+                   more ? fmt::format(" ({} more since the last line)", more) : "");
+    }
+  }
+  return r;
+}
+
+void PosixBacking::Reopen(const Status& cause) const {
+  if (on_disconnect_ != OnDisconnect::kReopen) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  {
+    std::lock_guard lock(root_mu_);
+    if (now - last_reopen_ns_ < 1'000'000'000) return;
+    last_reopen_ns_ = now;
+  }
+  // The open itself may hang on whatever is mounted there now: an I/O call with its deadline.
+  auto r = io_.Run<Fd>("", [path = root_path_](IoProgress&) -> Result<Fd> {
+    Fd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.get() < 0) return Status::FromErrno(errno, "dataset directory '" + path + "'");
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "dataset directory");
+    return fd;
+  });
+  std::lock_guard lock(root_mu_);
+  if (!r.ok()) {
+    if (!reopen_logged_) {
+      reopen_logged_ = true;
+      spdlog::error("backing store disconnected ({}); reopening {} failed: {}; retrying",
+                    cause.message(), root_path_, r.status().message());
+    }
+    return;
+  }
+  root_ = std::make_shared<const RootDir>(r.value().release());
+  reopen_logged_ = false;
+  spdlog::warn("backing store disconnected ({}); reopened {}", cause.message(), root_path_);
+}
 
 PosixBacking::~PosixBacking() { io_.Stop(); }
 
@@ -177,8 +252,8 @@ void PosixBacking::Stop() { io_.Stop(); }
 // thread: an abandoned call may run on after its caller, and this object, are gone.
 
 Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
-  auto r = io_.Run<struct stat>(
-      path, [ root = root_, path ](IoProgress&) -> Result<struct stat> {
+  auto r = Note(io_.Run<struct stat>(
+      path, [root = Root(), path](IoProgress&) -> Result<struct stat> {
         struct stat s;
         if (path.empty()) {
           if (fstat(root->fd, &s) != 0) return Status::FromErrno(errno, "stat of dataset root");
@@ -188,14 +263,14 @@ Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
         if (fd.get() < 0) return Status::FromErrno(errno, path);
         if (fstat(fd.get(), &s) != 0) return Status::FromErrno(errno, path);
         return s;
-      });
+      }));
   if (!r.ok()) return r.status();
   *st = r.value();
   return Status::Ok();
 }
 
 Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
-  return io_.Run<std::string>(path, [root = root_, path](IoProgress&) -> Result<std::string> {
+  return Note(io_.Run<std::string>(path, [root = Root(), path](IoProgress&) -> Result<std::string> {
     Fd fd(OpenBeneath(root->fd, path, O_PATH));
     if (fd.get() < 0) return Status::FromErrno(errno, path);
     std::string target(PATH_MAX, '\0');
@@ -203,12 +278,12 @@ Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
     if (n < 0) return Status::FromErrno(errno, path);
     target.resize(static_cast<size_t>(n));
     return target;
-  });
+  }));
 }
 
 Result<BlobPtr> PosixBacking::ReadFile(const std::string& path, uint64_t max_bytes) const {
-  return io_.Run<BlobPtr>(
-      path, [root = root_, path, max_bytes](IoProgress& progress) -> Result<BlobPtr> {
+  return Note(io_.Run<BlobPtr>(
+      path, [root = Root(), path, max_bytes](IoProgress& progress) -> Result<BlobPtr> {
         for (int attempt = 0;; ++attempt) {
           bool changed = false;
           int64_t stamp = 0;
@@ -217,11 +292,11 @@ Result<BlobPtr> PosixBacking::ReadFile(const std::string& path, uint64_t max_byt
           WaitForClockPast(stamp + kSettleNs);
           progress.Touch();
         }
-      });
+      }));
 }
 
 Result<int> PosixBacking::OpenAt(const std::string& path, int flags) const {
-  auto r = io_.Run<Fd>(path, [root = root_, path, flags](IoProgress&) -> Result<Fd> {
+  auto r = Note(io_.Run<Fd>(path, [root = Root(), path, flags](IoProgress&) -> Result<Fd> {
     // O_DIRECTORY fails with ENOTDIR before a FIFO or device is opened; O_PATH opens nothing.
     const bool any_type = (flags & (O_DIRECTORY | O_PATH)) != 0;
     Fd fd(OpenBeneath(root->fd, path, any_type ? flags : flags | O_NONBLOCK));
@@ -236,13 +311,13 @@ Result<int> PosixBacking::OpenAt(const std::string& path, int flags) const {
       if (Status s = ClearNonblock(fd.get(), path); !s.ok()) return s;
     }
     return fd;
-  });
+  }));
   if (!r.ok()) return r.status();
   return r.value().release();
 }
 
 Status PosixBacking::CheckAccess(const std::string& path, int mask, AsIdentity as) const {
-  auto r = io_.Run<bool>(path, [root = root_, path, mask, as = std::move(as)](IoProgress&) {
+  auto r = Note(io_.Run<bool>(path, [root = Root(), path, mask, as = std::move(as)](IoProgress&) {
     Status s = as([&]() -> Status {
       Fd fd(OpenBeneath(root->fd, path, O_PATH));
       if (fd.get() < 0) return Status::FromErrno(errno, path);
@@ -252,17 +327,17 @@ Status PosixBacking::CheckAccess(const std::string& path, int mask, AsIdentity a
       return Status::Ok();
     });
     return s.ok() ? Result<bool>(true) : Result<bool>(s);
-  });
+  }));
   return r.status();
 }
 
 Status PosixBacking::StatFs(struct statvfs* st) const {
-  auto r = io_.Run<struct statvfs>(
-      "", [root = root_](IoProgress&) -> Result<struct statvfs> {
+  auto r = Note(io_.Run<struct statvfs>(
+      "", [root = Root()](IoProgress&) -> Result<struct statvfs> {
         struct statvfs s;
         if (fstatvfs(root->fd, &s) != 0) return Status::FromErrno(errno, "statfs of dataset");
         return s;
-      });
+      }));
   if (!r.ok()) return r.status();
   *st = r.value();
   return Status::Ok();

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "cache/io_executor.h"
+#include "cache/log_limit.h"
 #include "cache/object.h"
 #include "cache/stats.h"
 #include "cache/status.h"
@@ -41,12 +43,22 @@ class Backing {
 // that can block (a FIFO swapped in for a file): files are opened with O_NONBLOCK and refused
 // with kInvalidArgument unless fstat says they are regular. The I/O threads start at the first
 // call: make none before a fork (daemonizing), which they would not survive.
+// Whether s says that the backing store did not answer (a deadline passed; a dead FUSE or
+// network file system: ENOTCONN, ECONNABORTED...), rather than answering about the file.
+bool StoreUnreachable(const Status& s);
+
 class PosixBacking final : public Backing {
  public:
+  // What to do when the dataset's file system answers ENOTCONN or ECONNABORTED (a FUSE or
+  // network file system that died). kReopen: open root_dir again by its path, at most once a
+  // second, so a store remounted at the same path is read again. Never when clairfs is mounted
+  // over root_dir itself: the path then leads to clairfs's own mount.
+  enum class OnDisconnect { kKeep, kReopen };
   // Opens root_dir; fails if it is not a readable directory. stats (optional) must outlive the
   // backing: errors.backing_timeout counts calls that failed for their deadline.
   static Result<std::unique_ptr<PosixBacking>> Open(const std::string& root_dir, IoOptions io = {},
-                                                    Stats* stats = nullptr);
+                                                    Stats* stats = nullptr,
+                                                    OnDisconnect on_disconnect = OnDisconnect::kKeep);
   ~PosixBacking() override;
   PosixBacking(const PosixBacking&) = delete;
   PosixBacking& operator=(const PosixBacking&) = delete;
@@ -81,9 +93,24 @@ class PosixBacking final : public Backing {
 
  private:
   struct RootDir;
-  PosixBacking(std::shared_ptr<const RootDir> root, IoOptions io, Stats* stats);
+  PosixBacking(std::shared_ptr<const RootDir> root, IoOptions io, Stats* stats,
+               std::string root_path, OnDisconnect on_disconnect);
+  std::shared_ptr<const RootDir> Root() const;
+  // Passes r through; logs a device fault (EIO, rate-limited); a disconnected store first gets
+  // its root reopened (OnDisconnect).
+  template <typename T>
+  Result<T> Note(Result<T> r) const;
+  void Reopen(const Status& cause) const;
+
+  const std::string root_path_;
+  const OnDisconnect on_disconnect_;
+  // Lock order: a leaf. Guards root_ (swapped by Reopen) and reopen_state_.
+  mutable std::mutex root_mu_;
   // Shared with calls still running on I/O threads: the descriptor outlives an abandoned call.
-  std::shared_ptr<const RootDir> root_;
+  mutable std::shared_ptr<const RootDir> root_;
+  mutable int64_t last_reopen_ns_ = 0;  // steady clock; under root_mu_
+  mutable bool reopen_logged_ = false;  // "still disconnected" logged in this episode
+  mutable LogLimit fault_log_;  // device faults (EIO...) logged, rate-limited
   mutable IoExecutor io_;
 };
 

@@ -64,6 +64,10 @@ struct IoExecutor::State {
   std::unordered_set<std::string> logged;           // keys whose timeout was logged
   bool logged_more = false;
   bool all_stuck = false;  // every thread is stuck; logged when it begins and ends
+  // A call was abandoned at its deadline and none has returned since (IoOptions::
+  // stalled_timeout); set by a caller that abandons its call, cleared by an I/O thread whose
+  // call returns. Logged when it begins and ends.
+  bool stalled = false;
   bool stopped = false;
 
   void CountTimeout() {
@@ -104,6 +108,11 @@ void IoExecutor::State::Loop(Worker* self) {
     lock.lock();
     call->phase = Call::Phase::kDone;
     call->done_cv.notify_all();
+    if (stalled && !stopped) {
+      stalled = false;
+      spdlog::warn("backing store: a call returned; calls wait up to {} ms again",
+                   options.timeout.count());
+    }
     lock.unlock();
     // An abandoned call's result dies here, which may itself block (close() of a descriptor on
     // a stalled FUSE file system sends FLUSH): the thread counts as busy until it is done.
@@ -161,6 +170,11 @@ int IoExecutor::stuck_threads() const {
   return state_->stuck;
 }
 
+bool IoExecutor::stalled() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stalled;
+}
+
 int IoExecutor::threads() const {
   std::lock_guard lock(state_->mu);
   return state_->live;
@@ -199,7 +213,9 @@ Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress
   }
   s.work_cv.notify_one();
 
-  const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(s.options.timeout);
+  const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      s.stalled ? std::min(s.options.timeout, s.options.stalled_timeout) : s.options.timeout);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
   for (;;) {
     if (call->phase == Call::Phase::kDone) return Status::Ok();
     if (s.stopped) {
@@ -214,7 +230,6 @@ Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress
   }
   s.CountTimeout();
   call->abandoned = true;
-  const auto ms = s.options.timeout.count();
   if (call->phase == Call::Phase::kQueued) {
     s.queue.erase(std::find(s.queue.begin(), s.queue.end(), call));
     return Status::Error(Code::kTimedOut, shown() + ": no I/O thread became free within " +
@@ -223,6 +238,13 @@ Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress
   call->stuck = true;
   ++s.stuck;
   ++s.stuck_keys[key];
+  if (!s.stalled) {
+    s.stalled = true;
+    spdlog::error(
+        "backing store: {} did not answer within {} ms; until a call returns, calls wait at most "
+        "{} ms",
+        shown(), ms, std::min(s.options.timeout, s.options.stalled_timeout).count());
+  }
   if (s.logged.size() < kMaxLoggedKeys) {
     if (s.logged.insert(key).second) {
       spdlog::error("backing store: {}: a call did not return within {} ms; abandoned ({} stuck)",

@@ -12,6 +12,8 @@
 // - Threads are started on demand up to max_threads, abandoned ones included. When every one of
 //   them is held by an abandoned call, new calls fail fast (the store is dead or stalled; logged
 //   once per episode) instead of queueing for a thread that may never come back.
+// - A store looks stalled from a call abandoned at its deadline until any call returns; in
+//   that state calls wait at most stalled_timeout (logged when it begins and ends).
 // - Stop() never waits for a call: waiters get kUnavailable at once, idle threads are joined,
 //   busy ones are detached and exit when their call returns. Neither Stop() nor process exit
 //   waits for a stuck system call.
@@ -36,6 +38,11 @@ struct IoOptions {
   std::chrono::milliseconds timeout{30'000};
   // Most I/O threads at once, including those held by abandoned calls.
   int max_threads = 64;
+  // While the store looks stalled (a call was abandoned at its deadline and no call has
+  // returned since), new calls wait at most this long: a dead or stalled store costs each
+  // caller about this much, not the full timeout. One stuck file among answering ones does
+  // not make the store look stalled.
+  std::chrono::milliseconds stalled_timeout{1'000};
 };
 
 // Handed to each call. A call that works in steps (a read in chunks) touches it after each step.
@@ -88,6 +95,8 @@ class IoExecutor {
   int stuck_threads() const;
   // Threads started and not exited (idle, busy or stuck).
   int threads() const;
+  // Whether the store looks stalled (see IoOptions::stalled_timeout).
+  bool stalled() const;
 
  private:
   struct Call;

@@ -31,6 +31,9 @@ struct Stats {
   Counter peer_bytes_out{0};
   Counter peer_errors{0};   // requests that failed: timeout, down peer, bad hash, bad reply
   Counter peer_adopted{0};  // files other nodes pushed (read before this owner had them), kept
+  // Opens served, while the backing store did not answer, from a cached copy of the version
+  // the kernel last saw (fs/clairfs_fs.cc Open): not revalidated against the store.
+  Counter served_unverified{0};
   Counter peer_protocol_errors{0};  // messages refused: another protocol version, or no magic
   Counter mpi_errors{0};            // MPI calls that returned an error (logged, rate-limited)
 

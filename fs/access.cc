@@ -222,7 +222,18 @@ bool AccessPolicy::AllowOpen(fuse_req_t req, const std::string& path, int flags)
       path, mask, [caller, self = self_](const std::function<Status()>& check) {
         return RunAs(caller, self, check);
       });
-  if (s.ok()) return true;
+  if (s.ok()) {
+    unreachable_logged_.store(false, std::memory_order_relaxed);
+    return true;
+  }
+  if (StoreUnreachable(s)) {
+    if (!unreachable_logged_.exchange(true, std::memory_order_relaxed)) {
+      spdlog::warn("open access re-check: the backing store does not answer ({}); the kernel's "
+                   "check decides until it does",
+                   s.message());
+    }
+    return true;
+  }
   const int err = ToErrno(s);
   if (err == EACCES) stats_.open_denied.fetch_add(1, std::memory_order_relaxed);
   fuse_reply_err(req, err);

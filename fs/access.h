@@ -16,6 +16,7 @@
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,9 @@ class AccessPolicy {
 
   // True if the caller of req may open the dataset file at path with flags. Otherwise replies
   // to req with the errno (EACCES when access was revoked) and returns false. A no-op unless
-  // access_check is kOpen, the daemon runs as root and the caller is another user.
+  // access_check is kOpen, the daemon runs as root and the caller is another user. While the
+  // backing store does not answer (StoreUnreachable) the kernel's check alone decides, as with
+  // access_check: kernel (logged once per episode).
   [[nodiscard]] bool AllowOpen(fuse_req_t req, const std::string& path, int flags);
 
   // True if the caller of req may open .clairfs/manifest for writing: the daemon's user, or a
@@ -63,6 +66,7 @@ class AccessPolicy {
  private:
   const PosixBacking& backing_;
   const AccessCheck check_;
+  std::atomic<bool> unreachable_logged_{false};  // this unreachable episode was logged
   const std::optional<gid_t> control_gid_;
   Stats& stats_;
   Credentials self_;  // the daemon's, restored after every check made as a caller

@@ -88,6 +88,12 @@ void ClairFs::Init(fuse_conn_info* conn) {
   // (InvalidateAttrs); this covers the attributes refreshed by lookup and getattr between.
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   access_.Init(conn);  // POSIX ACLs enforced by the kernel
+  // The root's attributes from the start, for a store that stalls before the first GETATTR.
+  struct stat st;
+  if (backing_.Lstat("", &st).ok()) {
+    std::lock_guard lock(root_mu_);
+    root_st_ = st;
+  }
 }
 
 void ClairFs::ControlAttr(fuse_ino_t ino, struct stat* st) const {
@@ -212,11 +218,24 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return (void)fuse_reply_attr(req, &st, 0);
   }
   const auto* h = fi ? reinterpret_cast<const FileHandle*>(fi->fh) : nullptr;
-  if (h && h->dataset) {
+  if (h && h->dataset && h->st.st_mode != 0) {
     // Asked through an open file (a read checking the size): the attributes of the file that
-    // handle reads, also when its path names another file by now.
+    // handle reads, also when its path names another file by now. (An open served unverified
+    // has none: the path's are asked for.)
     st = h->st;
     if (h->fd >= 0 && fstat(h->fd, &st) != 0) return (void)fuse_reply_err(req, errno);
+  } else if (ino == FUSE_ROOT_ID) {
+    // The root's attributes stay available while the store does not answer, so that the
+    // control files below it (stats, errors) can still be reached: the last ones it gave.
+    Status got = backing_.Lstat("", &st);
+    std::lock_guard lock(root_mu_);
+    if (got.ok()) {
+      root_st_ = st;
+    } else if (StoreUnreachable(got) && root_st_.st_mode != 0) {
+      return (void)fuse_reply_attr(req, &root_st_, kUnreachableAttrTimeout);
+    } else {
+      return (void)fuse_reply_err(req, ToErrno(got));
+    }
   } else {
     InodeTable::NodeInfo node;
     if (!NodeOf(req, ino, &node) || !Verify(req, ino, node, &st)) return;
@@ -302,7 +321,12 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (Verify(req, ino, node, &now)) fuse_reply_err(req, EINVAL);
     return;
   }
+  if (!fd.ok() && StoreUnreachable(fd.status())) {
+    (void)OpenUnverified(req, ino, node, fi, fd.status());
+    return;
+  }
   if (!fd.ok()) return (void)fuse_reply_err(req, PathErrno(fd.status()));
+  unverified_logged_.store(false, std::memory_order_relaxed);
   h->fd = fd.value();
   if (fstat(h->fd, &h->st) != 0) return (void)fuse_reply_err(req, errno);
   if (!CheckIdentity(req, ino, node, h->st)) return;
@@ -339,6 +363,33 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->noflush = 1;  // nothing to flush on a read-only file: close() needs no round trip
   fi->fh = reinterpret_cast<uint64_t>(h.get());
   if (fuse_reply_open(req, fi) == 0) h.release();
+}
+
+bool ClairFs::OpenUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
+                             fuse_file_info* fi, const Status& cause) {
+  const InodeTable::Seen seen = inodes_.SeenOf(ino);
+  const FileVersion& last = seen.reported;  // what the kernel's cached attributes say
+  auto blob = last == FileVersion{} ? Result<BlobPtr>(Status::Error(Code::kNotFound, node.path))
+                                    : prefetcher_.GetLocal(node.path, last);
+  if (!blob.ok() || !blob.value() || blob.value()->version() != last) {
+    fuse_reply_err(req, ToErrno(cause));
+    return false;
+  }
+  if (!unverified_logged_.exchange(true, std::memory_order_relaxed)) {
+    spdlog::warn("the backing store does not answer ({}): serving cached files at the version "
+                 "last seen, unverified, until it does",
+                 cause.message());
+  }
+  auto h = std::make_unique<FileHandle>();
+  h->dataset = true;
+  h->blob = std::move(blob.value());
+  stats_.served_unverified.fetch_add(1, std::memory_order_relaxed);
+  fi->keep_cache = options_.keep_cache && seen.opened == last;
+  fi->noflush = 1;
+  fi->fh = reinterpret_cast<uint64_t>(h.get());
+  if (fuse_reply_open(req, fi) != 0) return false;
+  h.release();
+  return true;
 }
 
 void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {

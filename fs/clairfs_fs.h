@@ -7,6 +7,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 
 #include "cache/backing.h"
@@ -74,6 +75,12 @@ class ClairFs {
   // The errno for a failure to reach a node's path: ESTALE when the path no longer leads to
   // an object of the node's kind (ENOENT, ENOTDIR, ELOOP), else the failure's own.
   int PathErrno(const Status& s);
+  // The backing store did not answer the open of node (cause): serves, if a local tier holds
+  // it, the version the kernel last saw of the node (its attributes are what the kernel
+  // checked permissions on), counted in served_unverified and logged once per episode; else
+  // replies with cause's errno. True if it replied with an open file.
+  bool OpenUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
+                      fuse_file_info* fi, const Status& cause);
   // Makes the kernel drop the attributes it caches for ino (size, times, mode), so that the
   // next stat() or read() asks GetAttr again. Never blocks (see Open).
   void InvalidateAttrs(fuse_ino_t ino);
@@ -92,6 +99,12 @@ class ClairFs {
   gid_t gid_;
   struct timespec started_;
   std::atomic<fuse_session*> session_{nullptr};
+  std::atomic<bool> unverified_logged_{false};  // this unreachable-store episode was logged
+  // The dataset root's last attributes from the store, answered while it does not answer
+  // (for kUnreachableAttrTimeout seconds). root_mu_ is a leaf.
+  static constexpr double kUnreachableAttrTimeout = 1.0;
+  std::mutex root_mu_;
+  struct stat root_st_ {};
 };
 
 }  // namespace clairfs

@@ -185,6 +185,7 @@ std::string ControlPlane::StatsJson() const {
       {"peer_bytes_out", get(stats_.peer_bytes_out)},
       {"peer_errors", get(stats_.peer_errors)},
       {"peer_adopted", get(stats_.peer_adopted)},
+      {"served_unverified", get(stats_.served_unverified)},
       {"peer_protocol_errors", get(stats_.peer_protocol_errors)},
       {"mpi_errors", get(stats_.mpi_errors)},
       {"access",

@@ -78,6 +78,12 @@ InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version) {
   return old;
 }
 
+InodeTable::Seen InodeTable::SeenOf(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? Seen{} : it->second.seen;
+}
+
 size_t InodeTable::size() const {
   std::lock_guard lock(mu_);
   return nodes_.size();

@@ -70,6 +70,8 @@ class InodeTable {
   void Report(uint64_t id, const FileVersion& version);
   // An open found version: records it as both and returns what was seen before ({} if none).
   Seen SwapOpen(uint64_t id, const FileVersion& version);
+  // What was seen of node id so far ({} if it is unknown).
+  Seen SeenOf(uint64_t id) const;
   size_t size() const;
 
  private:

@@ -205,7 +205,14 @@ int main(int argc, char** argv) {
   clairfs::Stats stats;
   clairfs::IoOptions io;
   io.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.cache.backing_timeout * 1000));
-  auto backing = clairfs::PosixBacking::Open(data_abs, io, &stats);
+  // A dead dataset file system remounted at its path is read again, unless that path leads
+  // through this very mount (mounted over the dataset, or above it).
+  const bool beneath_mount =
+      data_abs == mount_abs || data_abs.rfind(mount_abs == "/" ? "/" : mount_abs + "/", 0) == 0;
+  auto backing = clairfs::PosixBacking::Open(
+      data_abs, io, &stats,
+      beneath_mount ? clairfs::PosixBacking::OnDisconnect::kKeep
+                    : clairfs::PosixBacking::OnDisconnect::kReopen);
   if (!backing.ok()) return Fail(backing.status().message());
 
   if (auto s = clairfs::ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1);
@@ -301,6 +308,7 @@ int main(int argc, char** argv) {
   int fuse_fd = -1;
   clairfs::Lifecycle::Hooks hooks;
   hooks.on_hangup = [] { clairfs::ReopenLog(); };
+  hooks.on_stop = [b = backing.value().get()] { b->Stop(); };
   hooks.on_overrun = [&mount_abs, &mount_dev, &fuse_fd] {
     auto m = clairfs::FindMount(mount_abs);
     if (m && m->devno == mount_dev) {

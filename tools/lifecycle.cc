@@ -134,9 +134,10 @@ void Lifecycle::Run() {
         case SIGINT:
         case SIGTERM: {
           int none = 0;
-          stop_signal_.compare_exchange_strong(none, buf[i]);
+          const bool first = stop_signal_.compare_exchange_strong(none, buf[i]);
           spdlog::info("received {}: stopping, within {} ms", strsignal(buf[i]), grace_.count());
           arm();
+          if (first && hooks_.on_stop) hooks_.on_stop();
           break;
         }
         case kArm:

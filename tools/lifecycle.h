@@ -28,6 +28,9 @@ class Lifecycle {
   struct Hooks {
     std::function<void()> on_hangup;   // SIGHUP, on the lifecycle thread
     std::function<void()> on_overrun;  // the stop missed its deadline; then _exit(1)
+    // The first SIGTERM or SIGINT, on the lifecycle thread, as the stop clock starts: fail
+    // what FUSE workers wait for (calls stuck on the backing store), so the loop can end.
+    std::function<void()> on_stop;
   };
   // One per process. Installs the handlers; signals that arrive before StartThread() wait
   // in the pipe. The thread must start after fuse_daemonize (fork keeps no threads).

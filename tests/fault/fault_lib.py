@@ -199,6 +199,8 @@ class Ctx:
     def config(self, ram="64MiB", ssd=None, ssd_dir=None, keep_cache=False, **extra):
         cfg = harness.config(ram=ram, staging="2MiB", keep_cache=keep_cache)
         cfg["cache"]["fetch_timeout"] = 3
+        # A stalled backend is noticed within the hang deadline (the default is 30 s).
+        cfg["cache"]["backing_timeout"] = 2
         if ssd:
             cfg["cache"]["tiers"].append({"kind": "ssd", "capacity": ssd, "threads": 2,
                                           "dir": ssd_dir})
@@ -263,8 +265,14 @@ class Ctx:
             p.kill()
             return False
 
-    def stops(self, d):
-        """SIGTERM; true when the daemon exits within STOP_GRACE (the fault still active)."""
+    def stops(self, d, held_by_kernel=False):
+        """SIGTERM; true when the daemon exits within STOP_GRACE (the fault still active).
+
+        held_by_kernel: the backend is a FUSE daemon that accepted requests and never answers.
+        Linux then waits for the answer uninterruptibly (fs/fuse/dev.c request_wait_answer),
+        also in a killed process, so no process can exit while one of its threads is in such a
+        request. The goal is then that the daemon finished its stop (logged "clairfs stopped",
+        its mount gone) within STOP_GRACE; its process entry ends when the backend answers."""
         if d.proc is None or d.proc.poll() is not None:
             return d.proc is not None
         d.proc.send_signal(signal.SIGTERM)
@@ -272,7 +280,14 @@ class Ctx:
             d.proc.wait(timeout=STOP_GRACE)
             return True
         except subprocess.TimeoutExpired:
-            return False
+            if not held_by_kernel:
+                return False
+        stopped = "clairfs stopped" in (read_text(d.log_path) or "")
+        if stopped and not harness.is_fuse_mounted(d.mountpoint):
+            self.row.notes.append("stopped and unmounted; the process waits on the kernel for "
+                                  "the stalled backend's answer")
+            return True
+        return False
 
     def stats(self, mnt):
         p = subprocess.run([PY, "-c", "import sys;print(open(sys.argv[1]).read())",

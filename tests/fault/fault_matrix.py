@@ -46,13 +46,6 @@ from run_fs_tests import skip_reason  # noqa: E402
 # for. A listed row that fails is reported "xfail" and does not fail the run; a listed row that
 # passes is reported "XPASS": remove its entry once the fix is merged.
 EXPECTED_FAIL = {
-    "backend_enotconn": "item 9: a dead backend fails cached files too, unlogged",
-    "stall_cached": "item 9: a stalled backend hangs readers of cached files; item 12: stop",
-    "stall_uncached": "item 9: no deadline on backing reads; item 12: stop with stuck I/O",
-    "ssd_full": "item 10: a full SSD cache file system aborts the daemon (RocksDB)",
-    "swap_fifo": "item 8: a FIFO swapped in for a planned file hangs its readers",
-    "inode_reuse": "item 1: a reused inode number is served from the old node's path",
-    "acl_deny": "item 4: ACLs that deny a user are ignored on a root mount",
 }
 
 PARAMS = {

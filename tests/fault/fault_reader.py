@@ -33,7 +33,10 @@ def main(spec_path):
             out.write(json.dumps({"b": rel}) + "\n")
             out.flush()
             try:
-                with open(os.path.join(spec["mount"], rel), "rb") as fh:
+                # O_NONBLOCK: a regular file ignores it; a FIFO swapped in then opens and reads
+                # empty at once, as natively, instead of waiting for a writer.
+                fd = os.open(os.path.join(spec["mount"], rel), os.O_RDONLY | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as fh:
                     data = fh.read()
                 digest = hashlib.sha256(data).hexdigest()
                 r = "ok" if digest in spec["expect"][rel] else "wrong"

@@ -225,5 +225,37 @@ TEST(IoExecutor, StopAndDestructionDoNotWaitForAStuckCall) {
   ASSERT_TRUE(io2->Run<int>("y", [](IoProgress&) -> Result<int> { return 1; }).ok());
 }
 
+TEST(IoExecutor, AStalledStoreCostsLaterCallsOnlyTheStalledTimeout) {
+  IoExecutor io({.timeout = 2s, .max_threads = 8, .stalled_timeout = 100ms});
+  auto gate = std::make_shared<Gate>();
+  // One stuck file among answering ones is not a stalled store.
+  auto start = Clock::now();
+  auto first = io.Run<int>("a", [gate](IoProgress&) { return Blocked(gate, 1); });
+  EXPECT_EQ(first.status().code(), Code::kTimedOut);
+  EXPECT_GE(Since(start), 2s);
+  EXPECT_TRUE(io.stalled());
+  // Every call on another key now waits only the short deadline...
+  start = Clock::now();
+  auto second = io.Run<int>("b", [gate](IoProgress&) { return Blocked(gate, 2); });
+  EXPECT_EQ(second.status().code(), Code::kTimedOut);
+  EXPECT_LT(Since(start), 1500ms);
+  // ...until any call returns: the store answers again, and the full deadline is back.
+  auto quick = io.Run<int>("c", [](IoProgress&) -> Result<int> { return 3; });
+  EXPECT_TRUE(quick.ok()) << quick.status().ToString();
+  EXPECT_FALSE(io.stalled());
+  gate->Open();
+  EXPECT_TRUE(WaitFor([&] { return io.stuck_threads() == 0; }));
+  auto g2 = std::make_shared<Gate>();
+  std::thread opener([g2] {
+    g2->WaitEntered(1);
+    std::this_thread::sleep_for(300ms);  // longer than stalled_timeout, well within timeout
+    g2->Open();
+  });
+  auto slow = io.Run<int>("d", [g2](IoProgress&) { return Blocked(g2, 4); });
+  opener.join();
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_EQ(slow.value(), 4);
+}
+
 }  // namespace
 }  // namespace clairfs
