@@ -373,25 +373,6 @@ def row_acl_deny(ctx):
                                              check=True, timeout=10))
 
 
-def daemon_pid(rank):
-    """The pid of an MPI rank's serving clairfs: its parent is the rank's supervisor."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{ppid}/cmdline", "rb") as f:
-                parent = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if f"PMI_RANK={rank}".encode() in env and harness.BIN.encode() in parent:
-            return int(pid)
-    return None
-
-
 def row_peer_kill(ctx):
     r = ctx.row
     if shutil.which("mpiexec") is None:
@@ -436,7 +417,7 @@ def row_peer_kill(ctx):
     rs = [ctx.readers(m, expect={p: ctx.expect[p] for p in h}, tag=f"rank{i}")
           for i, (m, h) in enumerate(zip(mounts, halves))]
     time.sleep(ctx.p["run"] / 3)
-    victim = daemon_pid(1)
+    victim = harness.mpi_rank_daemon_pid(1)
     if victim is None:
         raise RuntimeError("no daemon for rank 1")
     os.kill(victim, signal.SIGKILL)

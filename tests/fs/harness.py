@@ -399,3 +399,23 @@ class ClairfsCase(unittest.TestCase):
             os.close(fd)
             raise
         os.close(fd)
+
+
+def mpi_rank_daemon_pid(rank):
+    """The pid of an MPI rank's serving clairfs (its parent is the rank's supervisor), or
+    None."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                parent = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if f"PMI_RANK={rank}".encode() in env and BIN.encode() in parent:
+            return int(pid)
+    return None

@@ -64,21 +64,10 @@ class Cluster:
 
     def daemon_pid(self, rank):
         """The pid of rank's serving daemon: the clairfs whose parent is its supervisor."""
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = f.read().split(b"\0")
-                with open(f"/proc/{pid}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{ppid}/cmdline", "rb") as f:
-                    parent = f.read()
-            except (OSError, ValueError, IndexError):
-                continue
-            if f"PMI_RANK={rank}".encode() in env and harness.BIN.encode() in parent:
-                return int(pid)
-        self.case.fail(f"no daemon for rank {rank}")
+        pid = harness.mpi_rank_daemon_pid(rank)
+        if pid is None:
+            self.case.fail(f"no daemon for rank {rank}")
+        return pid
 
 
 class ClusterTest(harness.ClairfsCase):
