@@ -151,7 +151,10 @@ class StalledMount {
  public:
   StalledMount(const std::string& src, const std::string& mnt) : mnt_(mnt) {
     if (access("/dev/fuse", R_OK | W_OK) != 0) return;
-    pid_ = Spawn({"bindfs", "-f", "--no-allow-other", src, mnt});
+    // No kernel caching of names or attributes: every stat must reach bindfs, so that once it
+    // is stopped a file read before the stall cannot be stat'ed from the kernel's cache.
+    pid_ = Spawn({"bindfs", "-f", "--no-allow-other", "-o",
+                  "entry_timeout=0,attr_timeout=0,negative_timeout=0", src, mnt});
     if (pid_ <= 0) return;
     const auto end = Clock::now() + 10s;
     while (!Mounted() && Clock::now() < end) std::this_thread::sleep_for(10ms);
