@@ -419,3 +419,31 @@ def mpi_rank_daemon_pid(rank):
         if f"PMI_RANK={rank}".encode() in env and BIN.encode() in parent:
             return int(pid)
     return None
+
+
+def wait_for(predicate, timeout, what):
+    """Polls predicate until it holds; AssertionError after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def stop_process(pid):
+    """SIGSTOPs pid and waits until every thread has stopped. A FUSE daemon's worker woken by
+    the signal could otherwise still take a queued request first; the caller waiting for the
+    answer then sleeps uninterruptibly (no signal frees it) instead of killably."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped():
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                        return False
+            except OSError:
+                pass
+        return True
+    wait_for(all_stopped, 10, f"every thread of {pid} to stop")

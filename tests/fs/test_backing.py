@@ -7,6 +7,7 @@ import subprocess
 import threading
 import time
 
+import harness
 from harness import ClairfsCase, config, is_fuse_mounted
 
 
@@ -100,7 +101,7 @@ class BackingFaultTest(ClairfsCase):
         cfg = config()
         cfg["cache"]["backing_timeout"] = 1
         d = self.mount(ds, mnt, cfg=cfg)
-        os.kill(lower.proc.pid, signal.SIGSTOP)
+        harness.stop_process(lower.proc.pid)
 
         stuck = {}
         start = time.monotonic()

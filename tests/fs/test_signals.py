@@ -10,7 +10,7 @@ import threading
 import time
 
 import harness
-from harness import ClairfsCase, config
+from harness import ClairfsCase, config, wait_for
 import treeutil as tu
 
 
@@ -90,15 +90,6 @@ class NoDescriptorPerFileTest(ClairfsCase):
 STOP_GRACE = 5.0  # the daemon's kStopGrace (tools/clairfs_main.cc)
 
 
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def blocked_in_fuse_request(pid):
     """True when a thread of pid waits for the answer to a FUSE request (the stalled mount)."""
     try:
@@ -115,22 +106,6 @@ def blocked_in_fuse_request(pid):
     return False
 
 
-def stop_process(pid):
-    """SIGSTOPs pid and waits until every thread has stopped. A FUSE daemon's worker woken by
-    the signal could otherwise still take a queued request first; the caller waiting for the
-    answer then sleeps uninterruptibly (no signal frees it) instead of killably."""
-    os.kill(pid, signal.SIGSTOP)
-
-    def all_stopped():
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] != "T":
-                        return False
-            except OSError:
-                pass
-        return True
-    wait_for(all_stopped, 10, f"every thread of {pid} to stop")
 
 
 class SighupTest(ClairfsCase):
@@ -234,7 +209,7 @@ class StopTest(ClairfsCase):
     def test_sigterm_with_a_read_stuck_in_the_backing_store(self):
         a, b, mnt_a, mnt_b, files = self.stalled_pair(["f0", "f1"])
         os.stat(os.path.join(mnt_b, "f0"))  # the lookup is cached; the open will reach A
-        stop_process(a.proc.pid)
+        harness.stop_process(a.proc.pid)
         outcome = {}
 
         def reader():
@@ -260,7 +235,7 @@ class StopTest(ClairfsCase):
         a, b, mnt_a, mnt_b, files = self.stalled_pair(names)
         for n in names:  # attributes cached in A's kernel mount: the manifest check needs no A
             os.stat(os.path.join(mnt_a, n))
-        stop_process(a.proc.pid)
+        harness.stop_process(a.proc.pid)
         self.write_manifest(mnt_b, "\n".join(names) + "\n")
         wait_for(lambda: blocked_in_fuse_request(b.proc.pid), 10, "B's prefetch to block on A")
         start = time.monotonic()
