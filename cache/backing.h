@@ -90,6 +90,8 @@ class PosixBacking final : public Backing {
 
   // Fails every pending and later call with kUnavailable at once; never waits for a stuck call.
   void Stop();
+  // I/O threads not exited: after Stop(), those still inside a call on the store.
+  int LiveThreads() const { return io_.threads(); }
 
  private:
   struct RootDir;

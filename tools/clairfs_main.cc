@@ -400,5 +400,14 @@ int main(int argc, char** argv) {
   spdlog::default_logger()->flush();
   // MPI_Finalize waits for every rank; a dead one would keep this process forever.
   if (transport) transport->Finalize(std::chrono::seconds(10), rc == 0 ? 0 : 1);
+  // I/O threads still inside calls on a stuck store may return at any time: no destructor of
+  // this process (the logger, the allocator's leak check that stops every thread) may run
+  // under them. Everything of ours is closed by now.
+  if (const int stuck = backing.value()->LiveThreads(); stuck > 0) {
+    spdlog::warn("{} I/O thread(s) still stuck in the dataset's file system; exiting without them",
+                 stuck);
+    spdlog::default_logger()->flush();
+    _exit(rc == 0 ? 0 : 1);
+  }
   return rc == 0 ? 0 : 1;
 }
