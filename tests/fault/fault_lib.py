@@ -218,25 +218,7 @@ class Ctx:
             d.start()
             return d
         # A killed daemon left its mount behind: the new one detaches it by itself.
-        with open(d.log_path, "wb") as log:
-            d.proc = subprocess.Popen(d.argv, stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
-        harness.register_proc(d.proc)
-        harness.register_mount(mnt)
-
-        def live():
-            if d.proc.poll() is not None:
-                return True
-            try:
-                return harness.is_fuse_mounted(mnt) and os.path.isdir(
-                    os.path.join(mnt, ".clairfs")) and os.statvfs(mnt) is not None
-            except OSError:
-                return False
-        wait_for(live, 15, "clairfs over a stale mount")
-        if d.proc.poll() is not None:
-            raise RuntimeError(f"clairfs exited {d.proc.returncode}: "
-                               f"{harness.read_tail(d.log_path)}")
-        return d
+        return d.start_over_stale(timeout=15)
 
     def readers(self, mount, **kw):
         r = Readers(self, mount, kw.pop("expect", self.expect), other=self.owner, **kw)

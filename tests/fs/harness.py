@@ -298,14 +298,37 @@ class Daemon:
     def start(self, timeout=MOUNT_TIMEOUT):
         if is_fuse_mounted(self.mountpoint):
             raise AssertionError(f"{self.mountpoint} is already a FUSE mount before start")
+        self._spawn()
+        return self._wait_mounted(lambda: is_fuse_mounted(self.mountpoint), timeout)
+
+    def start_over_stale(self, timeout=MOUNT_TIMEOUT):
+        """Starts on a mountpoint a killed daemon left stale (start() refuses to); the new
+        daemon detaches it by itself. Returns once its own mount answers."""
+        self._spawn()
+        target = os.path.abspath(self.mountpoint)
+
+        def live():
+            # A clairfs mount listed there that answers STATFS (never cached): statvfs alone
+            # also succeeds on the bare directory between the detach and the new mount.
+            try:
+                return (any(m == target for m, _, _ in fuse_mounts())
+                        and os.path.isdir(os.path.join(target, ".clairfs"))
+                        and os.statvfs(target) is not None)
+            except OSError:
+                return False
+        return self._wait_mounted(live, timeout)
+
+    def _spawn(self):
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         register_proc(self.proc)
         register_mount(self.mountpoint)
+
+    def _wait_mounted(self, mounted, timeout):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if is_fuse_mounted(self.mountpoint):
+            if mounted():
                 return self
             if self.proc.poll() is not None:
                 raise AssertionError(

@@ -247,24 +247,10 @@ class HostileNamesTest(ClairfsCase):
             os.statvfs(mnt)
         self.assertEqual(cm.exception.errno, errno.ENOTCONN)
         # The next start detaches the stale mount (it mounts its own in its place).
-        workdir = self.tmpdir("d2")
-        d2 = harness.Daemon(self.id(), workdir, ds, mnt, cfg_path)
-        with open(d2.log_path, "wb") as log:
-            d2.proc = subprocess.Popen(d2.argv, stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
-        harness.register_proc(d2.proc)
+        d2 = harness.Daemon(self.id(), self.tmpdir("d2"), ds, mnt, cfg_path)
         self.addCleanup(d2.stop)
-        deadline = time.monotonic() + harness.MOUNT_TIMEOUT
-        while True:
-            self.assertIsNone(d2.proc.poll(), harness.read_tail(d2.log_path))
-            self.assertLess(time.monotonic(), deadline, harness.read_tail(d2.log_path))
-            try:
-                os.statvfs(mnt)
-                if "serving" in harness.read_tail(d2.log_path):
-                    break
-            except OSError:
-                pass
-            time.sleep(0.05)
+        d2.start_over_stale()
+        harness.wait_for(lambda: "serving" in harness.read_tail(d2.log_path), 5, "'serving'")
         self.assertIn("detached the stale mount", harness.read_tail(d2.log_path))
         layers = [m for m, _, _ in harness.fuse_mounts() if m == os.path.abspath(mnt)]
         self.assertEqual(len(layers), 1, f"FUSE mounts stacked at {mnt}: {layers}")

@@ -204,32 +204,9 @@ class SsdTierTest(ClairfsCase):
 
     def start_over_stale(self, ds, mnt, cfg_path):
         """Starts a daemon on a mountpoint a killed daemon left stale (mount() refuses to)."""
-        workdir = self.tmpdir("d2")
-        d = harness.Daemon(self.id(), workdir, ds, mnt, cfg_path)
-        with open(d.log_path, "wb") as log:
-            d.proc = subprocess.Popen(d.argv, stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
-        harness.register_proc(d.proc)
-        harness.register_mount(mnt)
+        d = harness.Daemon(self.id(), self.tmpdir("d2"), ds, mnt, cfg_path)
         self.addCleanup(d.stop)
-        deadline = time.monotonic() + harness.MOUNT_TIMEOUT
-        target = os.path.abspath(mnt)
-        while time.monotonic() < deadline:
-            # Live means: a clairfs mount is listed there and answers STATFS (never cached).
-            # statvfs alone also succeeds on the bare directory between the daemon detaching
-            # the stale mount and mounting its own.
-            listed = [m for m, _, _ in harness.fuse_mounts() if m == target]
-            try:
-                if listed and os.path.isdir(os.path.join(mnt, ".clairfs")):
-                    os.statvfs(mnt)
-                    return d
-            except OSError:
-                pass
-            if d.proc.poll() is not None:
-                self.fail(f"clairfs exited with {d.proc.returncode} over the stale mount; log:\n"
-                          f"{harness.read_tail(d.log_path)}")
-            time.sleep(0.05)
-        self.fail(f"no live mount at {mnt}; log:\n{harness.read_tail(d.log_path)}")
+        return d.start_over_stale()
 
     def test_kill9_during_prefetch_then_remount(self):
         base = self.tmpdir("big")
