@@ -8,6 +8,7 @@ import os
 
 CONTROL_DIR = ".clairfs"
 _CHUNK = 1 << 20  # bytes handed to one write(); the daemon parses the text as it arrives
+_MAX_OFF = (1 << 63) - 1  # off_t: no byte of any file lies past it
 
 
 class ManifestError(ValueError):
@@ -57,11 +58,20 @@ def errors(mount):
     return _read(mount, "errors")
 
 
-def manifest_line(rel):
+def manifest_line(rel, offset=None, length=None):
     """One manifest line (bytes, with its newline) for `rel`, a path relative to the dataset root.
 
+    Without `offset` and `length` the line names the whole file. With both it is a record-range
+    entry, `<path>\\t<offset>+<length>`: bytes [offset, offset + length) of the file (the daemon
+    takes the path to be everything before the last tab). Both must be ints (not bool), offset
+    >= 0, length >= 1, offset + length <= 2**63 - 1; they are written in decimal, no sign, no
+    leading zeros.
+
     A name starting with '#' gets './' so it is not read as a comment or an epoch marker.
-    Raises ValueError for a path that no manifest line can carry (empty, newline, NUL, absolute).
+    Raises ValueError for a path that no manifest line can carry (empty, newline, NUL,
+    absolute), for one of offset/length given without the other or out of range, and for a
+    path containing a tab without a range: such a path can only be named with a range suffix
+    (the whole file: offset 0, length its size; an empty file cannot be named at all).
     """
     b = os.fsencode(rel)
     if not b or b"\n" in b or b"\0" in b:
@@ -70,7 +80,27 @@ def manifest_line(rel):
         raise ValueError(f"path {rel!r} must be relative to the dataset root")
     if b.startswith(b"#"):
         b = b"./" + b
-    return b + b"\n"
+    if offset is None and length is None:
+        if b"\t" in b:
+            raise ValueError(f"path {rel!r} contains a tab: a range is required to name it "
+                             f"(the whole file: offset=0, length=<its size>)")
+        return b + b"\n"
+    if offset is None or length is None:
+        raise ValueError("a range needs both offset and length (or neither for the whole file)")
+    offset, length = _range_int("offset", offset, 0), _range_int("length", length, 1)
+    if offset + length > _MAX_OFF:
+        raise ValueError(f"range {offset}+{length} ends past the largest file offset (2**63 - 1)")
+    return b"%s\t%d+%d\n" % (b, offset, length)
+
+
+def _range_int(what, v, least):
+    # Exact ints only: a float, a str or a bool would be a silent conversion, not a byte count.
+    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+        raise ValueError(f"{what} must be an int, not {type(v).__name__} ({v!r})")
+    v = v.__index__()
+    if v < least:
+        raise ValueError(f"{what} must be >= {least}, got {v}")
+    return v
 
 
 def relative_path(path, root):
