@@ -1,0 +1,8 @@
+"""The Record type shared by clairfs.records, clairfs.tfrecord and clairfs.lmdb_pages."""
+import collections
+
+Record = collections.namedtuple("Record", ["name", "offset", "length"])
+Record.__doc__ = """One record of a big file: bytes [offset, offset + length) of it, length >= 1.
+
+name identifies the record inside its file: a tar member's name, an LMDB key (bytes), or the
+record's index (int) for TFRecord, fixed-size and .npy records."""
