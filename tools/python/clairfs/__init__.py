@@ -4,6 +4,11 @@ Without torch (standard library only):
     register_paths(mount, [[paths of epoch 0], [paths of epoch 1], ...])
     stats(mount), plan(mount), errors(mount); ManifestError when clairfs rejects a manifest
 
+Records inside big files (standard library only; docs/records.md):
+    manifest_line(path, offset, length)               # a record-range entry
+    tar_members, tfrecord_records, lmdb_records, fixed_records, npy_records -> [Record]
+    register_records(mount, [[(path, offset, length), ...], ...])
+
 With torch (imported on first use of these names):
     register_loader(mount, loader, epochs)            # a DataLoader, before its first epoch
     register_dataset(mount, dataset, sampler, epochs) # a dataset with .samples and a sampler
@@ -16,9 +21,13 @@ from .control import (ManifestError, control_path, errors, manifest_line, plan, 
 
 _TORCH_NAMES = ("dataset_paths", "loader_orders", "register_dataset", "register_loader",
                 "sampler_orders")
+_RECORDS_NAMES = ("Record", "fixed_records", "iter_tfrecord", "lmdb_data_path",
+                  "lmdb_ranges_for_keys", "lmdb_records", "npy_records", "range_manifest_lines",
+                  "read_tfrecord_at", "register_records", "tar_members", "tfrecord_records",
+                  "write_tfrecord")
 
 __all__ = ["ManifestError", "control_path", "errors", "manifest_line", "plan", "register_paths",
-           "relative_path", "stats", "write_manifest", *_TORCH_NAMES]
+           "relative_path", "stats", "write_manifest", *_RECORDS_NAMES, *_TORCH_NAMES]
 
 
 def __getattr__(name):
@@ -26,4 +35,8 @@ def __getattr__(name):
     if name in _TORCH_NAMES:
         from . import torch_order
         return getattr(torch_order, name)
+    if name in _RECORDS_NAMES:
+        # Lazy too: a job registering whole files needs neither tarfile nor mmap.
+        from . import records
+        return getattr(records, name)
     raise AttributeError(f"module 'clairfs' has no attribute {name!r}")
