@@ -4,7 +4,7 @@
 # where /usr/bin/python3 imports it from. Run as root. Idempotent.
 #
 #   tools/setup.sh               what clairfs and its demo need
-#   tools/setup.sh --with-tests  also what only the tests need (PyTorch, for tests/python)
+#   tools/setup.sh --with-tests  also what only the tests need (PyTorch, LMDB, NumPy: tests/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,9 +25,10 @@ PACKAGES=(
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
 )
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
-# hundred MB, so not part of the plain set-up); acl: setfacl for the permission tests and the
-# fault matrix.
-TEST_PACKAGES=(python3-torch python3-torchvision python3-pil acl)
+# hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check
+# clairfs.records against real LMDB environments and .npy files; acl: setfacl for the
+# permission tests and the fault matrix.
+TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi

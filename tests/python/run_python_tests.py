@@ -4,8 +4,9 @@
 Usage: CLAIRFS_BIN=/abs/build/tools/clairfs /usr/bin/python3 tests/python/run_python_tests.py [FILTER...]
 
 Mounts, daemons and temp dirs are managed by tests/fs/harness.py, so nothing outlives the run.
-The torch tests are skipped when torch or torchvision cannot be imported (tools/setup.sh
---with-tests installs Debian's python3-torch and python3-torchvision).
+The torch tests are skipped when torch or torchvision cannot be imported, the LMDB and .npy
+ones of test_records (which needs no mount) when lmdb or numpy cannot (tools/setup.sh
+--with-tests installs Debian's python3-torch, python3-torchvision, python3-lmdb, python3-numpy).
 Exit status: 0 all passed, 1 a failure, 77 skipped (no usable /dev/fuse or fusermount3).
 Ends with the line "python: N passed, N failed, N skipped".
 """
@@ -22,5 +23,6 @@ sys.path[:0] = [HERE, os.path.join(REPO, "tests", "fs"), os.path.join(REPO, "too
 import run_fs_tests  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(run_fs_tests.main(sys.argv[1:], modules=["test_control", "test_torch"],
+    sys.exit(run_fs_tests.main(sys.argv[1:],
+                               modules=["test_control", "test_torch", "test_records"],
                                label="python"))
