@@ -96,9 +96,9 @@ Status ClearNonblock(int fd, const std::string& path) {
   return Status::Ok();
 }
 
-// One attempt at reading the whole file. *changed: the bytes may not all belong to one
+// One attempt at reading range of the file. *changed: the bytes may not all belong to one
 // version; *stamp: the latest modification stamp seen.
-Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, uint64_t max_bytes,
+Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, ByteRange range,
                          IoProgress& progress, bool* changed, int64_t* stamp) {
   const int64_t began = CoarseRealtimeNs();
   Fd fd(OpenBeneath(root_fd, path, O_RDONLY | O_NONBLOCK));
@@ -109,15 +109,23 @@ Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, uint64_t max_byte
     return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
   }
   if (Status s = ClearNonblock(fd.get(), path); !s.ok()) return s;
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size > max_bytes) return Status::Error(Code::kNoSpace, path + ": larger than the limit");
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (!range.whole() && (range.offset > file_size || range.length > file_size - range.offset)) {
+    return Status::Error(Code::kInvalidArgument,
+                         path + ": range " + std::to_string(range.offset) + "+" +
+                             std::to_string(range.length) + " is not inside the file (size " +
+                             std::to_string(file_size) + ")");
+  }
+  const uint64_t base = range.offset;
+  const uint64_t size = range.whole() ? file_size : range.length;
   const FileVersion version = VersionOf(st);
   *stamp = StampOf(version);
   auto blob = Blob::Allocate(size, version);
   uint64_t done = 0;
   while (done < size) {
     const uint64_t want = std::min(size - done, kReadChunk);
-    ssize_t n = pread(fd.get(), blob->mutable_data() + done, want, static_cast<off_t>(done));
+    ssize_t n =
+        pread(fd.get(), blob->mutable_data() + done, want, static_cast<off_t>(base + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::FromErrno(errno, path);
     if (n == 0) {  // shrank
@@ -127,12 +135,16 @@ Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, uint64_t max_byte
     done += static_cast<uint64_t>(n);
     progress.Touch();
   }
-  char extra;
-  ssize_t n;
-  do {
-    n = pread(fd.get(), &extra, 1, static_cast<off_t>(size));
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return Status::FromErrno(errno, path);
+  // A whole-file read checks that nothing follows the bytes read (the file grew); a range is
+  // checked by the version alone, which holds the size.
+  ssize_t n = 0;
+  if (range.whole()) {
+    char extra;
+    do {
+      n = pread(fd.get(), &extra, 1, static_cast<off_t>(size));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return Status::FromErrno(errno, path);
+  }
   struct stat after;
   if (fstat(fd.get(), &after) != 0) return Status::FromErrno(errno, path);
   *stamp = std::max(*stamp, StampOf(VersionOf(after)));
@@ -281,13 +293,13 @@ Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
   }));
 }
 
-Result<BlobPtr> PosixBacking::ReadFile(const std::string& path, uint64_t max_bytes) const {
+Result<BlobPtr> PosixBacking::Read(const std::string& path, ByteRange range) const {
   return Note(io_.Run<BlobPtr>(
-      path, [root = Root(), path, max_bytes](IoProgress& progress) -> Result<BlobPtr> {
+      path, [root = Root(), path, range](IoProgress& progress) -> Result<BlobPtr> {
         for (int attempt = 0;; ++attempt) {
           bool changed = false;
           int64_t stamp = 0;
-          auto r = ReadOnce(root->fd, path, max_bytes, progress, &changed, &stamp);
+          auto r = ReadOnce(root->fd, path, range, progress, &changed, &stamp);
           if (!changed || attempt == 1) return r;
           WaitForClockPast(stamp + kSettleNs);
           progress.Touch();

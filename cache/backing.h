@@ -13,6 +13,7 @@
 #include "cache/io_executor.h"
 #include "cache/log_limit.h"
 #include "cache/object.h"
+#include "cache/object_key.h"
 #include "cache/stats.h"
 #include "cache/status.h"
 
@@ -28,9 +29,10 @@ class Backing {
   virtual Status Lstat(const std::string& path, struct stat* st) const = 0;
   // Target of the symlink at path.
   virtual Result<std::string> ReadLink(const std::string& path) const = 0;
-  // The whole regular file at path, with its version and hash. kInvalidArgument if it is not a
-  // regular file; kNoSpace if it is larger than max_bytes; kIoError if it changed while read.
-  virtual Result<BlobPtr> ReadFile(const std::string& path, uint64_t max_bytes) const = 0;
+  // The bytes of range (ByteRange::Whole(): the whole file) of the regular file at path, with
+  // the file's version and their hash. kInvalidArgument if it is not a regular file or the
+  // range does not lie inside it; kIoError if it changed while read.
+  virtual Result<BlobPtr> Read(const std::string& path, ByteRange range) const = 0;
 };
 
 // The dataset on a local or network file system, reached through a directory descriptor opened
@@ -65,12 +67,12 @@ class PosixBacking final : public Backing {
 
   Status Lstat(const std::string& path, struct stat* st) const override;
   Result<std::string> ReadLink(const std::string& path) const override;
-  // Reads in chunks, each of which must complete within the timeout. The version is taken by
+  // Reads in steps, each of which must complete within the timeout. The version is taken by
   // fstat before and after the read; if it differs, or the file grew, or it was modified at or
   // after the moment the read began (timestamps may be too coarse to show a later write), the
   // read is tried once more, then fails with kIoError "changed while being read". So a blob
   // always holds exactly the bytes of the version it names.
-  Result<BlobPtr> ReadFile(const std::string& path, uint64_t max_bytes) const override;
+  Result<BlobPtr> Read(const std::string& path, ByteRange range) const override;
 
   // A new descriptor for path opened with flags (O_NOFOLLOW and O_CLOEXEC are added); the
   // caller owns it. Used for directories (flags with O_DIRECTORY) and for files served without

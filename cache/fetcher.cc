@@ -6,21 +6,25 @@ namespace clairfs {
 
 using Clock = std::chrono::steady_clock;
 
-Fetcher::Fetcher(const Backing& backing, const TierStack& tiers, uint64_t max_file_size,
-                 Stats* stats)
-    : backing_(backing), tiers_(tiers), max_file_size_(max_file_size), stats_(stats) {}
+Fetcher::Fetcher(const Backing& backing, const TierStack& tiers, Stats* stats)
+    : backing_(backing), tiers_(tiers), stats_(stats) {}
 
-Result<BlobPtr> Fetcher::Read(const std::string& path, const FileVersion& version,
+Result<BlobPtr> Fetcher::Read(const std::string& key, const FileVersion& version,
                               std::optional<size_t> except, FetchSource* source) {
+  const auto ref = ParseObjectKey(key);
+  if (!ref) return Status::Error(Code::kInvalidArgument, "malformed object key " + DisplayKey(key));
+  const uint64_t bytes = ref->range.whole() ? version.size : ref->range.length;
   size_t found = 0;
-  if (auto r = tiers_.Get(path, version, except, &found); r.ok()) {
+  if (auto r = tiers_.Get(key, version, except, &found); r.ok() && r.value()->size() == bytes) {
     *source = FetchSource::Tier(found);
     return r;
   }
-  if (cluster_.peer && cluster_.peer->Contains(path, version) && PreferPeer()) {
+  if (cluster_.peer && cluster_.peer->Contains(key, version) && PreferPeer()) {
     const auto start = Clock::now();
-    auto r = cluster_.peer->Get(path, version);  // bounded by the peer deadline
-    if (r.ok()) {
+    auto r = cluster_.peer->Get(key, version);  // bounded by the peer deadline
+    if (r.ok() && (r.value()->size() != bytes || r.value()->version() != version)) {
+      stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    } else if (r.ok()) {
       RecordRate(true, r.value()->size(), Clock::now() - start);
       stats_->peer_fetched.fetch_add(1, std::memory_order_relaxed);
       *source = {FetchSource::Kind::kPeer};
@@ -29,7 +33,8 @@ Result<BlobPtr> Fetcher::Read(const std::string& path, const FileVersion& versio
   }
   *source = {FetchSource::Kind::kBacking};
   const auto start = Clock::now();
-  auto r = backing_.ReadFile(path, max_file_size_);
+  const std::string path(ref->path);
+  auto r = backing_.Read(path, ref->range);
   stats_->backing_reads.fetch_add(1, std::memory_order_relaxed);
   if (!r.ok()) {
     stats_->errors.fetch.fetch_add(1, std::memory_order_relaxed);
@@ -37,7 +42,7 @@ Result<BlobPtr> Fetcher::Read(const std::string& path, const FileVersion& versio
   }
   stats_->backing_bytes.fetch_add(r.value()->size(), std::memory_order_relaxed);
   if (cluster_.peer) RecordRate(false, r.value()->size(), Clock::now() - start);
-  if (cluster_.fetched) cluster_.fetched(path, r.value());
+  if (cluster_.fetched) cluster_.fetched(key, r.value());
   return r;
 }
 

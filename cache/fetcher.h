@@ -1,7 +1,9 @@
-// Fetcher: reads one file's bytes from the best source that has them: a local tier, else a
-// peer that announced it (unless the backing store is measured to be much faster), else the
-// backing store. It counts backing reads and their failures, and tells the cluster what it
-// read from the backing store (ClusterHooks::fetched).
+// Fetcher: reads one object's bytes (a whole file or a chunk, cache/object_key.h) from the best
+// source that has them: a local tier, else a peer that announced it (unless the backing store
+// is measured to be much faster), else the backing store. What a peer returns is checked
+// against the key (its size) and the version before it is used. It counts backing reads and
+// their failures, and tells the cluster what it read from the backing store
+// (ClusterHooks::fetched).
 //
 // Thread-safe; SetCluster only before the first Read. Lock order: rate_mu_ is a leaf.
 #pragma once
@@ -23,13 +25,13 @@ namespace clairfs {
 class Fetcher {
  public:
   // backing, tiers and stats must outlive the fetcher.
-  Fetcher(const Backing& backing, const TierStack& tiers, uint64_t max_file_size, Stats* stats);
+  Fetcher(const Backing& backing, const TierStack& tiers, Stats* stats);
   void SetCluster(const ClusterHooks& hooks) { cluster_ = hooks; }
 
-  // The bytes of path at version from the fastest local tier other than `except`, else a
+  // The object of key at version from the fastest local tier other than `except`, else a
   // peer, else the backing store; *source: where they came from. Blocks for as long as the
   // source takes (the peer tier bounds its requests; the backing store its reads).
-  Result<BlobPtr> Read(const std::string& path, const FileVersion& version,
+  Result<BlobPtr> Read(const std::string& key, const FileVersion& version,
                        std::optional<size_t> except, FetchSource* source);
 
  private:
@@ -39,7 +41,6 @@ class Fetcher {
 
   const Backing& backing_;
   const TierStack& tiers_;
-  const uint64_t max_file_size_;
   Stats* const stats_;
   ClusterHooks cluster_;
 

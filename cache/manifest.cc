@@ -49,6 +49,13 @@ bool IsHostileCodePoint(std::string_view seq) {
   return false;
 }
 
+// A decimal without sign or leading zero (except "0") that fits uint64_t.
+bool ParseDecimal(std::string_view s, uint64_t* v) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
 }  // namespace
 
 std::string EscapeForReport(std::string_view s) {
@@ -161,23 +168,54 @@ void ManifestParser::Line(std::string_view line) {
     out_.epoch_begin.push_back(static_cast<uint32_t>(out_.sequence.size()));
     return;
   }
+  ByteRange range = ByteRange::Whole();
+  if (const size_t tab = line.rfind(kRangeSeparator); tab != std::string_view::npos) {
+    const std::string_view suffix = line.substr(tab + 1);
+    const size_t plus = suffix.find('+');
+    if (plus == std::string_view::npos || !ParseDecimal(suffix.substr(0, plus), &range.offset) ||
+        !ParseDecimal(suffix.substr(plus + 1), &range.length)) {
+      return Error(n, "malformed range after the last TAB: expected '<offset>+<length>' in "
+                      "decimal (a path containing a TAB needs a range)");
+    }
+    if (range.length == 0) return Error(n, "empty range (length 0)");
+    if (range.offset > UINT64_MAX - range.length) {
+      return Error(n, "range overflows (offset + length > 2^64 - 1)");
+    }
+    line = line.substr(0, tab);
+    if (line.empty()) return Error(n, "empty path");
+  }
   if (line.substr(0, 2) == "./" && line.size() > 2 && line[2] == '#') line.remove_prefix(2);
   if (out_.sequence.size() >= kMaxEntries) return Error(n, "too many entries");
   if (!epoch_open_) {
     epoch_open_ = true;
     out_.epoch_begin.push_back(0);
   }
-  auto it = index_.find(line);
+  out_.sequence.push_back(Target(line, range, n));
+}
+
+uint32_t ManifestParser::Target(std::string_view path, ByteRange range, uint64_t n) {
+  constexpr uint32_t kNone = 0xFFFFFFFFu;
+  auto it = index_.find(path);
   uint32_t id;
   if (it != index_.end()) {
     id = it->second;
   } else {
     id = static_cast<uint32_t>(out_.paths.size());
-    out_.paths.emplace_back(line);
+    out_.paths.emplace_back(path);
     out_.path_line.push_back(n);
+    whole_target_.push_back(kNone);
     index_.emplace(out_.paths.back(), id);
   }
-  out_.sequence.push_back(id);
+  const auto target = static_cast<uint32_t>(out_.targets.size());
+  if (range.whole()) {
+    if (whole_target_[id] != kNone) return whole_target_[id];
+    whole_target_[id] = target;
+  } else {
+    auto [pos, fresh] = range_index_.try_emplace({id, range.offset, range.length}, target);
+    if (!fresh) return pos->second;
+  }
+  out_.targets.push_back({id, range, n});
+  return target;
 }
 
 void ManifestParser::EndText() {
@@ -201,6 +239,7 @@ void ManifestParser::EndText() {
 const ParsedManifest& ManifestParser::Peek() {
   if (!peeked_) {
     mark_ = {out_.paths.size(),
+             out_.targets.size(),
              out_.sequence.size(),
              out_.epoch_begin.size(),
              out_.errors.size(),
@@ -216,10 +255,20 @@ const ParsedManifest& ManifestParser::Peek() {
 }
 
 void ManifestParser::Unpeek() {
+  while (out_.targets.size() > mark_.targets) {
+    const ManifestTarget& t = out_.targets.back();
+    if (t.range.whole()) {
+      whole_target_[t.path] = 0xFFFFFFFFu;
+    } else {
+      range_index_.erase({t.path, t.range.offset, t.range.length});
+    }
+    out_.targets.pop_back();
+  }
   while (out_.paths.size() > mark_.paths) {
     index_.erase(out_.paths.back());
     out_.paths.pop_back();
     out_.path_line.pop_back();
+    whole_target_.pop_back();
   }
   out_.sequence.resize(mark_.sequence);
   out_.epoch_begin.resize(mark_.epochs);
@@ -235,6 +284,7 @@ void ManifestParser::Unpeek() {
 ParsedManifest ManifestParser::Finish() && {
   if (!peeked_) EndText();
   index_.clear();
+  range_index_.clear();
   return std::move(out_);
 }
 

@@ -8,20 +8,28 @@ namespace clairfs {
 
 void Plan::Finalize() {
   index_.clear();
-  index_.reserve(files.size());
+  index_.reserve(objects.size());
+  chunked_.clear();
   total_bytes_ = 0;
-  for (uint32_t i = 0; i < files.size(); ++i) {
-    files[i].freq = 0;
-    files[i].first = kNoPos;
-    index_.emplace(files[i].path, i);
-    total_bytes_ += files[i].version.size;
+  whole_files_ = 0;
+  for (uint32_t i = 0; i < objects.size(); ++i) {
+    PlanObject& o = objects[i];
+    o.freq = 0;
+    o.first = kNoPos;
+    index_.emplace(o.key, i);
+    total_bytes_ += o.bytes;
+    if (o.path().size() == o.key.size()) {
+      ++whole_files_;
+    } else {
+      chunked_.emplace(o.path(), o.version);
+    }
   }
   next_same.assign(sequence.size(), kNoPos);
-  std::vector<uint32_t> last(files.size(), kNoPos);
+  std::vector<uint32_t> last(objects.size(), kNoPos);
   for (uint32_t p = 0; p < sequence.size(); ++p) {
-    PlanFile& f = files[sequence[p]];
-    ++f.freq;
-    if (f.first == kNoPos) f.first = p;
+    PlanObject& o = objects[sequence[p]];
+    ++o.freq;
+    if (o.first == kNoPos) o.first = p;
     if (last[sequence[p]] != kNoPos) next_same[last[sequence[p]]] = p;
     last[sequence[p]] = p;
   }
@@ -29,16 +37,24 @@ void Plan::Finalize() {
 
 std::shared_ptr<Plan> Plan::Clone() const {
   auto copy = std::make_shared<Plan>();
-  copy->files = files;
+  copy->objects = objects;
   copy->sequence = sequence;
   copy->epoch_begin = epoch_begin;
+  copy->chunk_size = chunk_size;
+  copy->entries = entries;
+  copy->range_entries = range_entries;
   copy->Finalize();
   return copy;
 }
 
-uint32_t Plan::Find(std::string_view path) const {
-  auto it = index_.find(path);
+uint32_t Plan::Find(std::string_view key) const {
+  auto it = index_.find(key);
   return it == index_.end() ? kNoPos : it->second;
+}
+
+const FileVersion* Plan::ChunkedFile(std::string_view path) const {
+  auto it = chunked_.find(path);
+  return it == chunked_.end() ? nullptr : &it->second;
 }
 
 uint32_t Plan::EpochOf(uint32_t pos) const {
@@ -143,118 +159,165 @@ Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedMani
       canon.emplace(out->files.back().path, raw_to_id[begin + i]);
     }
   }
+  // Ranges must lie inside their file. Targets are in order of first appearance; their
+  // errors join the list by line.
+  out->targets.reserve(m.targets.size());
+  for (const ManifestTarget& t : m.targets) {
+    const uint32_t file = raw_to_id[t.path];
+    if (file == kNoPos) {
+      out->targets.push_back({});
+      continue;  // the path's own error is reported
+    }
+    const uint64_t size = out->files[file].version.size;
+    const ByteRange& r = t.range;
+    if (!r.whole() && (r.offset > size || r.length > size - r.offset)) {
+      ++error_count;
+      if (errors.size() < m.errors.size() + 2 * ManifestParser::kMaxErrors) {
+        errors.push_back({t.line, "'" + m.paths[t.path] + "': range " + std::to_string(r.offset) +
+                                      "+" + std::to_string(r.length) +
+                                      " ends past the end of the file (size " +
+                                      std::to_string(size) + ")"});
+      }
+    }
+    out->targets.push_back({file, r});
+  }
   if (error_count > 0) return Status::Error(Code::kInvalidArgument, Report(error_count, errors));
   out->epoch_begin = m.epoch_begin;
-  out->sequence.reserve(m.sequence.size());
-  for (uint32_t s : m.sequence) out->sequence.push_back(raw_to_id[s]);
+  out->sequence = m.sequence;
+  for (uint32_t s : m.sequence) out->range_entries += !m.targets[s].range.whole();
   return std::shared_ptr<const ResolvedManifest>(std::move(out));
 }
 
-Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m) {
-  const size_t base_entries = base ? base->sequence.size() : 0;
-  if (base_entries + m.sequence.size() > ManifestParser::kMaxEntries) {
-    return Status::Error(
-        Code::kInvalidArgument,
-        Report(1, {{m.lines, "the plan would exceed the maximum number of entries"}}));
-  }
+Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m,
+                                        uint64_t chunk_size) {
   auto plan = std::make_shared<Plan>();
-  const size_t base_files = base ? base->files.size() : 0;
-  plan->files.reserve(base_files + m.files.size());  // no reallocation: canon keeps views
-  std::unordered_map<std::string_view, uint32_t> canon;
+  plan->chunk_size = base && base->chunk_size ? base->chunk_size : chunk_size;
+  const ChunkGrid grid(plan->chunk_size);
+  std::unordered_map<std::string, uint32_t> ids;  // key -> object id
   if (base) {
-    canon.reserve(base_files);
-    for (const PlanFile& f : base->files) {
-      plan->files.push_back({f.path, f.version});
-      canon.emplace(plan->files.back().path, static_cast<uint32_t>(plan->files.size() - 1));
+    plan->objects.reserve(base->objects.size());
+    ids.reserve(base->objects.size());
+    for (const PlanObject& o : base->objects) {
+      ids.emplace(o.key, static_cast<uint32_t>(plan->objects.size()));
+      plan->objects.push_back(PlanObject::Of(o.key, o.version));
     }
     plan->sequence = base->sequence;
     plan->epoch_begin = base->epoch_begin;
+    plan->entries = base->entries;
+    plan->range_entries = base->range_entries;
   }
-  std::vector<uint32_t> id(m.files.size());
-  for (size_t i = 0; i < m.files.size(); ++i) {
-    auto it = base ? canon.find(m.files[i].path) : canon.end();
-    if (it != canon.end()) {
-      id[i] = it->second;
-    } else {
-      plan->files.push_back({m.files[i].path, m.files[i].version});
-      id[i] = static_cast<uint32_t>(plan->files.size() - 1);
+  // Each target's objects, in offset order: positions of its entries.
+  std::vector<uint32_t> target_begin(m.targets.size() + 1, 0);
+  std::vector<uint32_t> target_objects;
+  for (size_t t = 0; t < m.targets.size(); ++t) {
+    const ResolvedManifest::Target& target = m.targets[t];
+    const ResolvedManifest::File& f = m.files[target.file];
+    grid.ForEach(f.version.size, target.range, [&](ByteRange r) {
+      std::string key = ObjectKey(f.path, r);
+      auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(plan->objects.size()));
+      if (fresh) plan->objects.push_back(PlanObject::Of(std::move(key), f.version));
+      target_objects.push_back(it->second);
+    });
+    target_begin[t + 1] = static_cast<uint32_t>(target_objects.size());
+  }
+  uint64_t positions = plan->sequence.size();
+  for (uint32_t s : m.sequence) positions += target_begin[s + 1] - target_begin[s];
+  if (positions > ManifestParser::kMaxEntries) {
+    return Status::Error(
+        Code::kInvalidArgument,
+        Report(1, {{m.lines, "the plan would exceed the maximum number of object reads (" +
+                                 std::to_string(ManifestParser::kMaxEntries) + ")"}}));
+  }
+  plan->sequence.reserve(positions);
+  size_t next_epoch = 0;
+  for (size_t e = 0; e < m.sequence.size(); ++e) {
+    while (next_epoch < m.epoch_begin.size() && m.epoch_begin[next_epoch] == e) {
+      plan->epoch_begin.push_back(static_cast<uint32_t>(plan->sequence.size()));
+      ++next_epoch;
+    }
+    const uint32_t s = m.sequence[e];
+    for (uint32_t i = target_begin[s]; i < target_begin[s + 1]; ++i) {
+      plan->sequence.push_back(target_objects[i]);
     }
   }
-  const auto offset = static_cast<uint32_t>(plan->sequence.size());
-  for (uint32_t b : m.epoch_begin) plan->epoch_begin.push_back(offset + b);
-  plan->sequence.reserve(plan->sequence.size() + m.sequence.size());
-  for (uint32_t s : m.sequence) plan->sequence.push_back(id[s]);
+  plan->entries += m.sequence.size();
+  plan->range_entries += m.range_entries;
   plan->Finalize();
   return plan;
 }
 
 Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base) {
+                                        const Plan* base, uint64_t chunk_size) {
   auto resolved = ResolveManifest(m, resolver);
   if (!resolved.ok()) return resolved.status();
-  return MergePlan(base, *resolved.value());
+  return MergePlan(base, *resolved.value(), chunk_size);
 }
 
-void PlaceFiles(Plan& plan, const PlacementLimits& limits) {
+void PlaceObjects(Plan& plan, const PlacementLimits& limits) {
   const size_t ntiers = limits.tier_capacity.size();
   std::vector<uint32_t> order;
-  order.reserve(plan.files.size());
-  for (uint32_t i = 0; i < plan.files.size(); ++i) {
-    if (plan.files[i].freq > 0) order.push_back(i);
+  order.reserve(plan.objects.size());
+  for (uint32_t i = 0; i < plan.objects.size(); ++i) {
+    if (plan.objects[i].freq > 0) order.push_back(i);
   }
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    const PlanFile& x = plan.files[a];
-    const PlanFile& y = plan.files[b];
+    const PlanObject& x = plan.objects[a];
+    const PlanObject& y = plan.objects[b];
     return x.freq != y.freq ? x.freq > y.freq : x.first < y.first;
   });
   std::vector<uint64_t> used(ntiers, 0);
   plan.tier_order.assign(ntiers, {});
   for (uint32_t id : order) {
-    PlanFile& f = plan.files[id];
-    f.place = kStaging;
-    const uint64_t size = f.version.size;
-    if (size > limits.max_file_size) {
-      f.place = kDirect;
-      continue;
-    }
+    PlanObject& o = plan.objects[id];
+    o.place = kStaging;
     for (size_t t = 0; t < ntiers; ++t) {
-      if (used[t] + size <= limits.tier_capacity[t]) {
-        used[t] += size;
-        f.place = Placement::Tier(t);
+      if (used[t] + o.bytes <= limits.tier_capacity[t]) {
+        used[t] += o.bytes;
+        o.place = Placement::Tier(t);
         plan.tier_order[t].push_back(id);
         break;
       }
     }
-    if (f.place == kStaging && size > limits.staging_capacity) f.place = kDirect;
+    if (o.place == kStaging && o.bytes > limits.staging_capacity) o.place = kDirect;
   }
   for (auto& ids : plan.tier_order) {
-    std::sort(ids.begin(), ids.end(),
-              [&](uint32_t a, uint32_t b) { return plan.files[a].first < plan.files[b].first; });
+    std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+      return plan.objects[a].first < plan.objects[b].first;
+    });
   }
 }
 
 PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
   PlanSummary s;
   s.epochs = plan.epochs();
-  s.entries = plan.sequence.size();
+  s.entries = plan.entries;
+  s.range_entries = plan.range_entries;
+  s.positions = plan.sequence.size();
+  s.chunk_size = plan.chunk_size;
   for (size_t t = 0; t < limits.tier_capacity.size(); ++t) {
     s.tiers.push_back({t < limits.tier_names.size() ? limits.tier_names[t] : "tier", 0, 0,
                        limits.tier_capacity[t]});
   }
   s.staging.capacity = limits.staging_capacity;
-  for (const PlanFile& f : plan.files) {
-    if (f.freq == 0) continue;
-    ++s.files;
-    s.bytes += f.version.size;
-    const uint64_t size = f.version.size;
-    const Placement& at = f.place;
+  std::unordered_map<std::string_view, bool> files;  // read files
+  for (const PlanObject& o : plan.objects) {
+    if (o.freq == 0) continue;
+    ++s.objects;
+    const bool chunk = o.path().size() != o.key.size();
+    s.chunks += chunk;
+    if (files.emplace(o.path(), chunk).second) {
+      ++s.files;
+      s.chunked_files += chunk;
+    }
+    s.bytes += o.bytes;
+    const Placement& at = o.place;
     PlanSummary::Part* part = at.InTier() && at.tier < s.tiers.size() ? &s.tiers[at.tier]
                               : at == kDirect                         ? &s.direct
                               : at == kPeer                           ? &s.peer
                                                                       : &s.staging;
-    ++part->files;
-    part->bytes += size;
-    s.predicted_backing_bytes += at.InTier() ? size : at == kPeer ? 0 : size * f.freq;
+    ++part->objects;
+    part->bytes += o.bytes;
+    s.predicted_backing_bytes += at.InTier() ? o.bytes : at == kPeer ? 0 : o.bytes * o.freq;
   }
   return s;
 }

@@ -1,4 +1,4 @@
-// Plan: a validated manifest, its files and where each file is placed. Immutable once
+// Plan: a validated manifest, its objects and where each object is placed. Immutable once
 // published to the prefetcher; a new manifest makes a new Plan.
 #pragma once
 
@@ -11,6 +11,7 @@
 
 #include "cache/manifest.h"
 #include "cache/object.h"
+#include "cache/object_key.h"
 #include "cache/resolver.h"
 #include "cache/status.h"
 
@@ -18,16 +19,16 @@ namespace clairfs {
 
 inline constexpr uint32_t kNoPos = 0xFFFFFFFFu;
 
-// How a planned file reaches its readers.
+// How a planned object reaches its readers.
 enum class Route : uint8_t {
   kTier,     // held in a local tier (Placement::tier), filled in first-reference order
   kStaging,  // fetched into the staging window in read order
-  kDirect,   // too large to hold whole: read from the backing store at open
+  kDirect,   // larger than the staging window: read from the backing store by its readers
   kPeer,     // another node owns it: staged in read order once that node holds it
 };
 
-// Where the plan puts one file: a route and, for Route::kTier, the tier (0: fastest). Two
-// bytes, so a PlanFile stays as compact as with an int8 code.
+// Where the plan puts one object: a route and, for Route::kTier, the tier (0: fastest). Two
+// bytes, so a PlanObject stays as compact as with an int8 code.
 struct Placement {
   Route route = Route::kStaging;
   uint8_t tier = 0;  // with Route::kTier only
@@ -44,92 +45,127 @@ inline constexpr Placement kStaging{Route::kStaging};
 inline constexpr Placement kDirect{Route::kDirect};
 inline constexpr Placement kPeer{Route::kPeer};
 
-struct PlanFile {
-  std::string path;  // canonical, relative to the dataset root
-  FileVersion version;
+// One object of the plan (cache/object_key.h): a whole file or a chunk of one.
+struct PlanObject {
+  std::string key;      // ObjectKey of a canonical path, relative to the dataset root
+  FileVersion version;  // of the whole file
+  uint64_t bytes = 0;   // ObjectBytes(key, version)
   uint32_t freq = 0;        // how often it appears in the access string
   uint32_t first = kNoPos;  // position of its first appearance
   Placement place = kStaging;
+
+  static PlanObject Of(std::string key, const FileVersion& version) {
+    PlanObject o{std::move(key), version};
+    o.bytes = ObjectBytes(o.key, version);
+    return o;
+  }
+  std::string_view path() const { return KeyPath(key); }
 };
 
+// The access string is a sequence of positions, each the read of one object: a manifest entry
+// becomes the positions of the objects it overlaps, in offset order (one for a file no larger
+// than a chunk).
 class Plan {
  public:
   Plan() = default;
-  Plan(const Plan&) = delete;  // index_ holds views into files
+  Plan(const Plan&) = delete;  // the indexes hold views into objects
   Plan& operator=(const Plan&) = delete;
 
-  std::vector<PlanFile> files;
-  std::vector<uint32_t> sequence;     // the access string: a file id per position
+  std::vector<PlanObject> objects;
+  std::vector<uint32_t> sequence;     // the access string: an object id per position
   std::vector<uint32_t> epoch_begin;  // position where each epoch starts
-  std::vector<uint32_t> next_same;    // position -> next position of the same file, or kNoPos
-  std::vector<std::vector<uint32_t>> tier_order;  // per tier: its files by first reference
+  std::vector<uint32_t> next_same;    // position -> next position of the same object, or kNoPos
+  std::vector<std::vector<uint32_t>> tier_order;  // per tier: its objects by first reference
+  uint64_t chunk_size = 0;    // the grid chunked files were cut on
+  uint64_t entries = 0;       // manifest entries behind the sequence
+  uint64_t range_entries = 0;  // of those, entries naming a byte range
 
-  // Computes freq, first, next_same and the path index from files and sequence.
+  // Computes freq, first, next_same and the indexes from objects and sequence.
   void Finalize();
-  // A copy of files (with their placement), sequence and epochs, finalized; tier_order is
-  // left empty for the next placement.
+  // A copy of objects (with their placement), sequence, epochs and counts, finalized;
+  // tier_order is left empty for the next placement.
   std::shared_ptr<Plan> Clone() const;
-  // File id of a canonical path, or kNoPos.
-  uint32_t Find(std::string_view path) const;
+  // Object id of a key, or kNoPos.
+  uint32_t Find(std::string_view key) const;
+  // The version of a chunked file the plan holds chunks of, or null.
+  const FileVersion* ChunkedFile(std::string_view path) const;
   // 0-based epoch of a position (epochs() if past the end).
   uint32_t EpochOf(uint32_t pos) const;
   uint32_t epochs() const { return static_cast<uint32_t>(epoch_begin.size()); }
   uint64_t total_bytes() const { return total_bytes_; }
+  // Distinct files, and how many of them are chunked.
+  uint64_t files() const { return whole_files_ + chunked_.size(); }
+  uint64_t chunked_files() const { return chunked_.size(); }
 
  private:
   std::unordered_map<std::string_view, uint32_t> index_;
+  std::unordered_map<std::string_view, FileVersion> chunked_;
   uint64_t total_bytes_ = 0;
+  uint64_t whole_files_ = 0;
 };
 
 // A manifest whose every path was resolved against the dataset: its own distinct files (by
-// canonical path, with the version they had when resolved), its entries and epochs. What a
-// validated manifest becomes; MergePlan turns it into a plan over any base without resolving
-// again.
+// canonical path, with the version they had when resolved), what its entries read, and its
+// epochs. What a validated manifest becomes; MergePlan turns it into a plan over any base
+// without resolving again.
 struct ResolvedManifest {
-  std::vector<PlanFile> files;
-  std::vector<uint32_t> sequence;     // index into files, one per entry
+  struct File {
+    std::string path;
+    FileVersion version;
+  };
+  struct Target {
+    uint32_t file = 0;  // index into files
+    ByteRange range;    // inside the file (checked)
+  };
+  std::vector<File> files;
+  std::vector<Target> targets;
+  std::vector<uint32_t> sequence;     // index into targets, one per entry
   std::vector<uint32_t> epoch_begin;  // index into sequence
   uint64_t lines = 0;                 // of the text, for the report of MergePlan
+  uint64_t range_entries = 0;
 };
 
-// Checks every path of m against the dataset. All or nothing: on any error returns
-// kInvalidArgument whose message is the report (docs/control-interface.md): the error count
-// and the first errors as "line N: ...", every byte of user input escaped (EscapeForReport).
+// Checks every path of m against the dataset, and every range against its file's size. All or
+// nothing: on any error returns kInvalidArgument whose message is the report
+// (docs/control-interface.md): the error count and the first errors as "line N: ...", every
+// byte of user input escaped (EscapeForReport).
 Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
                                                                 PathResolver& resolver);
-// The plan of base's epochs (when appending; base may be null) followed by m's; files both
-// name are base's. Fails (kInvalidArgument, a report) only when the plan would have more than
-// ManifestParser::kMaxEntries entries. base is untouched.
-Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m);
+// The plan of base's epochs (when appending; base may be null) followed by m's, files larger
+// than chunk_size cut into chunks; objects both name are base's. base's chunk size wins when
+// appending. Fails (kInvalidArgument, a report) only when the plan would have more than
+// ManifestParser::kMaxEntries positions. base is untouched.
+Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m,
+                                        uint64_t chunk_size);
 // ResolveManifest then MergePlan.
 Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base);
+                                        const Plan* base, uint64_t chunk_size);
 
 // Capacities the planner fills, fastest tier first.
 struct PlacementLimits {
   std::vector<std::string> tier_names;
   std::vector<uint64_t> tier_capacity;
   uint64_t staging_capacity = 0;
-  uint64_t max_file_size = 0;
 };
 
-// HDMLP placement: files by frequency (descending, ties by first reference) go to the fastest
-// tier they still fit in; the rest are staged in read order, or read directly when larger than
-// the staging window or max_file_size. Fills plan.tier_order in first-reference order.
-void PlaceFiles(Plan& plan, const PlacementLimits& limits);
+// HDMLP placement over objects: by frequency (descending, ties by first reference) each goes
+// to the fastest tier it still fits in; the rest are staged in read order, or read directly
+// when larger than the staging window. Fills plan.tier_order in first-reference order.
+void PlaceObjects(Plan& plan, const PlacementLimits& limits);
 
 struct PlanSummary {
   struct Part {
     std::string name;
-    uint64_t files = 0;
+    uint64_t objects = 0;
     uint64_t bytes = 0;
     uint64_t capacity = 0;
   };
-  uint64_t epochs = 0, entries = 0, files = 0, bytes = 0;
+  uint64_t epochs = 0, entries = 0, range_entries = 0, positions = 0;
+  uint64_t files = 0, chunked_files = 0, objects = 0, chunks = 0, bytes = 0, chunk_size = 0;
   std::vector<Part> tiers;
   Part staging{"staging"}, direct{"direct"}, peer{"peer"};  // peer: staged from other nodes
-  // Bytes the plan will read from the backing store: each tier file once, every staged or
-  // direct entry each time it is read, nothing for files other nodes hold.
+  // Bytes the plan will read from the backing store: each tier object once, every staged or
+  // direct position each time it is read, nothing for objects other nodes hold.
   uint64_t predicted_backing_bytes = 0;
 };
 PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits);

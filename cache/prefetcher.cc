@@ -15,7 +15,6 @@ PlacementLimits LimitsOf(const std::vector<Tier*>& tiers, const PrefetchOptions&
     limits.tier_capacity.push_back(t->capacity());
   }
   limits.staging_capacity = o.staging_capacity;
-  limits.max_file_size = o.max_file_size;
   return limits;
 }
 
@@ -27,8 +26,9 @@ Prefetcher::Prefetcher(const Backing& backing, std::vector<Tier*> tiers, Prefetc
       limits_(LimitsOf(tiers, options_)),
       stats_(stats),
       tiers_(std::move(tiers)),
-      fetcher_(backing, tiers_, options_.max_file_size, stats),
+      fetcher_(backing, tiers_, stats),
       pool_(fetcher_, options_.fetch_timeout, stats),
+      consumption_(options_.consumption_lag),
       window_(options_.staging_capacity),
       tier_next_(tiers_.size(), 0) {}
 
@@ -89,7 +89,7 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool append, bool rep
   if (cluster_.place) {
     ready = cluster_.place(*plan, limits_, replan);
   } else {
-    PlaceFiles(*plan, limits_);
+    PlaceObjects(*plan, limits_);
   }
   std::shared_ptr<const Plan> placed = std::move(plan);
   // From here on every store is checked against the new placement (or refused while it is
@@ -122,26 +122,29 @@ PrefetchProgress Prefetcher::progress() const {
   std::lock_guard lock(mu_);
   PrefetchProgress p;
   if (!plan_) return p;
-  p.planned_files = plan_->files.size();
+  p.planned_files = plan_->files();
+  p.planned_objects = plan_->objects.size();
   p.position = consumption_.low();
   p.epoch = consumption_.epoch();
-  p.entries = plan_->sequence.size();
+  p.positions = plan_->sequence.size();
+  p.entries = plan_->entries;
+  p.given_up = consumption_.given_up();
   p.staging_bytes = window_.bytes();
   return p;
 }
 
-bool Prefetcher::StoreInTier(size_t t, const std::string& path, const BlobPtr& blob,
+bool Prefetcher::StoreInTier(size_t t, const std::string& key, const BlobPtr& blob,
                              const FetchSource& source) {
   std::optional<size_t> from;
   if (source.kind == FetchSource::Kind::kTier) from = source.tier;
-  Status s = tiers_.Store(t, path, blob, from, Deadline());
+  Status s = tiers_.Store(t, key, blob, from, Deadline());
   if (s.code() == Code::kNoSpace) stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
   return s.ok();
 }
 
 void Prefetcher::TierLoop(size_t t) {
   for (;;) {
-    std::string path;
+    std::string key;
     FileVersion version;
     {
       std::unique_lock lock(mu_);
@@ -149,25 +152,25 @@ void Prefetcher::TierLoop(size_t t) {
         return stop_ || (plan_ && !hold_ && tier_next_[t] < plan_->tier_order[t].size());
       });
       if (stop_) return;
-      const PlanFile& f = plan_->files[plan_->tier_order[t][tier_next_[t]++]];
-      path = f.path;
-      version = f.version;
+      const PlanObject& o = plan_->objects[plan_->tier_order[t][tier_next_[t]++]];
+      key = o.key;
+      version = o.version;
     }
-    if (tiers_.Contains(t, path, version)) {
-      if (cluster_.held) cluster_.held(path, version);
+    if (tiers_.Contains(t, key, version)) {
+      if (cluster_.held) cluster_.held(key, version);
       continue;
     }
     FetchSource source;
-    auto r = pool_.Fetch(path, version, t, &source);
+    auto r = pool_.Fetch(key, version, t, &source);
     if (!r.ok() || r.value()->version() != version) continue;
-    // Refused when the plan changed meanwhile and no longer gives path to this tier.
-    if (!StoreInTier(t, path, r.value(), source)) continue;
+    // Refused when the plan changed meanwhile and no longer gives key to this tier.
+    if (!StoreInTier(t, key, r.value(), source)) continue;
     stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
     if (source.kind == FetchSource::Kind::kTier) {
       stats_->tier_promoted[t].fetch_add(1, std::memory_order_relaxed);
     }
-    stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
-    if (cluster_.held) cluster_.held(path, version);
+    stats_->fetched_objects.fetch_add(1, std::memory_order_relaxed);
+    if (cluster_.held) cluster_.held(key, version);
   }
 }
 
@@ -190,15 +193,15 @@ void Prefetcher::StagingLoop() {
           staging_cv_.wait(lock);
         }
       }
-      std::tie(flight, leader) = pool_.Join(job.path);
+      std::tie(flight, leader) = pool_.Join(job.key);
       window_.Attach(job.id, flight);
       gen = generation_;
     }
     FetchSource source;
-    auto r = leader ? pool_.Lead(job.path, job.version, flight, std::nullopt, &source)
+    auto r = leader ? pool_.Lead(job.key, job.version, flight, std::nullopt, &source)
                     : pool_.Wait(*flight, &source, false);
     // Counted here: a reader may consume the entry (and drop it) before the lock below.
-    if (leader && r.ok()) stats_->fetched_files.fetch_add(1, std::memory_order_relaxed);
+    if (leader && r.ok()) stats_->fetched_objects.fetch_add(1, std::memory_order_relaxed);
     bool freed = false;
     {
       std::lock_guard lock(mu_);
@@ -208,57 +211,98 @@ void Prefetcher::StagingLoop() {
   }
 }
 
-void Prefetcher::Adopt(const std::string& path, BlobPtr blob) {
+void Prefetcher::Adopt(const std::string& key, BlobPtr blob) {
   size_t t;
   {
     std::lock_guard lock(mu_);
-    const uint32_t id = plan_ && !hold_ ? plan_->Find(path) : kNoPos;
+    const uint32_t id = plan_ && !hold_ ? plan_->Find(key) : kNoPos;
     if (id == kNoPos) return;
-    const PlanFile& f = plan_->files[id];
-    if (!f.place.InTier() || f.version != blob->version()) return;
-    t = f.place.tier;
+    const PlanObject& o = plan_->objects[id];
+    if (!o.place.InTier() || o.version != blob->version() || o.bytes != blob->size()) return;
+    t = o.place.tier;
   }
   const FileVersion version = blob->version();
-  if (tiers_.Contains(t, path, version)) return;
-  // Refused if a plan change took path out of tier t meanwhile.
-  if (!StoreInTier(t, path, blob, FetchSource{})) return;
+  if (tiers_.Contains(t, key, version)) return;
+  // Refused if a plan change took the object out of tier t meanwhile.
+  if (!StoreInTier(t, key, blob, FetchSource{})) return;
   stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
   stats_->peer_adopted.fetch_add(1, std::memory_order_relaxed);
-  if (cluster_.held) cluster_.held(path, version);
+  if (cluster_.held) cluster_.held(key, version);
 }
 
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version) {
   stats_->files_opened.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mu_);
+    if (plan_ && plan_->Find(path) == kNoPos) {
+      if (const FileVersion* v = plan_->ChunkedFile(path)) {
+        OpenResult out;
+        if (*v != version) {
+          stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
+          return out;  // changed since planning: never serve a cached copy
+        }
+        out.source = OpenResult::Source::kChunked;
+        return out;
+      }
+    }
+  }
+  return Serve(path, version, true, false);
+}
+
+Result<OpenResult> Prefetcher::ReadChunk(const std::string& path, const FileVersion& version,
+                                         uint64_t offset, bool consume) {
+  uint64_t chunk;
+  {
+    std::lock_guard lock(mu_);
+    chunk = plan_ ? plan_->chunk_size : 0;
+  }
+  OpenResult out;
+  if (chunk == 0 || offset >= version.size) return out;
+  const ByteRange range = ChunkGrid(chunk).Chunk(version.size, offset / chunk);
+  auto r = Serve(ObjectKey(path, range), version, consume, true);
+  if (r.ok()) r.value().range = range;
+  return r;
+}
+
+Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& version,
+                                     bool consume, bool chunk) {
   OpenResult out;
   Placement place = kDirect;
   StagingWindow::Hit staged;
+  bool freed = false;
   {
     std::lock_guard lock(mu_);
-    const uint32_t id = plan_ ? plan_->Find(path) : kNoPos;
+    const uint32_t id = plan_ ? plan_->Find(key) : kNoPos;
     if (id == kNoPos) {
-      stats_->unplanned_opens.fetch_add(1, std::memory_order_relaxed);
+      auto& unplanned = chunk ? stats_->unplanned_chunk_reads : stats_->unplanned_opens;
+      unplanned.fetch_add(1, std::memory_order_relaxed);
       return out;  // kDirect
     }
-    const PlanFile& f = plan_->files[id];
-    const uint32_t pos = consumption_.Consume(id);
-    if (f.place.Staged() && f.version == version) staged = window_.Take(id, pos);
-    window_.Follow(consumption_.low());
-    if (f.version != version) {
+    const PlanObject& o = plan_->objects[id];
+    const uint32_t pos = consume ? consumption_.Consume(id) : kNoPos;
+    if (o.place.Staged() && o.version == version) staged = window_.Take(id, pos);
+    freed = window_.Follow(consumption_.low());
+    if (o.version != version) {
       stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
       return out;  // changed since planning: never serve a cached copy
     }
-    place = f.place;
+    place = o.place;
   }
-  if (staged.freed) staging_cv_.notify_all();
+  if (staged.freed || freed) staging_cv_.notify_all();
   if (place == kDirect) return out;
+  // Counted once per object read: a reader's further reads of the chunk it is in are not.
+  auto count = [&](Stats::Counter& c) {
+    if (consume) c.fetch_add(1, std::memory_order_relaxed);
+  };
+  if (chunk) count(stats_->chunk_reads);
   if (place.InTier()) {
     // The fastest tier holding it serves it; a copy found below its planned tier is promoted.
     size_t j = 0;
-    if (auto r = tiers_.Get(path, version, std::nullopt, &j); r.ok()) {
-      if (j > place.tier && StoreInTier(place.tier, path, r.value(), FetchSource::Tier(j))) {
+    if (auto r = tiers_.Get(key, version, std::nullopt, &j); r.ok()) {
+      if (j > place.tier && StoreInTier(place.tier, key, r.value(), FetchSource::Tier(j))) {
         stats_->tier_promoted[place.tier].fetch_add(1, std::memory_order_relaxed);
       }
-      stats_->served_tier[j].fetch_add(1, std::memory_order_relaxed);
+      count(stats_->served_tier[j]);
       out.source = OpenResult::Source::kTier;
       out.tier = j;
       out.blob = std::move(r.value());
@@ -273,29 +317,29 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
       out.blob = std::move(r.value());
     }
     if (out.blob->version() == version) {
-      stats_->served_staging.fetch_add(1, std::memory_order_relaxed);
+      count(stats_->served_staging);
       out.source = OpenResult::Source::kStaging;
       return out;
     }
   }
   FetchSource source;
-  auto r = pool_.Demand(path, version, &source);
+  auto r = pool_.Demand(key, version, &source);
   if (!r.ok()) return r.status();
   if (r.value()->version() != version) {
     stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
     return OpenResult{};  // it changed again: read it directly
   }
   if (place.InTier() && source != FetchSource::Tier(place.tier)) {
-    (void)StoreInTier(place.tier, path, r.value(), source);
+    (void)StoreInTier(place.tier, key, r.value(), source);
   }
   out.blob = std::move(r.value());
   switch (source.kind) {
     case FetchSource::Kind::kPeer:
-      stats_->served_peer.fetch_add(1, std::memory_order_relaxed);
+      count(stats_->served_peer);
       out.source = OpenResult::Source::kPeer;
       return out;
     case FetchSource::Kind::kTier:
-      stats_->served_tier[source.tier].fetch_add(1, std::memory_order_relaxed);
+      count(stats_->served_tier[source.tier]);
       out.source = OpenResult::Source::kTier;
       out.tier = source.tier;
       return out;

@@ -1,5 +1,6 @@
 // Prefetcher: fills the tiers and the staging window ahead of the readers, following the plan,
-// and answers each open with the file's bytes from the fastest place that has them.
+// and answers each open (of a file that is one object) or chunk read (of a chunked file) with
+// the object's bytes from the fastest place that has them.
 //
 // It orchestrates parts with one job each:
 // - TierStack (tier_stack.h): lookup over the local tiers, stores under the active placement,
@@ -17,8 +18,10 @@
 // ends by fetch_timeout, so a stuck backing store cannot hang a reader, and Stop returns once
 // each thread's current source call returns.
 //
-// Consumption is observed at open (see docs/architecture.md): a staged copy is dropped once
-// every counted occurrence was consumed; the open handle keeps the bytes until release.
+// Consumption is observed at open for a file that is one object, and at a reader's first read
+// of a chunk since its previous chunk for a chunked file (docs/architecture.md): a staged copy
+// is dropped once every counted occurrence was consumed or given up (Consumption); the reader
+// keeps the bytes it holds until it lets them go.
 #pragma once
 
 #include <chrono>
@@ -48,22 +51,34 @@ struct PrefetchOptions {
   std::vector<int> tier_threads;                    // threads filling each tier (default 2)
   int demand_threads = 4;                           // threads fetching what readers reached first
   std::chrono::milliseconds fetch_timeout{60'000};  // longest a wait on a fetch lasts
-  uint64_t max_file_size = 256ull << 20;            // larger planned files are read directly
+  uint32_t consumption_lag = 1u << 16;              // positions (Consumption)
+  uint64_t chunk_size = 4ull << 20;  // files larger than this are cut into chunks of this size
 };
 
 struct OpenResult {
-  enum class Source { kTier, kStaging, kBacking, kDirect, kPeer };
+  enum class Source {
+    kTier,
+    kStaging,
+    kBacking,
+    kDirect,   // no blob: the caller reads the backing file itself
+    kPeer,
+    kChunked,  // (Open) a chunked file the plan holds: read it with ReadChunk
+  };
   Source source = Source::kDirect;
   size_t tier = 0;  // with kTier: which tier (0: fastest)
-  BlobPtr blob;     // null with kDirect: the caller reads the backing file itself
+  BlobPtr blob;     // the object's bytes; null with kDirect and kChunked
+  ByteRange range;  // (ReadChunk) the chunk's range of the file, also with kDirect
 };
 
 struct PrefetchProgress {
-  uint64_t planned_files = 0;  // distinct files in the active plan
-  uint64_t epoch = 0;          // 0-based epoch of position
-  uint64_t position = 0;       // first access-string position not yet consumed
-  uint64_t entries = 0;
-  uint64_t staging_bytes = 0;  // bytes held or reserved by the staging window
+  uint64_t planned_files = 0;    // distinct files in the active plan
+  uint64_t planned_objects = 0;  // objects (files and chunks) in the active plan
+  uint64_t epoch = 0;            // 0-based epoch of position
+  uint64_t position = 0;         // first access-string position not consumed or given up
+  uint64_t positions = 0;        // object reads in the access string
+  uint64_t entries = 0;          // manifest entries
+  uint64_t given_up = 0;         // positions given up (Consumption)
+  uint64_t staging_bytes = 0;    // bytes held or reserved by the staging window
 };
 
 class Prefetcher {
@@ -91,30 +106,44 @@ class Prefetcher {
   void Replan();
   std::shared_ptr<const Plan> plan() const;
   const PlacementLimits& limits() const { return limits_; }
+  // The chunk size new plans are cut with (an appended plan keeps its base's).
+  uint64_t chunk_size() const { return options_.chunk_size; }
   PrefetchProgress progress() const;
   std::vector<uint64_t> TierUsedBytes() const { return tiers_.UsedBytes(); }
   std::vector<uint64_t> TierCorruptions() const { return tiers_.Corruptions(); }
   std::vector<TierHealth> TierHealths() const { return tiers_.Healths(); }
 
-  // Bytes of path from elsewhere (another node): stored in the tier the active placement gives
-  // path, if any, unless that tier holds it already or the version differs. Thread-safe.
-  void Adopt(const std::string& path, BlobPtr blob);
+  // The object of key from elsewhere (another node): stored in the tier the active placement
+  // gives it, if any, unless that tier holds it already or the version or size differs.
+  // Thread-safe.
+  void Adopt(const std::string& key, BlobPtr blob);
 
-  // The bytes of path at version from the fastest local tier holding them (a tier failure is
-  // a miss), without I/O for absent objects. kNotFound if none. Thread-safe.
-  Result<BlobPtr> GetLocal(const std::string& path, const FileVersion& version) const {
-    return tiers_.Get(path, version);
+  // The object of key at version from the fastest local tier holding it (a tier failure is a
+  // miss), without I/O for absent objects. kNotFound if none. Thread-safe.
+  Result<BlobPtr> GetLocal(const std::string& key, const FileVersion& version) const {
+    return tiers_.Get(key, version);
   }
 
-  // A reader opened path, whose backing file is now at version. Thread-safe.
+  // A reader opened path, whose backing file is now at version: consumes and serves the
+  // file's object if the plan has the file as one; kChunked if the plan holds chunks of it at
+  // this version; else kDirect. Thread-safe.
   Result<OpenResult> Open(const std::string& path, const FileVersion& version);
+  // A reader of chunked file path (opened at version, kChunked) reads at offset: the chunk of
+  // the active plan's grid holding offset, served like Open serves an object, or kDirect if
+  // the plan has no such chunk. consume: this is the reader's first read of the chunk since
+  // its previous one (an object read). Thread-safe.
+  Result<OpenResult> ReadChunk(const std::string& path, const FileVersion& version,
+                               uint64_t offset, bool consume);
 
  private:
   void InstallLocked(std::shared_ptr<Plan> plan, bool append, bool replan);
+  // An object read of key at version (Open, ReadChunk); `chunk`: of a chunked file.
+  Result<OpenResult> Serve(const std::string& key, const FileVersion& version, bool consume,
+                           bool chunk);
   void TierLoop(size_t tier);
   void StagingLoop();
   // Stores blob (from `source`) in tier t, the placement permitting; counts a full tier.
-  bool StoreInTier(size_t t, const std::string& path, const BlobPtr& blob,
+  bool StoreInTier(size_t t, const std::string& key, const BlobPtr& blob,
                    const FetchSource& source);
   std::chrono::steady_clock::time_point Deadline() const {
     return std::chrono::steady_clock::now() + options_.fetch_timeout;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cache/object_key.h"
 #include "cache/rocks_env.h"
 #include "cache/rocks_logger.h"
 
@@ -129,12 +130,13 @@ Status SsdTier::OpenDbLocked() {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       Record r;
-      if (!DecodeRecord(it->value(), &r.version, &r.hash)) {
+      const std::string_view key(it->key().data(), it->key().size());
+      if (!DecodeRecord(it->value(), &r.version, &r.hash) || !ParseObjectKey(key)) {
         cleanup.Delete(meta_, it->key());
         cleanup.Delete(data_, it->key());
         continue;
       }
-      used_ += r.version.size;
+      used_ += ObjectBytes(key, r.version);
       index_.emplace(it->key().ToString(), r);
     }
     s = it->status();
@@ -144,7 +146,7 @@ Status SsdTier::OpenDbLocked() {
     cleanup.Delete(data_, path);
     auto at = index_.find(path);
     if (at != index_.end()) {
-      used_ -= at->second.version.size;
+      used_ -= ObjectBytes(at->first, at->second.version);
       index_.erase(at);
     }
   }
@@ -300,7 +302,7 @@ TierHealth SsdTier::Health() const {
 void SsdTier::EraseLocked(std::string_view path) {
   auto it = index_.find(path);
   if (it != index_.end()) {
-    used_ -= it->second.version.size;
+    used_ -= ObjectBytes(it->first, it->second.version);
     index_.erase(it);
   }
   if (!on_.load()) {
@@ -357,7 +359,7 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
     std::lock_guard lock(mu_);
     auto it = index_.find(path);
     if (it != index_.end() && it->second == rec && !writing_.count(path)) {
-      used_ -= it->second.version.size;
+      used_ -= ObjectBytes(it->first, it->second.version);
       index_.erase(it);
     }
     return Status::Error(Code::kNotFound, "erased from " + name_);
@@ -374,7 +376,7 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
   } else if (!sd.ok()) {
     bad = Status::Error(Code::kCorruption, name_ + ": the bytes of '" + std::string(path) +
                                                "' are missing or damaged: " + sd.ToString());
-  } else if (value.size() != stored.version.size) {
+  } else if (value.size() != ObjectBytes(path, stored.version)) {
     bad = Status::Error(Code::kCorruption,
                         name_ + ": '" + std::string(path) + "' has the wrong size");
   }
@@ -414,7 +416,7 @@ Status SsdTier::Put(std::string_view path, BlobPtr blob) {
   {
     std::lock_guard lock(mu_);
     auto it = index_.find(path);
-    const uint64_t old = it == index_.end() ? 0 : it->second.version.size;
+    const uint64_t old = it == index_.end() ? 0 : ObjectBytes(it->first, it->second.version);
     if (used_ - old + size > capacity_)
       return Status::Error(Code::kNoSpace, name_ + " tier is full");
     used_ += size;  // reserved until the write lands
@@ -431,7 +433,7 @@ Status SsdTier::Put(std::string_view path, BlobPtr blob) {
     if (--w->second == 0) writing_.erase(w);
     if (s.ok()) {
       auto [it, inserted] = index_.try_emplace(std::string(path));
-      if (!inserted) used_ -= it->second.version.size;
+      if (!inserted) used_ -= ObjectBytes(it->first, it->second.version);
       it->second = Record{blob->version(), blob->hash()};
       used_ += size;
       return Status::Ok();
@@ -466,7 +468,7 @@ void SsdTier::RetainOnly(const std::function<bool(std::string_view, const FileVe
     batch.Delete(meta_, it->first);
     batch.Delete(data_, it->first);
     erased.push_back(it->first);
-    used_ -= it->second.version.size;
+    used_ -= ObjectBytes(it->first, it->second.version);
     it = index_.erase(it);
   }
   if (erased.empty()) return;

@@ -6,37 +6,55 @@ namespace clairfs {
 
 void StagingWindow::Reset(uint32_t cursor) {
   entries_.clear();
+  counted_.clear();
   bytes_ = 0;
   cursor_ = cursor;
 }
 
-void StagingWindow::Follow(uint32_t low) { cursor_ = std::max(cursor_, low); }
+bool StagingWindow::Follow(uint32_t low) {
+  cursor_ = std::max(cursor_, low);
+  bool freed = false;
+  while (!counted_.empty() && counted_.front().first < low) {
+    const auto [pos, id] = counted_.front();
+    counted_.pop_front();
+    // Positions are unique: an entry whose last counted occurrence is pos is this one's.
+    if (auto it = entries_.find(id); it != entries_.end() && it->second.last == pos) {
+      Drop(it);
+      freed = true;
+    }
+  }
+  return freed;
+}
 
 StagingWindow::Step StagingWindow::Next(const Plan& plan, const Consumption& consumption,
                                         Tier* peer, Job* job) {
   while (cursor_ < plan.sequence.size()) {
     const uint32_t p = cursor_;
     const uint32_t id = plan.sequence[p];
-    const PlanFile& f = plan.files[id];
-    if (consumption.consumed(p) || !f.place.Staged()) {
+    const PlanObject& o = plan.objects[id];
+    if (consumption.done(p) || !o.place.Staged()) {
       ++cursor_;
       continue;
     }
     if (auto it = entries_.find(id); it != entries_.end()) {
       ++it->second.pending;
+      it->second.last = p;
+      counted_.emplace_back(p, id);
       ++cursor_;
       continue;
     }
-    if (bytes_ + f.version.size > capacity_) return Step::kFull;
-    if (f.place == kPeer && peer && !peer->Contains(f.path, f.version)) return Step::kAwaitPeer;
+    if (bytes_ + o.bytes > capacity_) return Step::kFull;
+    if (o.place == kPeer && peer && !peer->Contains(o.key, o.version)) return Step::kAwaitPeer;
     ++cursor_;
     Entry& e = entries_[id];
     e.pending = 1;
-    e.bytes = f.version.size;
+    e.last = p;
+    e.bytes = o.bytes;
+    counted_.emplace_back(p, id);
     bytes_ += e.bytes;
     job->id = id;
-    job->path = f.path;
-    job->version = f.version;
+    job->key = o.key;
+    job->version = o.version;
     return Step::kFetch;
   }
   return Step::kIdle;

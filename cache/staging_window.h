@@ -1,14 +1,16 @@
-// StagingWindow: a bounded window of staged files that walks the access string in exact read
-// order ahead of the readers, and drops each file once its counted occurrences were consumed.
+// StagingWindow: a bounded window of staged objects that walks the access string in exact read
+// order ahead of the readers, and drops each object once its counted occurrences were consumed
+// or given up (Consumption).
 //
 // Contract:
 // - The cursor walks positions in order from the low-water mark, never behind it. A position
-//   that is consumed already, or whose file is not staged (Placement::Staged), is skipped. A
-//   file already in the window gets one more counted occurrence; any other file gets an entry
-//   and its bytes reserved, if they fit the capacity (else the walk stops: full).
-// - A kPeer file is staged only once the peer tier holds it (the window never reads a file
-//   another node owns from the backing store; a reader that gets there first fetches it).
-// - An entry lives until every counted occurrence was consumed (Take) or its fetch failed
+//   that is done already, or whose object is not staged (Placement::Staged), is skipped. An
+//   object already in the window gets one more counted occurrence; any other object gets an
+//   entry and its bytes reserved, if they fit the capacity (else the walk stops: full).
+// - A kPeer object is staged only once the peer tier holds it (the window never reads an
+//   object another node owns from the backing store; a reader that gets there first fetches it).
+// - An entry lives until every counted occurrence was consumed (Take), or the low-water mark
+//   passed its last counted occurrence (Follow: the rest were given up), or its fetch failed
 //   (Land); its reserved bytes are freed then. bytes() never exceeds the capacity.
 // - The bytes stay alive in the reader's handle after the entry is dropped.
 //
@@ -16,8 +18,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "cache/consumption.h"
 #include "cache/object.h"
@@ -33,18 +37,19 @@ class StagingWindow {
 
   // A new plan: every entry is dropped and the walk restarts at cursor.
   void Reset(uint32_t cursor);
-  // The cursor never stays behind the low-water mark low.
-  void Follow(uint32_t low);
+  // The low-water mark is now low: the cursor never stays behind it, and entries whose every
+  // counted occurrence lies before it are dropped. True if bytes were freed.
+  bool Follow(uint32_t low);
 
   enum class Step {
-    kFetch,      // *job names the file to fetch into its new entry; Attach its flight next
-    kFull,       // the next file does not fit until a consumption frees bytes
-    kAwaitPeer,  // the next file waits for its owner's announcement (poll again)
+    kFetch,      // *job names the object to fetch into its new entry; Attach its flight next
+    kFull,       // the next object does not fit until a consumption frees bytes
+    kAwaitPeer,  // the next object waits for its owner's announcement (poll again)
     kIdle,       // the end of the access string
   };
   struct Job {
     uint32_t id = 0;
-    std::string path;
+    std::string key;
     FileVersion version;
   };
   // Advances the cursor as the contract says. peer: may be null.
@@ -74,6 +79,7 @@ class StagingWindow {
     BlobPtr blob;          // null until the fetch lands
     FlightPtr flight;      // the fetch that fills it
     uint32_t pending = 0;  // counted occurrences not yet consumed
+    uint32_t last = 0;     // the last counted occurrence
     uint64_t bytes = 0;    // reserved bytes
   };
   void Drop(std::unordered_map<uint32_t, Entry>::iterator it);
@@ -82,6 +88,7 @@ class StagingWindow {
   uint64_t bytes_ = 0;
   uint32_t cursor_ = 0;  // next position to consider
   std::unordered_map<uint32_t, Entry> entries_;
+  std::deque<std::pair<uint32_t, uint32_t>> counted_;  // (position, id), in cursor order
 };
 
 }  // namespace clairfs

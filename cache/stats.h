@@ -13,15 +13,19 @@ struct Stats {
   using Counter = std::atomic<uint64_t>;
   Counter files_opened{0};                         // opens of dataset files
   Counter bytes_read{0};                           // bytes returned by read() on dataset files
-  std::array<Counter, kMaxTiers> served_tier{};    // opens served by each tier
+  // An object read is an open of a file that is one object, or a reader's first read of a
+  // chunk (cache/object_key.h) since its previous chunk; the served_* counters count them.
+  std::array<Counter, kMaxTiers> served_tier{};    // object reads served by each tier
   std::array<Counter, kMaxTiers> tier_fetched{};   // objects the prefetch put into each tier
   std::array<Counter, kMaxTiers> tier_promoted{};  // of those, copied from another tier
-  Counter served_staging{0};                       // opens served from the staging window
-  Counter served_backing{0};   // opens served by reading the backing store on demand
-  Counter backing_reads{0};    // files (or direct opens) read from the backing store
+  Counter served_staging{0};                       // object reads served from the staging window
+  Counter served_backing{0};   // object reads served by reading the backing store on demand
+  Counter backing_reads{0};    // objects (or direct opens) read from the backing store
   Counter backing_bytes{0};    // bytes read from the backing store
   Counter unplanned_opens{0};  // opens of files the plan does not name
-  Counter fetched_files{0};    // prefetches completed (tier fills and staging)
+  Counter chunk_reads{0};      // object reads of chunks (first reads of a chunk, see above)
+  Counter unplanned_chunk_reads{0};  // reads of chunks of a planned file the plan does not name
+  Counter fetched_objects{0};  // prefetches completed (tier fills and staging)
   Counter stall_ns{0};         // time readers waited on a fetch
   // Peer tier (cluster/): opens whose bytes a reader got from a peer, files the prefetch got
   // from peers, and the bytes moved each way.
@@ -34,7 +38,9 @@ struct Stats {
   // Opens served, while the backing store did not answer, from a cached copy of the version
   // the kernel last saw (fs/clairfs_fs.cc Open): not revalidated against the store.
   Counter served_unverified{0};
-  Counter peer_protocol_errors{0};  // messages refused: another protocol version, or no magic
+  // Messages refused: another protocol version, or no magic; or an object whose size or
+  // version does not match the key and version asked for.
+  Counter peer_protocol_errors{0};
   Counter mpi_errors{0};            // MPI calls that returned an error (logged, rate-limited)
 
   // Access (fs/access.h): refusals beyond the kernel's own permission check.

@@ -52,7 +52,7 @@ Result<BlobPtr> TierStack::Get(std::string_view path, const FileVersion& version
       return r;
     }
   }
-  return Status::Error(Code::kNotFound, "no local tier holds " + std::string(path));
+  return Status::Error(Code::kNotFound, "no local tier holds " + DisplayKey(path));
 }
 
 bool TierStack::Contains(size_t t, std::string_view path, const FileVersion& version) const {
@@ -66,10 +66,10 @@ Status TierStack::Store(size_t t, const std::string& path, const BlobPtr& blob,
     if (!hold.ok()) return Status::Error(Code::kTimedOut, "tier " + tiers_[t]->name() + " busy");
     const Plan* p = hold.placement();
     const uint32_t id = p ? p->Find(path) : kNoPos;
-    if (id == kNoPos || p->files[id].place != Placement::Tier(t) ||
-        p->files[id].version != blob->version()) {
+    if (id == kNoPos || p->objects[id].place != Placement::Tier(t) ||
+        p->objects[id].version != blob->version() || p->objects[id].bytes != blob->size()) {
       return Status::Error(Code::kUnavailable,
-                           "the placement does not give " + path + " to " + tiers_[t]->name());
+                           "the placement does not give " + DisplayKey(path) + " to " + tiers_[t]->name());
     }
     if (Status s = tiers_[t]->Put(path, blob); !s.ok()) return s;
   }
@@ -83,8 +83,8 @@ void TierStack::SetPlacement(std::shared_ptr<const Plan> placement) {
     hold.Set(placement);
     tiers_[t]->RetainOnly([&](std::string_view path, const FileVersion& v) {
       const uint32_t id = placement->Find(path);
-      return id != kNoPos && placement->files[id].place.InTierAtOrAbove(t) &&
-             placement->files[id].version == v;
+      return id != kNoPos && placement->objects[id].place.InTierAtOrAbove(t) &&
+             placement->objects[id].version == v;
     });
   }
 }

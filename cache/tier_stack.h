@@ -1,7 +1,9 @@
 // TierStack: the local tiers (fastest first) as one store that follows the active placement.
 //
 // Contract:
-// - Lookup: Get answers from the fastest tier holding the file at the asked version; a tier
+// Objects are named by their key (cache/object_key.h): a whole file's path or a chunk's key.
+//
+// - Lookup: Get answers from the fastest tier holding the object at the asked version; a tier
 //   failure is a miss. A miss costs no I/O (Tier::Get's contract).
 // - Placement: a tier only ever receives what the active placement assigns to it. Store
 //   checks the assignment and puts the object while holding the tier's store gate, and

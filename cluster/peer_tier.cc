@@ -145,8 +145,8 @@ bool PeerTier::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
   totals_ = PlaceCluster(present);
   local_ = ApplyPlacement(plan, limits, totals_, present, rank_);
   peer_owner_.clear();
-  for (const PlanFile& f : plan.files) {
-    if (f.place == kPeer) peer_owner_.emplace(f.path, totals_.owner.at(f.path));
+  for (const PlanObject& o : plan.objects) {
+    if (o.place == kPeer) peer_owner_.emplace(o.key, totals_.owner.at(o.key));
   }
   placed_ranks_.clear();
   for (const Digest* d : present) placed_ranks_.push_back(d->rank);
@@ -254,9 +254,9 @@ void PeerTier::ReceiveLoop() {
         std::lock_guard lock(mu_);
         for (auto& [path, version] : have->files) {
           auto [it, fresh] = holders_.try_emplace(std::move(path), Holder{src, version});
-          if (!fresh) holder_bytes_ -= it->second.version.size;
+          if (!fresh) holder_bytes_ -= ObjectBytes(it->first, it->second.version);
           it->second = Holder{src, version};
-          holder_bytes_ += version.size;
+          holder_bytes_ += ObjectBytes(it->first, version);
         }
         break;
       }
@@ -316,7 +316,7 @@ void PeerTier::ServeLoop() {
       auto blob = Blob::Allocate(n, h.version);
       std::memcpy(blob->mutable_data(), data, n);
       blob->Seal();
-      if (n != h.version.size || blob->hash() != h.hash) {
+      if (n != ObjectBytes(*path, h.version) || blob->hash() != h.hash) {
         stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
@@ -377,12 +377,12 @@ Result<BlobPtr> PeerTier::Get(std::string_view path, const FileVersion& version)
     std::lock_guard lock(mu_);
     auto it = holders_.find(std::string(path));
     if (it != holders_.end() && it->second.rank == holder) {
-      holder_bytes_ -= it->second.version.size;
+      holder_bytes_ -= ObjectBytes(it->first, it->second.version);
       holders_.erase(it);
     }
     return Miss();
   }
-  if (!h || h->version != version || n != version.size) {
+  if (!h || h->version != version || n != ObjectBytes(path, version)) {
     stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
     return Miss();
   }

@@ -4,6 +4,8 @@
 #include <numeric>
 #include <string_view>
 
+#include "cache/object_key.h"
+
 namespace clairfs::cluster {
 namespace {
 
@@ -11,6 +13,7 @@ struct Reader {
   int rank;
   uint32_t freq;
   double first;
+  uint64_t spread;  // the tie-break after first: the rank rotated by the key's hash
 };
 
 struct Agg {
@@ -32,7 +35,7 @@ std::unordered_map<std::string_view, Agg> Aggregate(const std::vector<const Dige
       }
       a.total_freq += f.freq;
       a.first = std::min(a.first, f.first);
-      a.readers.push_back({d->rank, f.freq, f.first});
+      a.readers.push_back({d->rank, f.freq, f.first, 0});
     }
   }
   return files;
@@ -52,25 +55,26 @@ ClusterPlacement PlaceCluster(const std::vector<const Digest*>& digests) {
     return x->path < y->path;
   });
   std::unordered_map<int, uint64_t> room;
-  std::unordered_map<int, uint64_t> max_size;
   std::vector<int> ranks;
   for (const Digest* d : digests) {
     room[d->rank] = std::accumulate(d->tier_capacity.begin(), d->tier_capacity.end(), 0ull);
-    max_size[d->rank] = d->max_file_size;
     ranks.push_back(d->rank);
   }
   std::sort(ranks.begin(), ranks.end());
   for (const Agg* a : order) {
-    const uint64_t size = a->version.size;
+    const uint64_t size = ObjectBytes(a->path, a->version);
     ++out.files;
     out.bytes += size;
     std::vector<Reader> readers = a->readers;
+    const uint64_t h = HashBytes(a->path.data(), a->path.size());
+    for (Reader& rd : readers) rd.spread = static_cast<uint64_t>(rd.rank) * 0x9E3779B97F4A7C15ull ^ h;
     std::sort(readers.begin(), readers.end(), [](const Reader& x, const Reader& y) {
       if (x.freq != y.freq) return x.freq > y.freq;
       if (x.first != y.first) return x.first < y.first;
+      if (x.spread != y.spread) return x.spread < y.spread;
       return x.rank < y.rank;
     });
-    auto fits = [&](int r) { return room[r] >= size && size <= max_size[r]; };
+    auto fits = [&](int r) { return room[r] >= size; };
     int owner = -1;
     for (const Reader& rd : readers) {
       if (fits(rd.rank)) {
@@ -101,11 +105,10 @@ Digest MakeDigest(const Plan& plan, const PlacementLimits& limits, int rank, uin
   d.rank = rank;
   d.generation = generation;
   d.tier_capacity = limits.tier_capacity;
-  d.max_file_size = limits.max_file_size;
   const double n = std::max<size_t>(1, plan.sequence.size());
-  for (const PlanFile& f : plan.files) {
-    if (f.freq == 0) continue;
-    d.files.push_back({f.path, f.version, f.freq, f.first / n});
+  for (const PlanObject& o : plan.objects) {
+    if (o.freq == 0) continue;
+    d.files.push_back({o.key, o.version, o.freq, o.first / n});
   }
   return d;
 }
@@ -126,68 +129,65 @@ LocalPlacement ApplyPlacement(Plan& plan, const PlacementLimits& limits,
   }
   // Files it owns but does not read join the plan; the path index is rebuilt after all are
   // appended, since appending may move the strings it refers to.
-  std::vector<PlanFile> extra;
-  for (const auto& [path, first_version] : owned) {
-    if (plan.Find(path) == kNoPos) extra.push_back({std::string(path), first_version.second});
+  std::vector<PlanObject> extra;
+  for (const auto& [key, first_version] : owned) {
+    if (plan.Find(key) == kNoPos) {
+      extra.push_back(PlanObject::Of(std::string(key), first_version.second));
+    }
   }
   if (!extra.empty()) {
     std::sort(extra.begin(), extra.end(),
-              [](const PlanFile& a, const PlanFile& b) { return a.path < b.path; });
-    for (PlanFile& f : extra) plan.files.push_back(std::move(f));
+              [](const PlanObject& a, const PlanObject& b) { return a.key < b.key; });
+    for (PlanObject& o : extra) plan.objects.push_back(std::move(o));
     plan.Finalize();
   }
 
   const size_t ntiers = limits.tier_capacity.size();
   std::vector<uint32_t> mine;
-  for (uint32_t id = 0; id < plan.files.size(); ++id) {
-    PlanFile& f = plan.files[id];
+  for (uint32_t id = 0; id < plan.objects.size(); ++id) {
+    PlanObject& f = plan.objects[id];
     f.place = kStaging;
-    auto it = owned.find(f.path);
+    auto it = owned.find(f.key);
     if (it != owned.end() && f.version == it->second.second) {
       mine.push_back(id);
       continue;
     }
     if (f.freq == 0) continue;
-    if (f.version.size > limits.max_file_size || f.version.size > limits.staging_capacity) {
-      f.place = kDirect;
-    }
-    auto o = placement.owner.find(f.path);
+    if (f.bytes > limits.staging_capacity) f.place = kDirect;
+    auto o = placement.owner.find(f.key);
     if (o != placement.owner.end() && o->second != rank) {
       if (f.place == kStaging) f.place = kPeer;
       ++out.from_peers_files;
-      out.from_peers_bytes += f.version.size;
+      out.from_peers_bytes += f.bytes;
       ++out.from_peer_files[o->second];
     } else {
       ++out.unowned_files;
-      out.unowned_bytes += f.version.size;
+      out.unowned_bytes += f.bytes;
     }
   }
-  auto cluster_first = [&](uint32_t id) { return owned.at(plan.files[id].path).first; };
+  auto cluster_first = [&](uint32_t id) { return owned.at(plan.objects[id].key).first; };
   std::sort(mine.begin(), mine.end(), [&](uint32_t a, uint32_t b) {
-    const PlanFile& x = plan.files[a];
-    const PlanFile& y = plan.files[b];
+    const PlanObject& x = plan.objects[a];
+    const PlanObject& y = plan.objects[b];
     if (x.freq != y.freq) return x.freq > y.freq;
     if (cluster_first(a) != cluster_first(b)) return cluster_first(a) < cluster_first(b);
-    return x.path < y.path;
+    return x.key < y.key;
   });
   std::vector<uint64_t> used(ntiers, 0);
   plan.tier_order.assign(ntiers, {});
   for (uint32_t id : mine) {
-    PlanFile& f = plan.files[id];
+    PlanObject& f = plan.objects[id];
     for (size_t t = 0; t < ntiers; ++t) {
-      if (used[t] + f.version.size <= limits.tier_capacity[t]) {
-        used[t] += f.version.size;
+      if (used[t] + f.bytes <= limits.tier_capacity[t]) {
+        used[t] += f.bytes;
         f.place = Placement::Tier(t);
         plan.tier_order[t].push_back(id);
         ++out.owned_files;
-        out.owned_bytes += f.version.size;
+        out.owned_bytes += f.bytes;
         break;
       }
     }
-    if (f.place == kStaging && f.freq > 0 &&
-        (f.version.size > limits.max_file_size || f.version.size > limits.staging_capacity)) {
-      f.place = kDirect;
-    }
+    if (f.place == kStaging && f.freq > 0 && f.bytes > limits.staging_capacity) f.place = kDirect;
   }
   for (auto& ids : plan.tier_order) {
     std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {

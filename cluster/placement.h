@@ -1,5 +1,6 @@
-// Cluster-wide placement: which node's tiers hold which file, from every node's plan digest.
-// Pure functions, no MPI: the same digests give the same result on every node.
+// Cluster-wide placement: which node's tiers hold which object (a whole file or a chunk,
+// cache/object_key.h), from every node's plan digest. Pure functions, no MPI: the same digests
+// give the same result on every node. "file" below means object.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +22,12 @@ struct ClusterPlacement {
   uint64_t predicted_backing_bytes = 0;
 };
 
-// Files by cluster-wide frequency (ties: earliest first read, then path) each go to the node
-// that reads them most (ties: the one reading it first, then the lower rank) if its tiers
-// still have room, else to the node with the most room left; a file that fits nowhere, or is
-// larger than the owner's max_file_size, has no owner. digests: at most one per rank.
+// Files by cluster-wide frequency (ties: earliest first read, then key) each go to the node
+// that reads them most (ties: the one reading it first, then a rank order that rotates with
+// the key's hash, so that the chunks of a file all nodes read alike are spread over the nodes
+// instead of all going to one, and their fetches hit different regions of the file) if its
+// tiers still have room, else to the node with the most room left; a file that fits nowhere
+// has no owner. digests: at most one per rank.
 ClusterPlacement PlaceCluster(const std::vector<const Digest*>& digests);
 
 // This node's digest of plan: its read files, with capacities from limits.
@@ -42,7 +45,7 @@ struct LocalPlacement {
 // first read cluster-wide, fastest tier first; files it owns but does not read are appended
 // to the plan), fetched in order of first read across the cluster; every other file it reads
 // is staged in read order (from its owner if that node holds it by then) or read directly
-// when too large. Fills plan.tier_order.
+// when larger than the staging window. Fills plan.tier_order.
 LocalPlacement ApplyPlacement(Plan& plan, const PlacementLimits& limits,
                               const ClusterPlacement& placement,
                               const std::vector<const Digest*>& digests, int rank);

@@ -97,7 +97,6 @@ std::vector<char> EncodeDigest(const Digest& d) {
   w.Put(d.generation);
   w.Put<uint32_t>(static_cast<uint32_t>(d.tier_capacity.size()));
   for (uint64_t c : d.tier_capacity) w.Put(c);
-  w.Put(d.max_file_size);
   w.Put<uint64_t>(d.files.size());
   for (const DigestFile& f : d.files) {
     w.PutString(f.path);
@@ -120,7 +119,7 @@ std::optional<Digest> DecodeDigest(std::string_view bytes) {
   for (auto& c : d.tier_capacity) {
     if (!r.Get(&c)) return {};
   }
-  if (!r.Get(&d.max_file_size) || !r.Get(&nfiles) || nfiles > bytes.size()) return {};
+  if (!r.Get(&nfiles) || nfiles > bytes.size()) return {};
   d.files.resize(nfiles);
   for (DigestFile& f : d.files) {
     if (!r.GetString(&f.path) || !GetVersion(r, &f.version) || !r.Get(&f.freq) ||

@@ -24,7 +24,7 @@
 namespace clairfs::cluster {
 
 inline constexpr uint32_t kMagic = 0x53464c43;   // "CLFS" in memory order
-inline constexpr uint16_t kProtocolVersion = 2;  // 1: the unversioned protocol before it
+inline constexpr uint16_t kProtocolVersion = 3;  // 1: unversioned; 2: whole files only
 inline constexpr size_t kHeaderBytes = 8;
 
 enum class HeaderCheck { kOk, kNoMagic, kOtherVersion };
@@ -36,9 +36,9 @@ std::vector<char> EncodeBye();
 
 enum Tag : int { kPlan = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5, kPush = 6 };
 
-// One file of a node's plan.
+// One object of a node's plan (a whole file or a chunk: cache/object_key.h).
 struct DigestFile {
-  std::string path;
+  std::string path;  // the object's key
   FileVersion version;
   uint32_t freq = 0;  // reads of it in the node's access string
   double first = 0;   // first read, as a fraction of the node's access string (a time proxy)
@@ -48,7 +48,6 @@ struct Digest {
   int rank = -1;
   uint64_t generation = 0;  // increases with every manifest the node registers
   std::vector<uint64_t> tier_capacity;
-  uint64_t max_file_size = 0;
   std::vector<DigestFile> files;
 };
 

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -109,8 +110,13 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   }
   if (const auto k = root["cache"]) {
     CLAIRFS_TRY(CheckKeys(k, "cache",
-                          {"tiers", "staging", "demand_threads", "fetch_timeout", "max_file_size",
-                           "backing_timeout"}));
+                          {"tiers", "staging", "demand_threads", "fetch_timeout", "chunk_size",
+                           "consumption_lag", "backing_timeout", "max_file_size"}));
+    if (k["max_file_size"]) {
+      return Bad("cache.max_file_size",
+                 "was removed: files of any size are now cached, in chunks of cache.chunk_size; "
+                 "delete the line");
+    }
     if (const auto tiers = k["tiers"]) {
       if (!tiers.IsSequence()) return Bad("cache.tiers", "must be a list");
       c->cache.tiers.clear();
@@ -132,7 +138,9 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     }
     CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &c->cache.demand_threads));
     CLAIRFS_TRY(Get(k, "fetch_timeout", "cache.fetch_timeout", &c->cache.fetch_timeout));
-    CLAIRFS_TRY(GetSize(k, "max_file_size", "cache.max_file_size", &c->cache.max_file_size));
+    CLAIRFS_TRY(GetSize(k, "chunk_size", "cache.chunk_size", &c->cache.chunk_size));
+    if (!k["chunk_size"]) c->cache.chunk_size = std::min(c->cache.chunk_size, c->cache.staging_capacity);
+    CLAIRFS_TRY(Get(k, "consumption_lag", "cache.consumption_lag", &c->cache.consumption_lag));
     CLAIRFS_TRY(Get(k, "backing_timeout", "cache.backing_timeout", &c->cache.backing_timeout));
   }
   if (const auto l = root["log"]) {
@@ -245,12 +253,21 @@ Status Config::Validate() const {
   }
   CLAIRFS_TRY(InRange("cache.staging.threads", cache.staging_threads, 0, 256));
   CLAIRFS_TRY(
-      InRange<uint64_t>("cache.staging.capacity", cache.staging_capacity, 1, kMaxBytes, "bytes"));
+      InRange<uint64_t>("cache.staging.capacity", cache.staging_capacity, 64ull << 10, kMaxBytes,
+                        "bytes"));
   CLAIRFS_TRY(InRange("cache.demand_threads", cache.demand_threads, 1, 256));
   CLAIRFS_TRY(InRange("cache.fetch_timeout", cache.fetch_timeout, 0.01, kDay, "seconds"));
   // Below 0.1 s a busy disk would fail healthy calls; above an hour a stall is never noticed.
   CLAIRFS_TRY(InRange("cache.backing_timeout", cache.backing_timeout, 0.1, 3600.0, "seconds"));
-  CLAIRFS_TRY(InRange<uint64_t>("cache.max_file_size", cache.max_file_size, 1, kMaxBytes, "bytes"));
+  CLAIRFS_TRY(InRange<uint64_t>("cache.chunk_size", cache.chunk_size, 64ull << 10, 1ull << 30,
+                                "bytes"));
+  if (cache.chunk_size > cache.staging_capacity) {
+    return Bad("cache.chunk_size", "is larger than cache.staging.capacity (" +
+                                       std::to_string(cache.staging_capacity) +
+                                       " bytes): the staging window must hold a chunk");
+  }
+  CLAIRFS_TRY(InRange<uint32_t>("cache.consumption_lag", cache.consumption_lag, 1, 1u << 30,
+                                "object reads"));
   CLAIRFS_TRY(InRange("cluster.plan_timeout", cluster.plan_timeout, 0.0, kDay, "seconds"));
   CLAIRFS_TRY(InRange("cluster.peer_timeout", cluster.peer_timeout, 0.01, kDay, "seconds"));
   CLAIRFS_TRY(InRange("cluster.down_for", cluster.down_for, 0.0, kDay, "seconds"));

@@ -25,7 +25,13 @@ struct CacheConfig {
   int staging_threads = 4;                // threads filling the window in read order
   int demand_threads = 4;                 // threads fetching what readers reached first
   double fetch_timeout = 60;              // seconds a reader waits on a fetch
-  uint64_t max_file_size = 256ull << 20;  // larger planned files are read directly
+  // Files larger than this are cut into chunks of this size, each cached on its own
+  // (cache/object_key.h); at most the staging capacity. Unset: 4 MiB, or the staging
+  // capacity if that is smaller.
+  uint64_t chunk_size = 4ull << 20;
+  // How far (in object reads) readers may run out of order before a position they skipped is
+  // given up (cache/consumption.h).
+  uint32_t consumption_lag = 1u << 16;
 
   // Seconds one backing-store call (stat, open, a 4 MiB read step) may take; then it fails
   // with ETIMEDOUT and is abandoned (cache/io_executor.h).

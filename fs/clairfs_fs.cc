@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cache/resolver.h"
+#include "fs/file_read.h"
 #include "fs/status_errno.h"
 
 namespace clairfs {
@@ -42,15 +43,10 @@ void Guard(fuse_req_t req, F&& f) {
 
 }  // namespace
 
-struct ClairFs::FileHandle {
-  BlobPtr blob;  // whole contents: cached, staged, or a control file's snapshot
-  int fd = -1;   // or a backing descriptor, read directly
-  std::unique_ptr<ControlPlane::Writer> writer;  // or a manifest writer
-  bool dataset = false;                          // a dataset file (its reads count in bytes_read)
-  struct stat st {};  // a dataset file: the stat of the file opened (blob or fd), at open
-  ~FileHandle() {
-    if (fd >= 0) close(fd);
-  }
+// An open file: its contents (fs/file_read.h: a dataset file's or a control file's snapshot),
+// or a manifest writer.
+struct ClairFs::FileHandle : OpenContents {
+  std::unique_ptr<ControlPlane::Writer> writer;
 };
 
 struct ClairFs::DirHandle {
@@ -337,6 +333,8 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     spdlog::warn("open {}: {}", node.path, opened.status().ToString());
     return (void)fuse_reply_err(req, ToErrno(opened.status()));
   }
+  h->chunked = opened.value().source == OpenResult::Source::kChunked;
+  if (h->chunked) h->path = node.path;  // keeps fd for the chunks the plan does not name
   h->blob = std::move(opened.value().blob);
   if (h->blob && h->blob->version() != version) {
     stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);
@@ -345,7 +343,7 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (h->blob) {
     close(h->fd);  // a cached file holds no descriptor
     h->fd = -1;
-  } else {
+  } else if (!h->chunked) {
     stats_.served_backing.fetch_add(1, std::memory_order_relaxed);
     stats_.backing_reads.fetch_add(1, std::memory_order_relaxed);
   }
@@ -394,25 +392,12 @@ bool ClairFs::OpenUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::N
 
 void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-  const auto offset = static_cast<size_t>(off);
-  if (h->fd < 0) {
-    // The reply may complete the reader's read() before writev returns here, and its close()
-    // may release the handle meanwhile: this reference keeps the bytes alive until then.
-    const BlobPtr blob = h->blob;
-    const size_t total = blob ? blob->size() : 0;
-    const size_t n = offset >= total ? 0 : std::min(size, total - offset);
-    if (h->dataset) stats_.bytes_read.fetch_add(n, std::memory_order_relaxed);
-    return (void)fuse_reply_buf(req, n ? blob->data() + offset : nullptr, n);
-  }
-  std::vector<char> buf(size);
-  ssize_t n;
-  do {
-    n = pread(h->fd, buf.data(), size, off);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return (void)fuse_reply_err(req, errno);
-  stats_.bytes_read.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-  stats_.backing_bytes.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-  fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+  // The reply may complete the reader's read() before fuse_reply_iov returns here, and its
+  // close() may release the handle meanwhile: `reply` keeps the bytes alive until then.
+  ReadReply reply;
+  Status s = ReadContents(*h, prefetcher_, stats_, size, static_cast<uint64_t>(off), &reply);
+  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
+  fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
 }
 
 void ClairFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {

@@ -118,15 +118,15 @@ void ControlPlane::Release(Writer& w) {
     const auto start = std::chrono::steady_clock::now();
     std::lock_guard lock(commit_mu_);
     std::shared_ptr<const Plan> base = w.append_ ? prefetcher_.plan() : nullptr;
-    auto plan = MergePlan(base.get(), *text);
+    auto plan = MergePlan(base.get(), *text, prefetcher_.chunk_size());
     if (!plan.ok()) {
       stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("{}", plan.status().message());
       std::lock_guard elock(errors_mu_);
       errors_ = plan.status().message();
     } else {
-      const uint64_t entries = plan.value()->sequence.size();
-      const uint64_t files = plan.value()->files.size();
+      const uint64_t entries = plan.value()->entries;
+      const uint64_t files = plan.value()->files();
       prefetcher_.Install(std::move(plan.value()), w.append_);
       w.valid_.reset();
       w.parser_ = ManifestParser();
@@ -180,6 +180,8 @@ std::string ControlPlane::StatsJson() const {
       {"backing_reads", get(stats_.backing_reads)},
       {"backing_bytes", get(stats_.backing_bytes)},
       {"unplanned_opens", get(stats_.unplanned_opens)},
+      {"chunk_reads", get(stats_.chunk_reads)},
+      {"unplanned_chunk_reads", get(stats_.unplanned_chunk_reads)},
       {"peer_fetched", get(stats_.peer_fetched)},
       {"peer_bytes_in", get(stats_.peer_bytes_in)},
       {"peer_bytes_out", get(stats_.peer_bytes_out)},
@@ -192,9 +194,12 @@ std::string ControlPlane::StatsJson() const {
        {{"open_denied", get(stats_.open_denied)}, {"control_denied", get(stats_.control_denied)}}},
       {"prefetch",
        {{"planned_files", p.planned_files},
-        {"fetched_files", get(stats_.fetched_files)},
+        {"planned_objects", p.planned_objects},
+        {"fetched_objects", get(stats_.fetched_objects)},
         {"epoch", p.epoch},
         {"position", p.position},
+        {"positions", p.positions},
+        {"given_up", p.given_up},
         {"entries", p.entries},
         {"staging_bytes", p.staging_bytes},
         {"staging_capacity", limits.staging_capacity}}},
@@ -225,11 +230,17 @@ std::string ControlPlane::PlanJson() const {
     PlanSummary empty;
     j = {{"epochs", 0},
          {"entries", 0},
+         {"range_entries", 0},
+         {"positions", 0},
          {"files", 0},
+         {"chunked_files", 0},
+         {"objects", 0},
+         {"chunks", 0},
          {"bytes", 0},
+         {"chunk_size", prefetcher_.chunk_size()},
          {"tiers", json::array()},
-         {"staging", {{"files", 0}, {"bytes", 0}}},
-         {"direct", {{"files", 0}, {"bytes", 0}}},
+         {"staging", {{"objects", 0}, {"bytes", 0}}},
+         {"direct", {{"objects", 0}, {"bytes", 0}}},
          {"predicted_backing_bytes", 0}};
     return j.dump(2) + "\n";
   }
@@ -237,17 +248,25 @@ std::string ControlPlane::PlanJson() const {
   json tiers = json::array();
   for (const auto& t : s.tiers) {
     tiers.push_back(
-        {{"name", t.name}, {"files", t.files}, {"bytes", t.bytes}, {"capacity", t.capacity}});
+        {{"name", t.name}, {"objects", t.objects}, {"bytes", t.bytes}, {"capacity", t.capacity}});
   }
   j = {{"epochs", s.epochs},
        {"entries", s.entries},
+       {"range_entries", s.range_entries},
+       {"positions", s.positions},
        {"files", s.files},
+       {"chunked_files", s.chunked_files},
+       {"objects", s.objects},
+       {"chunks", s.chunks},
        {"bytes", s.bytes},
+       {"chunk_size", s.chunk_size},
        {"tiers", tiers},
        {"staging",
-        {{"files", s.staging.files}, {"bytes", s.staging.bytes}, {"capacity", s.staging.capacity}}},
-       {"direct", {{"files", s.direct.files}, {"bytes", s.direct.bytes}}},
-       {"from_peers", {{"files", s.peer.files}, {"bytes", s.peer.bytes}}},
+        {{"objects", s.staging.objects},
+         {"bytes", s.staging.bytes},
+         {"capacity", s.staging.capacity}}},
+       {"direct", {{"objects", s.direct.objects}, {"bytes", s.direct.bytes}}},
+       {"from_peers", {{"objects", s.peer.objects}, {"bytes", s.peer.bytes}}},
        {"predicted_backing_bytes", s.predicted_backing_bytes}};
   if (cluster_info_) j["cluster"] = json::parse(cluster_info_());
   return j.dump(2) + "\n";

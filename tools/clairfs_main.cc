@@ -248,7 +248,8 @@ int main(int argc, char** argv) {
   popts.demand_threads = config.cache.demand_threads;
   popts.fetch_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(config.cache.fetch_timeout * 1000));
-  popts.max_file_size = config.cache.max_file_size;
+  popts.chunk_size = config.cache.chunk_size;
+  popts.consumption_lag = config.cache.consumption_lag;
   clairfs::Prefetcher prefetcher(*backing.value(), tier_ptrs, popts, &stats);
   std::vector<std::string> aliases = {data_abs};
   if (mount_abs != data_abs) aliases.push_back(mount_abs);

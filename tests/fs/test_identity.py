@@ -87,7 +87,7 @@ class IdentityCase(ClairfsCase):
         self.write_manifest(mnt, "#epoch\n" + "\n".join(rels) + "\n")
         plan = self.plan(mnt)
         self.assertEqual(plan["files"], len(rels), plan)
-        self.assertEqual(plan["tiers"][tier]["files"], len(rels), plan)
+        self.assertEqual(plan["tiers"][tier]["objects"], len(rels), plan)
         wait_for(lambda: self.stats(mnt)["tiers"][tier]["fetched"] >= len(rels),
                  f"the prefetch to fill tier {tier}")
 

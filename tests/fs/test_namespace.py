@@ -9,7 +9,8 @@ import treeutil as tu
 STAT_FIELDS = ("dtype", "type", "mode", "size", "mtime_ns", "nlink", "uid", "gid", "target")
 STATS_KEYS = {"files_opened", "bytes_read", "served", "backing_reads", "backing_bytes",
               "unplanned_opens", "prefetch", "ram_bytes", "ram_capacity", "stall_ns", "errors"}
-PLAN_KEYS = {"epochs", "entries", "files", "bytes", "tiers", "staging", "direct",
+PLAN_KEYS = {"epochs", "entries", "range_entries", "positions", "files", "chunked_files",
+             "objects", "chunks", "bytes", "chunk_size", "tiers", "staging", "direct",
              "predicted_backing_bytes"}
 
 
@@ -93,7 +94,7 @@ class ControlDirTest(SmallTreeCase):
         stats = self.stats(mnt)
         self.assertLessEqual(STATS_KEYS, set(stats), f"stats keys: {sorted(stats)}")
         self.assertLessEqual({"ram", "staging", "backing"}, set(stats["served"]))
-        self.assertLessEqual({"planned_files", "fetched_files", "epoch", "position"},
+        self.assertLessEqual({"planned_files", "fetched_objects", "epoch", "position"},
                              set(stats["prefetch"]))
         self.assertIsInstance(stats["errors"], dict)
         for k in STATS_KEYS - {"served", "prefetch", "errors"}:
@@ -112,11 +113,11 @@ class ControlDirTest(SmallTreeCase):
         self.assertEqual((plan["epochs"], plan["entries"], plan["files"], plan["bytes"]),
                          (1, 2, 2, 14 + 5000), plan)
         self.assertEqual(len(plan["tiers"]), 1, plan["tiers"])
-        self.assertLessEqual({"name", "files", "bytes", "capacity"}, set(plan["tiers"][0]))
+        self.assertLessEqual({"name", "objects", "bytes", "capacity"}, set(plan["tiers"][0]))
         self.assertEqual(plan["tiers"][0]["capacity"], 48 * 1024 * 1024)
-        self.assertEqual((plan["tiers"][0]["files"], plan["tiers"][0]["bytes"]), (2, 5014), plan)
-        self.assertLessEqual({"files", "bytes"}, set(plan["staging"]))
-        self.assertLessEqual({"files", "bytes"}, set(plan["direct"]))
+        self.assertEqual((plan["tiers"][0]["objects"], plan["tiers"][0]["bytes"]), (2, 5014), plan)
+        self.assertLessEqual({"objects", "bytes"}, set(plan["staging"]))
+        self.assertLessEqual({"objects", "bytes"}, set(plan["direct"]))
         self.assertEqual(self.stats(mnt)["prefetch"]["planned_files"], 2)
 
         # The counters count: one open and read of a dataset file shows up.

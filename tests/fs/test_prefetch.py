@@ -53,7 +53,7 @@ class PrefetchTest(ClairfsCase):
         tier = plan["tiers"][0]
         self.assertEqual(tier["capacity"], ram, plan)
         self.assertTrue(0 < tier["bytes"] <= ram, plan)
-        self.assertGreaterEqual(tier["files"], NFILES // 3, plan)
+        self.assertGreaterEqual(tier["objects"], NFILES // 3, plan)
         time.sleep(1.5)
 
         start = time.monotonic()

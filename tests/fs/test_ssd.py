@@ -71,11 +71,11 @@ class SsdTierTest(ClairfsCase):
                 self.read_check(mnt, rel, files[rel])
 
     def wait_prefetch(self, mnt, target, limit=20.0):
-        """Polls stats until prefetch.fetched_files reaches target or stops growing."""
+        """Polls stats until prefetch.fetched_objects reaches target or stops growing."""
         deadline, last, since = time.monotonic() + limit, -1, time.monotonic()
         while time.monotonic() < deadline:
             st = self.stats(mnt)
-            n = st["prefetch"]["fetched_files"]
+            n = st["prefetch"]["fetched_objects"]
             if n >= target:
                 return st
             if n != last:
@@ -96,7 +96,7 @@ class SsdTierTest(ClairfsCase):
         """A first mount that fills the SSD tier and reads every epoch; returns its plan."""
         mnt = self.new_mnt()
         d, plan = self.mount_planned(mnt, ssd_config(ssd_dir, ram, ssd))
-        self.wait_prefetch(mnt, plan["tiers"][0]["files"] + plan["tiers"][1]["files"])
+        self.wait_prefetch(mnt, plan["tiers"][0]["objects"] + plan["tiers"][1]["objects"])
         self.read_epochs(mnt, self.epochs)
         st = self.stats(mnt)
         self.assertGreater(st["tiers"][1]["fetched"], 0, st)
@@ -111,12 +111,12 @@ class SsdTierTest(ClairfsCase):
         ram, ssd = plan["tiers"]
         self.assertEqual((plan["files"], plan["bytes"]), (NFILES, self.total), plan)
         self.assertEqual((ram["capacity"], ssd["capacity"]), (8 << 20, 64 << 20), plan)
-        self.assertTrue(0 < ram["bytes"] <= ram["capacity"] and ram["files"] > 0, plan)
-        self.assertTrue(0 < ssd["bytes"] <= ssd["capacity"] and ssd["files"] > 0, plan)
-        self.assertEqual(ram["files"] + ssd["files"] + plan["staging"]["files"], NFILES, plan)
-        st = self.wait_prefetch(mnt, ram["files"] + ssd["files"])
-        print(f"\n  ssd: plan ram {ram['files']} ssd {ssd['files']} staging "
-              f"{plan['staging']['files']}; prefetched {st['prefetch']['fetched_files']}",
+        self.assertTrue(0 < ram["bytes"] <= ram["capacity"] and ram["objects"] > 0, plan)
+        self.assertTrue(0 < ssd["bytes"] <= ssd["capacity"] and ssd["objects"] > 0, plan)
+        self.assertEqual(ram["objects"] + ssd["objects"] + plan["staging"]["objects"], NFILES, plan)
+        st = self.wait_prefetch(mnt, ram["objects"] + ssd["objects"])
+        print(f"\n  ssd: plan ram {ram['objects']} ssd {ssd['objects']} staging "
+              f"{plan['staging']['objects']}; prefetched {st['prefetch']['fetched_objects']}",
               file=sys.stderr)
         self.read_epochs(mnt, self.epochs[:1])
         after1 = self.stats(mnt)
@@ -138,12 +138,12 @@ class SsdTierTest(ClairfsCase):
         mnt, plan1 = self.populate(ssd_dir)
         _, plan = self.mount_planned(mnt, ssd_config(ssd_dir, "8MiB", "64MiB"))
         self.assertEqual(plan["tiers"], plan1["tiers"], plan)
-        self.wait_prefetch(mnt, plan["tiers"][0]["files"])
+        self.wait_prefetch(mnt, plan["tiers"][0]["objects"])
         self.read_epochs(mnt, self.epochs)
         st = self.stats(mnt)
         print(f"\n  ssd remount: backing_reads {st['backing_reads']}, tiers {st['tiers']}",
               file=sys.stderr)
-        limit = plan["tiers"][0]["files"] + plan["staging"]["files"] * EPOCHS
+        limit = plan["tiers"][0]["objects"] + plan["staging"]["objects"] * EPOCHS
         self.assertLessEqual(st["backing_reads"], limit, st)
         self.assertEqual(st["tiers"][1]["fetched"], 0, st)   # nothing refetched into the SSD
         self.assertGreater(st["served"]["ssd"], 0, st)
@@ -161,7 +161,7 @@ class SsdTierTest(ClairfsCase):
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 7_000_000_000))
         _, plan = self.mount_planned(mnt, ssd_config(ssd_dir, "8MiB", "64MiB"))
         self.read_check(mnt, last, new)   # at once: racing the prefetch
-        st = self.wait_prefetch(mnt, plan["tiers"][0]["files"] + 1)
+        st = self.wait_prefetch(mnt, plan["tiers"][0]["objects"] + 1)
         self.read_check(mnt, last, new)   # after the prefetch refreshed the tiers
         self.read_check(mnt, self.epochs[0][-2], self.files[self.epochs[0][-2]])
         self.assertEqual(st["errors"]["checksum"], 0, st)
@@ -224,9 +224,9 @@ class SsdTierTest(ClairfsCase):
         planned = self.plan(mnt)["tiers"]
         os.kill(d.proc.pid, signal.SIGKILL)
         d.proc.wait(timeout=10)
-        print(f"\n  ssd kill: fetched {st['prefetch']['fetched_files']} of "
-              f"{planned[0]['files'] + planned[1]['files']} before SIGKILL", file=sys.stderr)
-        self.assertLess(st["prefetch"]["fetched_files"], planned[0]["files"] + planned[1]["files"],
+        print(f"\n  ssd kill: fetched {st['prefetch']['fetched_objects']} of "
+              f"{planned[0]['objects'] + planned[1]['objects']} before SIGKILL", file=sys.stderr)
+        self.assertLess(st["prefetch"]["fetched_objects"], planned[0]["objects"] + planned[1]["objects"],
                         "the prefetch finished before the kill: make the dataset larger")
         # Stale: what needs the daemon fails with ENOTCONN (os.stat of the root may still
         # succeed from the kernel's attribute cache, attr_timeout 3600 s).

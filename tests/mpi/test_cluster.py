@@ -169,7 +169,7 @@ class ClusterTest(harness.ClairfsCase):
         # The plan reports what comes from peers and the cluster's predicted backing traffic.
         plan = self.plan(c.mounts[0])["cluster"]
         self.assertEqual(plan["registered"], list(range(ranks)))
-        self.assertGreater(plan["from_peers"]["files"], 0)
+        self.assertGreater(plan["from_peers"]["objects"], 0)
         self.assertEqual(plan["predicted_cluster_backing_bytes"], self.bytes)
 
     def test_two_ranks_read_the_backing_store_once(self):

@@ -45,14 +45,19 @@ TEST(PosixBacking, ReadsAFileWithItsVersion) {
   TempDir dir;
   WriteFile(dir.path() + "/a", "hello");
   auto backing = OpenBacking(dir.path());
-  auto blob = backing->ReadFile("a", 1 << 20);
+  auto blob = backing->Read("a", ByteRange::Whole());
   ASSERT_TRUE(blob.ok()) << blob.status().ToString();
   EXPECT_EQ(std::string(blob.value()->data(), blob.value()->size()), "hello");
   struct stat st;
   ASSERT_TRUE(backing->Lstat("a", &st).ok());
   EXPECT_EQ(blob.value()->version(), VersionOf(st));
-  EXPECT_EQ(backing->ReadFile("a", 4).status().code(), Code::kNoSpace);
-  EXPECT_EQ(backing->ReadFile("missing", 10).status().code(), Code::kNotFound);
+  auto range = backing->Read("a", {1, 3});
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_EQ(std::string(range.value()->data(), range.value()->size()), "ell");
+  EXPECT_EQ(range.value()->version(), VersionOf(st));
+  EXPECT_EQ(backing->Read("a", {3, 3}).status().code(), Code::kInvalidArgument);  // past the end
+  EXPECT_EQ(backing->Read("a", {6, 1}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(backing->Read("missing", ByteRange::Whole()).status().code(), Code::kNotFound);
 }
 
 // A FIFO swapped in for a file: without O_NONBLOCK open() blocks until a writer appears.
@@ -68,7 +73,7 @@ TEST(PosixBacking, FifoIsRefusedWithoutBlocking) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
 
   auto start = Clock::now();
-  auto blob = backing->ReadFile("fifo", 1 << 20);
+  auto blob = backing->Read("fifo", ByteRange::Whole());
   EXPECT_EQ(blob.status().code(), Code::kInvalidArgument) << blob.status().ToString();
   EXPECT_NE(blob.status().message().find("not a regular file"), std::string::npos);
   auto fd = backing->OpenAt("fifo", O_RDONLY);
@@ -76,7 +81,7 @@ TEST(PosixBacking, FifoIsRefusedWithoutBlocking) {
   EXPECT_LT(Since(start), 1000ms);
 
   // A directory is no file to read, but still opens as a directory.
-  EXPECT_EQ(backing->ReadFile("sub", 1 << 20).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(backing->Read("sub", ByteRange::Whole()).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(backing->OpenAt("sub", O_RDONLY).status().code(), Code::kInvalidArgument);
   auto dfd = backing->OpenAt("sub", O_RDONLY | O_DIRECTORY);
   ASSERT_TRUE(dfd.ok()) << dfd.status().ToString();
@@ -117,7 +122,7 @@ TEST(PosixBacking, NeverReturnsAMixOfVersions) {
   int ok = 0, changed = 0, mixed = 0;
   const auto end = Clock::now() + 3s;
   while (Clock::now() < end || rewrites.load() < 20) {
-    auto blob = backing->ReadFile("f", kSize);
+    auto blob = backing->Read("f", ByteRange::Whole());
     if (!blob.ok()) {
       EXPECT_EQ(blob.status().code(), Code::kIoError) << blob.status().ToString();
       EXPECT_NE(blob.status().message().find("changed while being read"), std::string::npos);
@@ -137,7 +142,7 @@ TEST(PosixBacking, NeverReturnsAMixOfVersions) {
   writer.join();
   EXPECT_EQ(mixed, 0) << ok << " whole reads, " << changed << " refused";
   // Once the file is left alone it reads again (the retry waits out a coarse clock tick).
-  auto last = backing->ReadFile("f", kSize);
+  auto last = backing->Read("f", ByteRange::Whole());
   ASSERT_TRUE(last.ok()) << last.status().ToString();
   struct stat st;
   ASSERT_TRUE(backing->Lstat("f", &st).ok());
@@ -230,7 +235,7 @@ TEST(PosixBacking, StalledFileFailsAtItsDeadlineWhileOthersAreServed) {
   Stats stats;
   constexpr auto kTimeout = 1000ms;
   auto backing = OpenBacking(dir.path(), {.timeout = kTimeout, .max_threads = 8}, &stats);
-  ASSERT_TRUE(backing->ReadFile("slow/x", 1 << 20).ok());
+  ASSERT_TRUE(backing->Read("slow/x", ByteRange::Whole()).ok());
   mount.Stop();
 
   // The stuck read ends at its deadline; meanwhile another file is read.
@@ -239,12 +244,12 @@ TEST(PosixBacking, StalledFileFailsAtItsDeadlineWhileOthersAreServed) {
   std::chrono::milliseconds stuck_took{};
   std::thread reader([&] {
     const auto start = Clock::now();
-    auto r = backing->ReadFile("slow/y", 1 << 20);
+    auto r = backing->Read("slow/y", ByteRange::Whole());
     stuck_took = Since(start);
     stuck_status = r.status();
     stuck_returned = true;
   });
-  auto a = backing->ReadFile("a", 1 << 20);
+  auto a = backing->Read("a", ByteRange::Whole());
   EXPECT_FALSE(stuck_returned.load());
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(std::string(a.value()->data(), a.value()->size()), "local file");

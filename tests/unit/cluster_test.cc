@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 using clairfs::testing::MemBacking;
 
 TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
-  Digest d{3, 7, {100, 200}, 50, {{"a/b", {10, 5, 6, 99}, 2, 0.25}, {"c", {1, 2}, 1, 0.5}}};
+  Digest d{3, 7, {100, 200}, {{"a/b", {10, 5, 6, 99}, 2, 0.25}, {"c", {1, 2}, 1, 0.5}}};
   auto bytes = EncodeDigest(d);
   auto back = DecodeDigest({bytes.data(), bytes.size()});
   ASSERT_TRUE(back);
@@ -61,7 +61,7 @@ TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
 
 TEST(ProtocolTest, EveryMessageCarriesMagicAndVersion) {
   std::vector<std::vector<char>> all = {
-      EncodeDigest({1, 1, {1}, 1, {}}), EncodeHave({{{"p", {1, 1}}}}),
+      EncodeDigest({1, 1, {1}, {}}), EncodeHave({{{"p", {1, 1}}}}),
       EncodeRequest({1, {1, 1}, "p"}), EncodeReply({1, 0, 0, {1, 1}}, nullptr, 0), EncodeBye()};
   auto blob = clairfs::testing::MakeBlob("abc");
   all.push_back(EncodePush("p", *blob));
@@ -94,7 +94,7 @@ TEST(ProtocolTest, EveryMessageCarriesMagicAndVersion) {
 
 Digest MakeNode(int rank, uint64_t capacity,
                 std::vector<std::tuple<std::string, uint32_t, double>> files) {
-  Digest d{rank, 1, {capacity}, 1000, {}};
+  Digest d{rank, 1, {capacity}, {}};
   for (auto& [path, freq, first] : files) d.files.push_back({path, {100, 1}, freq, first});
   return d;
 }
@@ -127,21 +127,21 @@ TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   ManifestParser parser;
   parser.Feed("f\ng\nh\nf\n");
   PathResolver resolver(backing, {});
-  auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr);
+  auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, 1ull << 30);
   ASSERT_TRUE(plan.ok());
-  PlacementLimits limits{{"ram"}, {1000}, 1000, 1000};
+  PlacementLimits limits{{"ram"}, {1000}, 1000};
   Digest mine = MakeDigest(*plan.value(), limits, 0, 1);
-  Digest other{1, 1, {1000}, 1000, {{"g", {100, 1}, 5, 0.0}, {"k", {100, 1}, 1, 0.0}}};
+  Digest other{1, 1, {1000}, {{"g", {100, 1}, 5, 0.0}, {"k", {100, 1}, 1, 0.0}}};
   mine.files.push_back({"k", {100, 1}, 0, 1.0});  // nobody but 1 reads k; force 0 to own it:
   other.tier_capacity = {0};                      // 1 has no room
   mine.files.pop_back();
   auto placement = PlaceCluster({&mine, &other});
   auto local = ApplyPlacement(*plan.value(), limits, placement, {&mine, &other}, 0);
   Plan& p = *plan.value();
-  EXPECT_EQ(p.files[p.Find("f")].place, Placement::Tier(0));
-  EXPECT_EQ(p.files[p.Find("g")].place, Placement::Tier(0));  // 1 reads it more but has no room
+  EXPECT_EQ(p.objects[p.Find("f")].place, Placement::Tier(0));
+  EXPECT_EQ(p.objects[p.Find("g")].place, Placement::Tier(0));  // 1 reads it more but has no room
   ASSERT_NE(p.Find("k"), kNoPos);                             // owned, not read here: appended
-  EXPECT_EQ(p.files[p.Find("k")].place, Placement::Tier(0));
+  EXPECT_EQ(p.objects[p.Find("k")].place, Placement::Tier(0));
   EXPECT_EQ(local.owned_files, 4u);
   EXPECT_EQ(local.from_peers_files, 0u);
 }

@@ -88,10 +88,10 @@ TEST(Config, RangeBoundaries) {
        {"-1", "257"},
        "0 .. 256"},
       {"cache.staging.capacity",
-       "cache: {staging: {capacity: VALUE}}",
-       "1",
+       "cache: {staging: {capacity: VALUE}, chunk_size: 64KiB}",
+       "64KiB",
        "1024TiB",
-       {"0", "1025TiB", "-1"},
+       {"0", "65535", "1025TiB", "-1"},
        ""},
       {"cache.demand_threads",
        "cache: {demand_threads: VALUE}",
@@ -105,11 +105,17 @@ TEST(Config, RangeBoundaries) {
        "86400",
        {"0.0001", "0.0099", "0", "-1", "86400.5", "1e300", ".nan", ".inf"},
        "0.01 .. 86400 seconds"},
-      {"cache.max_file_size",
-       "cache: {max_file_size: VALUE}",
+      {"cache.chunk_size",
+       "cache: {chunk_size: VALUE, staging: {capacity: 2GiB}}",
+       "64KiB",
+       "1GiB",
+       {"0", "65535", "1025MiB"},
+       ""},
+      {"cache.consumption_lag",
+       "cache: {consumption_lag: VALUE}",
        "1",
-       "1024TiB",
-       {"0", "2048TiB"},
+       "1073741824",
+       {"0", "1073741825"},
        ""},
       {"cluster.plan_timeout",
        "cluster: {plan_timeout: VALUE}",
@@ -167,7 +173,7 @@ TEST(Config, RangeBoundaries) {
       << r.status().message();
   r = ParseConfig("cache: {staging: {capacity: 0}}");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("'cache.staging.capacity': 0 is out of range (1 .. "),
+  EXPECT_NE(r.status().message().find("'cache.staging.capacity': 0 is out of range (65536 .. "),
             std::string::npos)
       << r.status().message();
   // Out of an int's range is the wrong type, not a wrapped value.
@@ -219,7 +225,8 @@ cache:
   staging: {capacity: 64MiB, threads: 2}
   demand_threads: 2
   fetch_timeout: 5
-  max_file_size: 1GiB
+  chunk_size: 8MiB
+  consumption_lag: 1000
 log: {level: debug, file: /tmp/x.log}
 )");
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -230,7 +237,19 @@ log: {level: debug, file: /tmp/x.log}
   EXPECT_EQ(c->cache.tiers[0].threads, 3);
   EXPECT_EQ(c->cache.staging_capacity, 64u << 20);
   EXPECT_EQ(c->cache.fetch_timeout, 5);
+  EXPECT_EQ(c->cache.chunk_size, 8u << 20);
+  EXPECT_EQ(c->cache.consumption_lag, 1000u);
   EXPECT_EQ(c->log.level, "debug");
+}
+
+TEST(Config, ChunksMustFitTheStagingWindowAndMaxFileSizeIsGone) {
+  auto c = ParseConfig("cache: {chunk_size: 128MiB, staging: {capacity: 64MiB}}");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'cache.chunk_size'"), std::string::npos)
+      << c.status().message();
+  c = ParseConfig("cache: {max_file_size: 1GiB}");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("removed"), std::string::npos) << c.status().message();
 }
 
 TEST(Config, ClusterKeysAndRankSubstitution) {

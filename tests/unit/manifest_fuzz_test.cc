@@ -434,7 +434,7 @@ TEST_F(ManifestFuzz, ParserAndPlanAgreeWithTheModel) {
       parser.Feed(chunk);
       if (gen.Chance(10)) (void)parser.Peek();  // a close() of a dup mid-text
     }
-    auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr);
+    auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, 1ull << 30);
     const ModelResult want = Model(tree_, text);
     ++inputs;
     ASSERT_EQ(plan.ok(), want.ok) << "input " << i << ": " << ::testing::PrintToString(text) << "\n"
@@ -453,7 +453,7 @@ TEST_F(ManifestFuzz, ParserAndPlanAgreeWithTheModel) {
     ASSERT_EQ(p.epoch_begin, want.epochs) << ::testing::PrintToString(text);
     ASSERT_EQ(p.sequence.size(), want.entries.size()) << ::testing::PrintToString(text);
     for (size_t k = 0; k < p.sequence.size(); ++k) {
-      ASSERT_EQ(p.files[p.sequence[k]].path, want.entries[k]) << ::testing::PrintToString(text);
+      ASSERT_EQ(p.objects[p.sequence[k]].key, want.entries[k]) << ::testing::PrintToString(text);
     }
   }
   EXPECT_EQ(inputs, kInputs);
@@ -530,7 +530,7 @@ TEST_F(ManifestFuzz, ControlPlaneInstallsOnlyWholeValidTexts) {
     const size_t base = append && before ? before->sequence.size() : 0;
     ASSERT_EQ(now->sequence.size(), base + want.entries.size());
     for (size_t k = 0; k < want.entries.size(); ++k) {
-      ASSERT_EQ(now->files[now->sequence[base + k]].path, want.entries[k]);
+      ASSERT_EQ(now->objects[now->sequence[base + k]].key, want.entries[k]);
     }
     ASSERT_EQ(control.ErrorsText(), "");
     if (now->sequence.size() > 10'000) {  // keep appends from growing the plan without end

@@ -86,7 +86,7 @@ class MemBacking final : public Backing {
     if (it == nodes_.end() || !S_ISLNK(it->second.mode)) return Status::FromErrno(EINVAL, path);
     return it->second.data;
   }
-  Result<BlobPtr> ReadFile(const std::string& path, uint64_t max_bytes) const override {
+  Result<BlobPtr> Read(const std::string& path, ByteRange range) const override {
     std::unique_lock lock(mu_);
     reads_.fetch_add(1);
     ++reads_by_path_[path];
@@ -96,9 +96,13 @@ class MemBacking final : public Backing {
     auto it = nodes_.find(path);
     if (it == nodes_.end()) return Status::FromErrno(ENOENT, path);
     if (!S_ISREG(it->second.mode)) return Status::Error(Code::kInvalidArgument, "not regular");
-    if (it->second.data.size() > max_bytes) return Status::Error(Code::kNoSpace, "too large");
-    auto blob = Blob::Allocate(it->second.data.size(), VersionOf(StatOf(path, it->second)));
-    std::copy(it->second.data.begin(), it->second.data.end(), blob->mutable_data());
+    const std::string& data = it->second.data;
+    if (!range.whole() && (range.offset > data.size() || range.length > data.size() - range.offset)) {
+      return Status::Error(Code::kInvalidArgument, "range not inside the file");
+    }
+    const size_t begin = range.offset, n = range.whole() ? data.size() : range.length;
+    auto blob = Blob::Allocate(n, VersionOf(StatOf(path, it->second)));
+    std::copy(data.begin() + begin, data.begin() + begin + n, blob->mutable_data());
     lock.unlock();
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     blob->Seal();

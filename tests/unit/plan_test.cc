@@ -32,22 +32,23 @@ class PlanTest : public ::testing::Test {
     backing_.AddFifo("fifo");
   }
   Result<std::shared_ptr<Plan>> Build(std::string_view text, const Plan* base = nullptr) {
-    return BuildPlan(Parse(text), resolver_, base);
+    return BuildPlan(Parse(text), resolver_, base, chunk_size_);
   }
   MemBacking backing_;
   PathResolver resolver_;
+  uint64_t chunk_size_ = 1ull << 30;
 };
 
 TEST_F(PlanTest, SymlinksAndAliasesResolveToOneCanonicalFile) {
   auto plan = Build("a/1\nlink\n./a/1\n/mnt/set/a/1\nb/up\nabslink\ndirlink/3\n./#hash\n");
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   const Plan& p = *plan.value();
-  ASSERT_EQ(p.files.size(), 4u);
-  EXPECT_EQ(p.files[0].path, "a/1");
-  EXPECT_EQ(p.files[0].freq, 5u);
-  EXPECT_EQ(p.files[1].path, "a/2");
-  EXPECT_EQ(p.files[2].path, "b/3");
-  EXPECT_EQ(p.files[3].path, "#hash");
+  ASSERT_EQ(p.objects.size(), 4u);
+  EXPECT_EQ(p.objects[0].key, "a/1");
+  EXPECT_EQ(p.objects[0].freq, 5u);
+  EXPECT_EQ(p.objects[1].key, "a/2");
+  EXPECT_EQ(p.objects[2].key, "b/3");
+  EXPECT_EQ(p.objects[3].key, "#hash");
   EXPECT_EQ(p.Find("b/3"), 2u);
   EXPECT_EQ(p.Find("link"), kNoPos);
   EXPECT_EQ(p.total_bytes(), 61u);
@@ -146,7 +147,7 @@ TEST_F(PlanTest, AppendKeepsBaseFileIdsAndEpochs) {
   EXPECT_EQ(p.epochs(), 3u);
   EXPECT_EQ(p.epoch_begin, (std::vector<uint32_t>{0, 2, 4}));
   EXPECT_EQ(p.sequence, (std::vector<uint32_t>{0, 1, 2, 0, 1}));
-  EXPECT_EQ(p.files[0].freq, 2u);
+  EXPECT_EQ(p.objects[0].freq, 2u);
   EXPECT_EQ(p.next_same, (std::vector<uint32_t>{3, 4, kNoPos, kNoPos, kNoPos}));
   EXPECT_EQ(p.EpochOf(3), 1u);
   EXPECT_EQ(p.EpochOf(4), 2u);
@@ -171,18 +172,18 @@ TEST(PlanBatches, ResolutionAcrossBatchesIsInManifestOrder) {
   backing.AddSymlink("alias", "d3/f3");
   text += "alias\n";  // line 70,001: the same file as line 4, across the batch boundary
   PathResolver resolver(backing, {});
-  auto plan = BuildPlan(Parse(text), resolver, nullptr);
+  auto plan = BuildPlan(Parse(text), resolver, nullptr, 1ull << 30);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  ASSERT_EQ(plan.value()->files.size(), static_cast<size_t>(kFiles));
+  ASSERT_EQ(plan.value()->objects.size(), static_cast<size_t>(kFiles));
   for (int i = 0; i < kFiles; i += 9'999) {
-    EXPECT_EQ(plan.value()->files[i].path, "d" + std::to_string(i % 97) + "/f" + std::to_string(i));
+    EXPECT_EQ(plan.value()->objects[i].key, "d" + std::to_string(i % 97) + "/f" + std::to_string(i));
   }
   EXPECT_EQ(plan.value()->sequence.back(), 3u);
-  EXPECT_EQ(plan.value()->files[3].freq, 2u);
+  EXPECT_EQ(plan.value()->objects[3].freq, 2u);
 
   std::string bad = text + "missing-after\n";
   bad.insert(0, "missing-before\n");  // line 1; the other error is on line 70,003
-  auto rejected = BuildPlan(Parse(bad), resolver, nullptr);
+  auto rejected = BuildPlan(Parse(bad), resolver, nullptr, 1ull << 30);
   ASSERT_FALSE(rejected.ok());
   const std::string& m = rejected.status().message();
   EXPECT_NE(m.find("2 errors"), std::string::npos) << m;
@@ -196,7 +197,7 @@ class PlacementTest : public ::testing::Test {
   std::shared_ptr<Plan> Make(std::vector<uint64_t> sizes, std::vector<uint32_t> sequence) {
     auto p = std::make_shared<Plan>();
     for (size_t i = 0; i < sizes.size(); ++i) {
-      p->files.push_back({"f" + std::to_string(i), {sizes[i], 1}});
+      p->objects.push_back(PlanObject::Of("f" + std::to_string(i), {sizes[i], 1}));
     }
     p->sequence = std::move(sequence);
     p->epoch_begin = {0};
@@ -208,13 +209,13 @@ class PlacementTest : public ::testing::Test {
 TEST_F(PlacementTest, FrequencyThenFirstReferenceFillsFastestTierFirst) {
   // freq: f0=1 f1=3 f2=2 f3=2 f4=1; first: f0=0 f1=1 f2=2 f3=4 f4=5
   auto p = Make({10, 10, 10, 10, 10}, {0, 1, 2, 1, 3, 4, 2, 3, 1});
-  PlaceFiles(*p, {{"ram", "ssd"}, {20, 20}, 100, 1000});
+  PlaceObjects(*p, {{"ram", "ssd"}, {20, 20}, 100});
   // By priority: f1 (3), f2 (2, first 2), f3 (2, first 4), f0 (1, first 0), f4 (1, first 5).
-  EXPECT_EQ(p->files[1].place, Placement::Tier(0));
-  EXPECT_EQ(p->files[2].place, Placement::Tier(0));
-  EXPECT_EQ(p->files[3].place, Placement::Tier(1));
-  EXPECT_EQ(p->files[0].place, Placement::Tier(1));
-  EXPECT_EQ(p->files[4].place, kStaging);
+  EXPECT_EQ(p->objects[1].place, Placement::Tier(0));
+  EXPECT_EQ(p->objects[2].place, Placement::Tier(0));
+  EXPECT_EQ(p->objects[3].place, Placement::Tier(1));
+  EXPECT_EQ(p->objects[0].place, Placement::Tier(1));
+  EXPECT_EQ(p->objects[4].place, kStaging);
   // Inside a tier: first-reference order.
   EXPECT_EQ(p->tier_order[0], (std::vector<uint32_t>{1, 2}));
   EXPECT_EQ(p->tier_order[1], (std::vector<uint32_t>{0, 3}));
@@ -223,30 +224,23 @@ TEST_F(PlacementTest, FrequencyThenFirstReferenceFillsFastestTierFirst) {
 TEST_F(PlacementTest, FileLargerThanATierGoesToTheNextAndSmallerOnesStillFill) {
   // f0 is hottest but larger than the RAM tier; f1 and f2 still fit there.
   auto p = Make({50, 10, 10, 60}, {0, 0, 1, 2, 3});
-  PlaceFiles(*p, {{"ram", "ssd"}, {25, 55}, 40, 1000});
-  EXPECT_EQ(p->files[0].place, Placement::Tier(1));
-  EXPECT_EQ(p->files[1].place, Placement::Tier(0));
-  EXPECT_EQ(p->files[2].place, Placement::Tier(0));
-  EXPECT_EQ(p->files[3].place, kDirect);  // fits no tier and is larger than the window
-}
-
-TEST_F(PlacementTest, MaxFileSizeForcesDirectReads) {
-  auto p = Make({10, 500}, {0, 1});
-  PlaceFiles(*p, {{"ram"}, {1000}, 1000, 100});
-  EXPECT_EQ(p->files[0].place, Placement::Tier(0));
-  EXPECT_EQ(p->files[1].place, kDirect);
+  PlaceObjects(*p, {{"ram", "ssd"}, {25, 55}, 40});
+  EXPECT_EQ(p->objects[0].place, Placement::Tier(1));
+  EXPECT_EQ(p->objects[1].place, Placement::Tier(0));
+  EXPECT_EQ(p->objects[2].place, Placement::Tier(0));
+  EXPECT_EQ(p->objects[3].place, kDirect);  // fits no tier and is larger than the window
 }
 
 TEST_F(PlacementTest, SummaryPredictsBackingTraffic) {
   auto p = Make({10, 20, 30}, {0, 1, 2, 0, 1, 2});
-  PlacementLimits limits{{"ram"}, {25}, 100, 1000};
-  PlaceFiles(*p, limits);
+  PlacementLimits limits{{"ram"}, {25}, 100};
+  PlaceObjects(*p, limits);
   const PlanSummary s = Summarize(*p, limits);
   EXPECT_EQ(s.files, 3u);
   EXPECT_EQ(s.bytes, 60u);
-  EXPECT_EQ(s.entries, 6u);
+  EXPECT_EQ(s.positions, 6u);
   ASSERT_EQ(s.tiers.size(), 1u);
-  EXPECT_EQ(s.tiers[0].files + s.staging.files, 3u);
+  EXPECT_EQ(s.tiers[0].objects + s.staging.objects, 3u);
   // f0 (first 0) then f1 fit in 25? 10+20=30 > 25: f0 in RAM, f1 staged, f2 staged.
   EXPECT_EQ(s.tiers[0].bytes, 10u);
   EXPECT_EQ(s.predicted_backing_bytes, 10u + 2 * 20u + 2 * 30u);

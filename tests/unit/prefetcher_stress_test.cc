@@ -59,6 +59,7 @@ constexpr int kReaders = 64;
 constexpr uint64_t kRam = 512 << 10;
 constexpr uint64_t kSsd = 1 << 20;
 constexpr uint64_t kStaging = 256 << 10;
+constexpr uint64_t kChunk = 8 << 10;  // files larger than this (two thirds) are chunked
 
 std::string Name(int i) { return "d" + std::to_string(i % 7) + "/f" + std::to_string(i); }
 // Bytes that differ per file and per offset, so a byte from another file or place shows.
@@ -82,12 +83,12 @@ class JitterBacking final : public Backing {
   Result<std::string> ReadLink(const std::string& path) const override {
     return mem_.ReadLink(path);
   }
-  Result<BlobPtr> ReadFile(const std::string& path, uint64_t max_bytes) const override {
+  Result<BlobPtr> Read(const std::string& path, ByteRange range) const override {
     thread_local std::mt19937 rng(
         static_cast<uint32_t>(seed_ ^ std::hash<std::thread::id>()(std::this_thread::get_id())));
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
     if (failing_.count(path)) return Status::FromErrno(EIO, path);
-    return mem_.ReadFile(path, max_bytes);
+    return mem_.Read(path, range);
   }
   void AddFailing(const std::string& path) { failing_.insert(path); }
 
@@ -161,7 +162,7 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
     o.tier_threads = {2, 2};
     o.demand_threads = 4;
     o.fetch_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kFetchTimeout);
-    o.max_file_size = 20 << 10;  // the largest files are read directly
+    o.chunk_size = kChunk;  // the largest files are read in chunks
     Prefetcher prefetcher(backing, {&ram, ssd.value().get()}, o, &stats);
 
     std::mt19937_64 plan_rng(seed);
@@ -175,7 +176,7 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
       if (subset.empty()) subset.push_back(0);
       std::vector<std::vector<int>> epochs(1 + plan_rng() % 3, subset);
       for (auto& e : epochs) std::shuffle(e.begin(), e.end(), plan_rng);
-      return testing::PlanOfEpochs(backing, epochs, Name, base);
+      return testing::PlanOfEpochs(backing, epochs, Name, base, kChunk);
     };
     prefetcher.Install(random_plan(nullptr), false);
     prefetcher.Start();
@@ -189,12 +190,12 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
         if (rng() % 5 != 0) {
           auto plan = prefetcher.plan();
           const uint64_t pos = prefetcher.progress().position + rng() % 64;
-          if (plan && !plan->files.empty()) {
-            // Past the end of the access string: any planned file, as a next epoch would.
-            const std::string& path = pos < plan->sequence.size()
-                                          ? plan->files[plan->sequence[pos]].path
-                                          : plan->files[rng() % plan->files.size()].path;
-            i = std::stoi(path.substr(path.find("/f") + 2));
+          if (plan && !plan->objects.empty()) {
+            // Past the end of the access string: any planned object, as a next epoch would.
+            const std::string_view path = pos < plan->sequence.size()
+                                              ? plan->objects[plan->sequence[pos]].path()
+                                              : plan->objects[rng() % plan->objects.size()].path();
+            i = std::stoi(std::string(path.substr(path.find("/f") + 2)));
           }
         }
         const auto start = Clock::now();
@@ -216,6 +217,30 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
           }
           continue;
         }
+        if (res->source == OpenResult::Source::kChunked) {
+          // Chunk by chunk, as a reader of a big file does; each chunk's bytes must be exact.
+          for (uint64_t off = 0; off < contents[i].size(); off += kChunk) {
+            auto chunk = prefetcher.ReadChunk(Name(i), versions[i], off, rng() % 4 != 0);
+            if (!chunk.ok()) {
+              const Code c = chunk.status().code();
+              if (c == Code::kTimedOut) {
+                timeouts.fetch_add(1);
+              } else if (!(c == Code::kIoError && Fails(i))) {
+                bad_errors.fetch_add(1);
+              }
+              break;
+            }
+            if (!chunk->blob) continue;  // not planned: read directly by the caller
+            served.fetch_add(1);
+            const ByteRange r = chunk->range;
+            if (Fails(i) || r.offset != off ||
+                std::string_view(chunk->blob->data(), chunk->blob->size()) !=
+                    std::string_view(contents[i]).substr(r.offset, r.length)) {
+              wrong.fetch_add(1);
+            }
+          }
+          continue;
+        }
         if (!res->blob) continue;  // read directly by the caller
         served.fetch_add(1);
         if (Fails(i) || std::string_view(res->blob->data(), res->blob->size()) != contents[i]) {
@@ -229,8 +254,12 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
       while (!done.load()) {
         const int i = static_cast<int>(rng() % kFiles);
         if (Fails(i)) continue;
-        auto blob = backing.mem().ReadFile(Name(i), 1 << 20);
-        if (blob.ok()) prefetcher.Adopt(Name(i), blob.value());
+        // A whole file, or one chunk of a chunked one.
+        const uint64_t size = contents[i].size();
+        const ByteRange r = size <= kChunk ? ByteRange::Whole()
+                                           : ChunkGrid(kChunk).Chunk(size, rng() % ((size + kChunk - 1) / kChunk));
+        auto blob = backing.mem().Read(Name(i), r);
+        if (blob.ok()) prefetcher.Adopt(ObjectKey(Name(i), r), blob.value());
         std::this_thread::sleep_for(1ms);
       }
     };
@@ -280,8 +309,8 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
       uint64_t misplaced = 0;
       tiers[t]->RetainOnly([&](std::string_view path, const FileVersion& v) {
         const uint32_t id = last_plan->Find(path);
-        if (id == kNoPos || !last_plan->files[id].place.InTierAtOrAbove(t) ||
-            last_plan->files[id].version != v) {
+        if (id == kNoPos || !last_plan->objects[id].place.InTierAtOrAbove(t) ||
+            last_plan->objects[id].version != v) {
           ++misplaced;
         }
         return true;

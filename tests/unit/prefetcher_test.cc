@@ -95,7 +95,7 @@ TEST_F(PrefetcherTest, RamTierFilledOnceAndServesEveryEpoch) {
   std::reverse(order2.begin(), order2.end());
   prefetcher_->Install(PlanOf({order, order2}), false);
   prefetcher_->Start();
-  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 20; }));
+  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() == 20; }));
   for (int i : order) EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kTier);
   for (int i : order2) EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kTier);
   EXPECT_EQ(backing_.reads(), 20u);  // one backing read per file over two epochs
@@ -110,12 +110,12 @@ TEST_F(PrefetcherTest, StagingWindowIsBoundedAndDrainsAsReadersConsume) {
   Make(0, 4 * kSize);  // nothing fits the RAM tier: everything is staged
   prefetcher_->Install(PlanOf({Range(50)}), false);
   prefetcher_->Start();
-  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 4; }));
+  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() == 4; }));
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(backing_.reads(), 4u) << "the window must not run past its capacity";
   for (int i = 0; i < 50; ++i) {
     EXPECT_LE(prefetcher_->progress().staging_bytes, 4 * kSize);
-    ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() >= std::min(50, i + 1) * 1u; }));
+    ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() >= std::min(50, i + 1) * 1u; }));
     EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kStaging) << i;
   }
   EXPECT_EQ(backing_.reads(), 50u);
@@ -170,7 +170,7 @@ TEST_F(PrefetcherTest, BackingFaultIsAnErrorNeverWrongBytes) {
   Make(10 * kSize, 0);
   prefetcher_->Install(PlanOf({Range(10)}), false);
   prefetcher_->Start();
-  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 9; }));
+  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() == 9; }));
   for (int i = 0; i < 10; ++i) {
     auto r = prefetcher_->Open(Name(i), backing_.Version(Name(i)));
     if (i == 3) {
@@ -206,7 +206,7 @@ TEST_F(PrefetcherTest, ChangedFileIsNeverServedFromCache) {
   Make(3 * kSize, 0);
   prefetcher_->Install(PlanOf({Range(3)}), false);
   prefetcher_->Start();
-  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_files.load() == 3; }));
+  ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() == 3; }));
   FileVersion moved = backing_.Version(Name(1));
   moved.mtime_ns = 2;  // the backing file's mtime moved on
   auto r = prefetcher_->Open(Name(1), moved);
@@ -254,18 +254,18 @@ TEST(StagingWindowAlone, CountsOccurrencesAndReleasesOnConsumption) {
   for (int i = 0; i < 3; ++i) backing.AddFile("f" + std::to_string(i), std::string(10, 'x'));
   auto name = [](int i) { return "f" + std::to_string(i); };
   auto plan = testing::PlanOfEpochs(backing, {{0, 1, 0, 2}}, name);
-  PlaceFiles(*plan, {{}, {}, 20, 1 << 20});  // no tiers: all staged, two files fit the window
+  PlaceObjects(*plan, {{}, {}, 20});  // no tiers: all staged, two files fit the window
   Consumption consumption;
   consumption.Reset(plan, false);
   StagingWindow window(20);
   StagingWindow::Job job;
   ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
-  EXPECT_EQ(job.path, "f0");
+  EXPECT_EQ(job.key, "f0");
   auto flight = std::make_shared<Flight>();
   window.Attach(job.id, flight);
   const uint32_t f0 = job.id;
   ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
-  EXPECT_EQ(job.path, "f1");
+  EXPECT_EQ(job.key, "f1");
   EXPECT_FALSE(window.Land(job.id, flight, Status::Error(Code::kIoError, "x")))
       << "another flight's result is ignored";
   // f0 again (counted, no new entry), then f2 does not fit.
@@ -282,7 +282,7 @@ TEST(StagingWindowAlone, CountsOccurrencesAndReleasesOnConsumption) {
   EXPECT_EQ(consumption.low(), 1u);
   EXPECT_EQ(window.bytes(), 10u);
   ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
-  EXPECT_EQ(job.path, "f2");
+  EXPECT_EQ(job.key, "f2");
   EXPECT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kIdle);
   EXPECT_EQ(consumption.Consume(f0), kNoPos) << "every occurrence of f0 was consumed";
 }
@@ -434,7 +434,7 @@ TEST_F(PrefetcherRaceTest, APushRacingAPlanChangeIsNotKeptUnderTheOldPlacement) 
   MakeWith(&tier, 0, 1, 0, 0, 5000ms);  // no fill threads: only Adopt stores
   prefetcher_->Install(PlanOf({Range(10)}), false);
   prefetcher_->Start();
-  auto blob = backing_.ReadFile(Name(5), 1 << 20);
+  auto blob = backing_.Read(Name(5), ByteRange::Whole());
   ASSERT_TRUE(blob.ok());
   auto adopt = std::async(std::launch::async, [&] { prefetcher_->Adopt(Name(5), blob.value()); });
   ASSERT_TRUE(tier.WaitPaused());

@@ -32,7 +32,8 @@ inline BlobPtr MakeBlob(const std::string& data, int64_t mtime = 1) {
 inline std::shared_ptr<Plan> PlanOfEpochs(const Backing& backing,
                                           const std::vector<std::vector<int>>& epochs,
                                           const std::function<std::string(int)>& name,
-                                          const Plan* base = nullptr) {
+                                          const Plan* base = nullptr,
+                                          uint64_t chunk_size = 1ull << 30) {
   std::string text;
   for (const auto& e : epochs) {
     text += "#epoch\n";
@@ -41,7 +42,7 @@ inline std::shared_ptr<Plan> PlanOfEpochs(const Backing& backing,
   ManifestParser p;
   p.Feed(text);
   PathResolver resolver(backing, {});
-  auto plan = BuildPlan(std::move(p).Finish(), resolver, base);
+  auto plan = BuildPlan(std::move(p).Finish(), resolver, base, chunk_size);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   return plan.ok() ? plan.value() : nullptr;
 }

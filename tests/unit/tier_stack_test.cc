@@ -64,14 +64,14 @@ class TierStackTest : public ::testing::Test {
     ManifestParser p;
     p.Feed(text);
     PathResolver resolver(backing_, {});
-    auto plan = BuildPlan(std::move(p).Finish(), resolver, nullptr);
+    auto plan = BuildPlan(std::move(p).Finish(), resolver, nullptr, 1ull << 30);
     ASSERT_TRUE(plan.ok());
     prefetcher_->Install(plan.value(), false);
   }
   void WaitFilled(uint64_t objects) {
-    for (int i = 0; i < 2000 && stats_->fetched_files.load() < objects; ++i)
+    for (int i = 0; i < 2000 && stats_->fetched_objects.load() < objects; ++i)
       std::this_thread::sleep_for(2ms);
-    ASSERT_EQ(stats_->fetched_files.load(), objects);
+    ASSERT_EQ(stats_->fetched_objects.load(), objects);
   }
   void ReadAll() {
     for (int i = 0; i < 10; ++i) {
@@ -144,16 +144,16 @@ TEST(TierStackAlone, StoresFollowTheActivePlacementAndTiersStayExclusive) {
   for (int i = 0; i < 4; ++i) backing.AddFile(Name(i), Content(i));
   RamTier ram("ram", 2 * (kSize + 1)), slow("slow", 4 * (kSize + 1));
   TierStack stack({&ram, &slow});
-  auto blob = [&](int i) { return backing.ReadFile(Name(i), 1 << 20).value(); };
+  auto blob = [&](int i) { return backing.Read(Name(i), ByteRange::Whole()).value(); };
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   // Before any placement nothing is stored.
   EXPECT_EQ(stack.Store(0, Name(0), blob(0), std::nullopt, deadline).code(), Code::kUnavailable);
 
   // Files 0 and 1 read twice (RAM), 2 and 3 once (the slower tier).
   auto plan = testing::PlanOfEpochs(backing, {{0, 1, 2, 3}, {0, 1}}, Name);
-  PlaceFiles(*plan, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0, 1 << 20});
-  ASSERT_EQ(plan->files[plan->Find(Name(0))].place, Placement::Tier(0));
-  ASSERT_EQ(plan->files[plan->Find(Name(2))].place, Placement::Tier(1));
+  PlaceObjects(*plan, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0});
+  ASSERT_EQ(plan->objects[plan->Find(Name(0))].place, Placement::Tier(0));
+  ASSERT_EQ(plan->objects[plan->Find(Name(2))].place, Placement::Tier(1));
   stack.SetPlacement(plan);
   EXPECT_EQ(stack.Store(1, Name(0), blob(0), std::nullopt, deadline).code(), Code::kUnavailable)
       << "the placement gives file 0 to RAM, not the slower tier";
@@ -165,8 +165,8 @@ TEST(TierStackAlone, StoresFollowTheActivePlacementAndTiersStayExclusive) {
 
   // A new placement puts file 2 in RAM: the slower copy is kept for promotion until then.
   auto plan2 = testing::PlanOfEpochs(backing, {{2, 2, 3}}, Name);
-  PlaceFiles(*plan2, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0, 1 << 20});
-  ASSERT_EQ(plan2->files[plan2->Find(Name(2))].place, Placement::Tier(0));
+  PlaceObjects(*plan2, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0});
+  ASSERT_EQ(plan2->objects[plan2->Find(Name(2))].place, Placement::Tier(0));
   stack.SetPlacement(plan2);
   EXPECT_TRUE(slow.Contains(Name(2), backing.Version(Name(2))));
   auto lower = stack.Get(Name(2), backing.Version(Name(2)), std::nullopt, &found);
@@ -177,7 +177,7 @@ TEST(TierStackAlone, StoresFollowTheActivePlacementAndTiersStayExclusive) {
 
   // A third placement without file 2 evicts it; a pending one evicts nothing, stores nothing.
   auto plan3 = testing::PlanOfEpochs(backing, {{3}}, Name);
-  PlaceFiles(*plan3, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0, 1 << 20});
+  PlaceObjects(*plan3, {{"ram", "slow"}, {ram.capacity(), slow.capacity()}, 0});
   ASSERT_TRUE(stack.Store(0, Name(2), blob(2), std::nullopt, deadline).ok());
   stack.SetPlacement(plan3);
   EXPECT_EQ(ram.used_bytes(), 0u);

@@ -55,9 +55,9 @@ def main():
                         num_workers=a.workers)
     entries = clairfs.register_loader(a.data, loader, epochs=a.epochs)
     plan = clairfs.plan(a.data)
-    placed = ", ".join(f"{t['name']} {t['files']}" for t in plan["tiers"])
+    placed = ", ".join(f"{t['name']} {t['objects']}" for t in plan["tiers"])
     print(f"{len(dataset)} images, {len(dataset.classes)} classes; registered {entries} reads "
-          f"over {a.epochs} epochs; files placed: {placed}, staging {plan['staging']['files']}")
+          f"over {a.epochs} epochs; files placed: {placed}, staging {plan['staging']['objects']}")
 
     model = tiny_cnn(len(dataset.classes))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)

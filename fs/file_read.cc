@@ -1,0 +1,96 @@
+#include "fs/file_read.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace clairfs {
+
+OpenContents::~OpenContents() {
+  if (fd >= 0) close(fd);
+}
+
+namespace {
+
+// pread of [off, off+n) into a new buffer appended to out; the bytes read (fewer at the end).
+Result<size_t> ReadDirect(int fd, size_t n, uint64_t off, ReadReply* out) {
+  auto buf = std::make_unique_for_overwrite<char[]>(n == 0 ? 1 : n);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = pread(fd, buf.get() + done, n - done, static_cast<off_t>(off + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::FromErrno(errno, "read");
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  out->iov.push_back({buf.get(), done});
+  out->bufs.push_back(std::move(buf));
+  out->bytes += done;
+  return done;
+}
+
+void AddBlob(const BlobPtr& blob, size_t begin, size_t n, ReadReply* out) {
+  if (n == 0) return;
+  out->iov.push_back({const_cast<char*>(blob->data()) + begin, n});
+  out->blobs.push_back(blob);
+  out->bytes += n;
+}
+
+Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t size,
+                   uint64_t off, ReadReply* out) {
+  const FileVersion version = VersionOf(f.st);
+  const uint64_t end = std::min<uint64_t>(version.size, off + size);
+  const uint64_t chunk = prefetcher.chunk_size();
+  uint64_t direct = 0;
+  for (uint64_t pos = off; pos < end;) {
+    const uint64_t start = pos - pos % chunk;
+    const bool consume = f.last_chunk.exchange(start, std::memory_order_relaxed) != start;
+    auto r = prefetcher.ReadChunk(f.path, version, pos, consume);
+    if (!r.ok()) return r.status();
+    const ByteRange range = r.value().range;
+    const uint64_t piece_end =
+        range.length == 0 ? end : std::min(end, range.offset + range.length);
+    if (r.value().blob) {
+      AddBlob(r.value().blob, pos - range.offset, piece_end - pos, out);
+    } else {
+      auto n = ReadDirect(f.fd, piece_end - pos, pos, out);
+      if (!n.ok()) return n.status();
+      direct += n.value();
+      if (n.value() < piece_end - pos) break;  // the file shrank: checked below
+    }
+    pos = piece_end;
+  }
+  if (direct > 0) {
+    stats.backing_bytes.fetch_add(direct, std::memory_order_relaxed);
+    // The chunks come from the version opened: bytes read directly must be of it too.
+    struct stat now;
+    if (fstat(f.fd, &now) != 0) return Status::FromErrno(errno, f.path);
+    if (VersionOf(now) != version) {
+      stats.errors.stale.fetch_add(1, std::memory_order_relaxed);
+      return Status::Error(Code::kIoError, f.path + ": changed since it was opened", ESTALE);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadContents(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t size,
+                    uint64_t off, ReadReply* out) {
+  Status s = Status::Ok();
+  if (f.chunked) {
+    s = ReadChunked(f, prefetcher, stats, size, off, out);
+  } else if (f.fd < 0) {
+    const size_t total = f.blob ? f.blob->size() : 0;
+    if (off < total) AddBlob(f.blob, off, std::min<uint64_t>(size, total - off), out);
+  } else {
+    auto n = ReadDirect(f.fd, size, off, out);
+    if (!n.ok()) return n.status();
+    stats.backing_bytes.fetch_add(n.value(), std::memory_order_relaxed);
+  }
+  if (s.ok() && f.dataset) stats.bytes_read.fetch_add(out->bytes, std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace clairfs

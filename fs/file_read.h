@@ -1,0 +1,57 @@
+// FileRead: what an open file of the mount holds, and the bytes a READ of it gets: from a whole
+// object (a cached file, or a control file's snapshot), from the backing descriptor, or chunk
+// by chunk through the prefetcher for a chunked file (cache/object_key.h). No FUSE types: the
+// adapter (fs/clairfs_fs.cc) turns a ReadReply into one fuse_reply_iov.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/object.h"
+#include "cache/prefetcher.h"
+#include "cache/stats.h"
+#include "cache/status.h"
+
+namespace clairfs {
+
+// The contents side of an open file. Exactly one of: blob (whole contents), chunked (reads go
+// through Prefetcher::ReadChunk; fd serves the chunks the plan does not name), or fd alone
+// (read directly).
+struct OpenContents {
+  BlobPtr blob;
+  int fd = -1;
+  bool chunked = false;
+  bool dataset = false;  // a dataset file: its reads count in bytes_read
+  std::string path;      // chunked: the file's canonical path
+  struct stat st {};     // a dataset file: the stat of the file opened, at open
+  // chunked: the chunk (its offset) the last read began in; a read beginning in another one
+  // is an object read (consumes it in the plan). Reads of one handle may run concurrently.
+  std::atomic<uint64_t> last_chunk{UINT64_MAX};
+
+  OpenContents() = default;
+  OpenContents(const OpenContents&) = delete;
+  OpenContents& operator=(const OpenContents&) = delete;
+  ~OpenContents();
+};
+
+// The pieces of one READ's reply, kept alive until the reply was sent.
+struct ReadReply {
+  std::vector<iovec> iov;
+  std::vector<BlobPtr> blobs;                // the blobs iov points into
+  std::vector<std::unique_ptr<char[]>> bufs;  // the buffers of direct reads iov points into
+  size_t bytes = 0;
+};
+
+// The bytes [off, off+size) of f (fewer at its end), into *out. Errors: the backing store's
+// (direct reads), a chunk fetch's (kTimedOut...), or kStale when a chunked file's backing
+// file no longer has the version it was opened at (never mixing versions in one file).
+Status ReadContents(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t size,
+                    uint64_t off, ReadReply* out);
+
+}  // namespace clairfs
