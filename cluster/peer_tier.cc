@@ -446,11 +446,13 @@ std::string PeerTier::InfoJson() const {
                 : placed_    ? "placed"
                              : "waiting for plans"},
       {"placed_with", placed_ranks_},
-      {"owned", {{"files", local_.owned_files}, {"bytes", local_.owned_bytes}}},
+      {"owned", {{"objects", local_.owned_files}, {"bytes", local_.owned_bytes}}},
       {"from_peers",
-       {{"files", local_.from_peers_files}, {"bytes", local_.from_peers_bytes}, {"by_rank", from}}},
-      {"unowned", {{"files", local_.unowned_files}, {"bytes", local_.unowned_bytes}}},
-      {"cluster_files", totals_.files},
+       {{"objects", local_.from_peers_files},
+        {"bytes", local_.from_peers_bytes},
+        {"by_rank", from}}},
+      {"unowned", {{"objects", local_.unowned_files}, {"bytes", local_.unowned_bytes}}},
+      {"cluster_objects", totals_.files},
       {"cluster_bytes", totals_.bytes},
       {"predicted_cluster_backing_bytes", totals_.predicted_backing_bytes}};
   return j.dump();
