@@ -14,12 +14,14 @@
 #include "cache/ram_tier.h"
 #include "cache/staging_window.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
 
 using namespace std::chrono_literals;
 using testing::MemBacking;
+using testing::WaitFor;
 
 std::string Key(std::string_view path, uint64_t off, uint64_t len) {
   return ObjectKey(path, {off, len});
@@ -226,16 +228,6 @@ TEST(ConsumptionLag, TheWindowDropsEntriesWhoseOccurrencesWereGivenUp) {
   EXPECT_EQ(window.bytes(), 10u);  // object 2 is still ahead of the low-water mark
   EXPECT_EQ(window.Next(*plan, c, nullptr, &job), StagingWindow::Step::kFetch);
   EXPECT_EQ(job.key, "f3");
-}
-
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds limit = 5000ms) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
 }
 
 TEST(ChunkReads, ServeExactBytesFromTheTierAndNeverReadTheBackingStoreAgain) {

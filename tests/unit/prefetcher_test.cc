@@ -20,21 +20,12 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::MemBacking;
+using testing::WaitFor;
 
 std::string Content(int i, size_t size) {
   std::string s(size, '\0');
   for (size_t k = 0; k < size; ++k) s[k] = static_cast<char>('a' + (i * 7 + k) % 26);
   return s;
-}
-
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds limit = 5000ms) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
 }
 
 class PrefetcherTest : public ::testing::Test {

@@ -5,10 +5,12 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/backing.h"
@@ -18,6 +20,18 @@
 #include "cache/resolver.h"
 
 namespace clairfs::testing {
+
+// Polls pred every 2 ms until it holds (true) or limit passed (false): a wait on a condition
+// with a deadline, never a sleep standing in for one.
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
 
 // A sealed blob holding data, as if read from a backing file of that size and mtime.
 inline BlobPtr MakeBlob(const std::string& data, int64_t mtime = 1) {
