@@ -46,6 +46,19 @@ Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t
   for (uint64_t pos = off; pos < end;) {
     const uint64_t start = pos - pos % chunk;
     const bool consume = f.last_chunk.exchange(start, std::memory_order_relaxed) != start;
+    if (!consume) {
+      BlobPtr held;
+      {
+        std::lock_guard lock(f.chunk_mu);
+        if (f.chunk && f.chunk_offset == start) held = f.chunk;
+      }
+      if (held) {  // the chunk this handle is reading: no lookup
+        const uint64_t piece_end = std::min(end, start + held->size());
+        AddBlob(held, pos - start, piece_end - pos, out);
+        pos = piece_end;
+        continue;
+      }
+    }
     auto r = prefetcher.ReadChunk(f.path, version, pos, consume);
     if (!r.ok()) return r.status();
     const ByteRange range = r.value().range;
@@ -53,6 +66,9 @@ Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t
         range.length == 0 ? end : std::min(end, range.offset + range.length);
     if (r.value().blob) {
       AddBlob(r.value().blob, pos - range.offset, piece_end - pos, out);
+      std::lock_guard lock(f.chunk_mu);
+      f.chunk = r.value().blob;
+      f.chunk_offset = range.offset;
     } else {
       auto n = ReadDirect(f.fd, piece_end - pos, pos, out);
       if (!n.ok()) return n.status();

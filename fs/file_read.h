@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct OpenContents {
   // chunked: the chunk (its offset) the last read began in; a read beginning in another one
   // is an object read (consumes it in the plan). Reads of one handle may run concurrently.
   std::atomic<uint64_t> last_chunk{UINT64_MAX};
+  // chunked: the last cached chunk read and its offset, so that the many reads inside one
+  // chunk (128 KiB each from the kernel) do not each look it up in the tiers (an SSD tier
+  // would read and verify the whole chunk every time). chunk_mu is a leaf.
+  std::mutex chunk_mu;
+  BlobPtr chunk;
+  uint64_t chunk_offset = 0;
 
   OpenContents() = default;
   OpenContents(const OpenContents&) = delete;
