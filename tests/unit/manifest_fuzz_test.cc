@@ -199,6 +199,29 @@ ModelResult Model(const std::map<std::string, Node>& tree, std::string_view text
       }
       continue;
     }
+    // A range entry: the path before the last TAB, "<offset>+<length>" after it.
+    std::optional<std::pair<unsigned __int128, unsigned __int128>> range;
+    if (const size_t tab = line.rfind('\t'); tab != std::string::npos) {
+      const std::string suffix = line.substr(tab + 1);
+      const size_t plus = suffix.find('+');
+      auto number = [](const std::string& d) -> std::optional<unsigned __int128> {
+        if (d.empty() || d.size() > 25 || d.find_first_not_of("0123456789") != std::string::npos ||
+            (d.size() > 1 && d[0] == '0')) {
+          return std::nullopt;
+        }
+        unsigned __int128 v = 0;
+        for (char c : d) v = v * 10 + static_cast<unsigned>(c - '0');
+        return v;
+      };
+      const auto off = plus == std::string::npos ? std::nullopt : number(suffix.substr(0, plus));
+      const auto len = plus == std::string::npos ? std::nullopt : number(suffix.substr(plus + 1));
+      line = line.substr(0, tab);
+      if (!off || !len || *len == 0 || *off + *len > UINT64_MAX || line.empty()) {
+        fail(n);
+        continue;
+      }
+      range.emplace(*off, *len);
+    }
     if (line.rfind("./#", 0) == 0) line = line.substr(2);
     if (!epoch_open) {
       epoch_open = true;
@@ -209,6 +232,9 @@ ModelResult Model(const std::map<std::string, Node>& tree, std::string_view text
       it->second = ModelResolve(tree, line);
       if (!it->second) fail(n);
     }
+    // Files hold "contents of <path>"; a range must end inside.
+    if (it->second && range && range->first + range->second > 12 + it->second->size()) fail(n);
+    // Every file is smaller than a chunk: a range reads the whole file, one object.
     r.entries.push_back(it->second.value_or(""));
   }
   if (!r.epochs.empty() && r.epochs.back() == r.entries.size()) fail(lines.size());
@@ -286,9 +312,23 @@ class Gen {
   }
   char Of2(const std::string& s) { return s[Pick(s.size())]; }
 
+  // A range suffix: mostly inside every file of the tree (13 bytes or more), else hostile.
+  std::string Range() {
+    if (Chance(70)) return "\t" + std::to_string(Pick(6)) + "+" + std::to_string(1 + Pick(7));
+    static const std::vector<std::string> kHostile = {
+        "\t0+0", "\t-1+5", "\t01+2", "\t1+02", "\t+5", "\t5+", "\ta+b", "\t", "\t1-2",
+        "\t18446744073709551615+1", "\t1+18446744073709551616", "\t0+99999", "\t40+1",
+        "\t3+4 ", "\t 3+4", "\t3+4\t"};
+    return Of(kHostile);
+  }
+
   // One line, without its '\n'.
   std::string AnyLine(size_t entries_so_far) {
-    switch (Pick(16)) {
+    switch (Pick(18)) {
+      case 16:
+        return ValidPath() + Range();
+      case 17:
+        return ComposedPath() + Range();
       case 0:
         return "#epoch";
       case 1:
@@ -330,7 +370,7 @@ class Gen {
       const size_t n = 1 + Pick(6);
       for (size_t i = 0; i < n; ++i) {
         if (Chance(10)) lines.push_back("# note");
-        lines.push_back(ValidPath());
+        lines.push_back(Chance(20) ? ValidPath() + Range() : ValidPath());
         ++entries;
       }
     }
