@@ -43,6 +43,7 @@ Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t
   const uint64_t end = std::min<uint64_t>(version.size, off + size);
   const uint64_t chunk = prefetcher.chunk_size();
   uint64_t direct = 0;
+  bool read_directly = false;  // even 0 bytes: a file that shrank must be caught
   for (uint64_t pos = off; pos < end;) {
     const uint64_t start = pos - pos % chunk;
     const bool consume = f.last_chunk.exchange(start, std::memory_order_relaxed) != start;
@@ -72,12 +73,13 @@ Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t
     } else {
       auto n = ReadDirect(f.fd, piece_end - pos, pos, out);
       if (!n.ok()) return n.status();
+      read_directly = true;
       direct += n.value();
       if (n.value() < piece_end - pos) break;  // the file shrank: checked below
     }
     pos = piece_end;
   }
-  if (direct > 0) {
+  if (read_directly) {
     stats.backing_bytes.fetch_add(direct, std::memory_order_relaxed);
     // The chunks come from the version opened: bytes read directly must be of it too.
     struct stat now;

@@ -137,6 +137,30 @@ class ChunkedFileTest(ChunkCase):
         self.assertGreater(after["backing_bytes"], st["backing_bytes"], after)
         self.assertEqual(after["errors"]["stale"], 0, after)
 
+    def test_chunked_file_shrunk_while_open_is_stale_not_eof(self):
+        # A read of an unplanned chunk past the new end of a file truncated after open must
+        # fail with ESTALE, never read as an early end of file of the version opened.
+        ds = self.tmpdir("shrink")
+        data = os.urandom(6 * CHUNK)
+        with open(os.path.join(ds, "b.bin"), "wb") as f:
+            f.write(data)
+        mnt = self.mount_at(ds, chunk_config(ram="8MiB"))
+        clairfs.register_records(mnt, [[("b.bin", CHUNK, 1)]])
+        self.wait_tiers(mnt, self.plan(mnt))
+        fd = os.open(os.path.join(mnt, "b.bin"), os.O_RDONLY)
+        try:
+            self.assertEqual(os.pread(fd, 100, CHUNK), data[CHUNK:CHUNK + 100])
+            os.truncate(os.path.join(ds, "b.bin"), 2 * CHUNK)
+            for off in (3 * CHUNK, 4 * CHUNK + 7):
+                with self.assertRaises(OSError, msg=str(off)) as e:
+                    os.pread(fd, 100, off)
+                self.assertEqual(e.exception.errno, errno.ESTALE, off)
+            # The cached chunk still holds the version opened: served, never mixed.
+            self.assertEqual(os.pread(fd, 100, CHUNK), data[CHUNK:CHUNK + 100])
+        finally:
+            os.close(fd)
+        self.assertGreater(self.stats(mnt)["errors"]["stale"], 0)
+
     def test_mmap_chunked_file(self):
         mnt = self.mount_at(self.ds, chunk_config(ram="8MiB"))
         clairfs.register_paths(mnt, [["mid.bin"], ["mid.bin"]])
