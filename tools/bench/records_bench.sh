@@ -23,12 +23,12 @@
 #          [--epochs E] [--workers W] [--prefetch-factor F] [--batch-size B] [--compute-ms C]
 #          [--bps B] [--iops N] [--chunks "4MiB 256KiB"] [--ram MIB] [--ssd MIB]
 #          [--staging MIB] [--pagecache MIB] [--overhead MIB] [--reader MIB] [--tmp DIR]
-#          [--out FILE]
+#          [--no-direct] [--out FILE]
 # Defaults: N 1500 MB (10**6 B) in S 8 shards, records of lognormal size around 110 KB (sigma
 #   0.5), E 3, W 4, F 2, B 16, C 1.5 ms, 25 MB/s and 400 IOPS, chunks 4MiB and 256KiB, RAM
 #   tier half and SSD tier three quarters of the dataset (together 1.25 x), staging 64,
 #   pagecache 64, overhead 128 (the daemon beyond its RAM tier and staging), reader 64 (MiB).
-#   --quick: N 300 MB in 4 shards (a few minutes).
+#   --quick: N 300 MB in 4 shards (a few minutes). --no-direct: clairfs runs only.
 # --out FILE writes the markdown report to FILE too.
 # Env: CLAIRFS_BIN, BENCH_BIN (the throttle check; default: this checkout's build/), PYTHON
 # (/usr/bin/python3). Root only. Everything set up is torn down on exit, error, INT and TERM.
@@ -36,7 +36,7 @@ set -euo pipefail
 
 SIZE_MB=1500 SHARDS=8 MEAN_KB=110 EPOCHS=3 WORKERS=4 PF=2 BATCH=16 COMPUTE_MS=1.5
 BPS=25000000 IOPS=400 CHUNKS="4MiB 256KiB" RAM="" SSD="" STAGING=64 PAGECACHE=64 OVERHEAD=128
-READER_MIB=64 TMPBASE=/var/tmp OUT=""
+READER_MIB=64 TMPBASE=/var/tmp OUT="" DIRECT=1
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
@@ -73,6 +73,7 @@ while [[ $# -gt 0 ]]; do
     --overhead) OVERHEAD=$2; shift 2 ;;
     --reader) READER_MIB=$2; shift 2 ;;
     --tmp) TMPBASE=$2; shift 2 ;;
+    --no-direct) DIRECT=0; shift ;;
     --out) OUT=$(realpath -m "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
@@ -126,13 +127,16 @@ log "lower bound: compute only, one epoch"
 "$PYTHON" "$REPLAY_PY" replay --root "$DATA" --index "$WORK/index.json" --out "$WORK/lb.json" \
   "${REPLAY[@]}" --compute-only
 
-pfs_remount
-pfs_memlimit $(((PAGECACHE + READER_MIB) * MIB))
-log "direct: records read from $DATA"
-run pfs_exec "$PYTHON" "$REPLAY_PY" replay --root "$DATA" --index "$WORK/index.json" \
-  --out "$WORK/direct.json" "${REPLAY[@]}" --block-dev "$PFS_DEV" ||
-  log "direct: the replay reported errors"
-RUNS=(--run "direct=$WORK/direct.json")
+RUNS=()
+if ((DIRECT)); then
+  pfs_remount
+  pfs_memlimit $(((PAGECACHE + READER_MIB) * MIB))
+  log "direct: records read from $DATA"
+  run pfs_exec "$PYTHON" "$REPLAY_PY" replay --root "$DATA" --index "$WORK/index.json" \
+    --out "$WORK/direct.json" "${REPLAY[@]}" --block-dev "$PFS_DEV" ||
+    log "direct: the replay reported errors"
+  RUNS+=(--run "direct=$WORK/direct.json")
+fi
 DAEMONS=""
 
 for chunk in "${CHUNK_LIST[@]}"; do
