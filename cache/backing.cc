@@ -118,6 +118,10 @@ Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, ByteRange range,
   }
   const uint64_t base = range.offset;
   const uint64_t size = range.whole() ? file_size : range.length;
+  // A chunk is read exactly: the kernel's readahead past its end would read bytes of the next
+  // chunk from the store for nothing (chunks are fetched in plan order, not file order).
+  // Advice only: its failure changes nothing.
+  if (!range.whole()) (void)posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
   const FileVersion version = VersionOf(st);
   *stamp = StampOf(version);
   auto blob = Blob::Allocate(size, version);

@@ -20,8 +20,10 @@ void Plan::Finalize() {
     total_bytes_ += o.bytes;
     if (o.path().size() == o.key.size()) {
       ++whole_files_;
+    } else if (auto g = grids.find(std::string(o.path())); g != grids.end()) {
+      chunked_.emplace(o.path(), ChunkedFileInfo{o.version, g->second});
     } else {
-      chunked_.emplace(o.path(), o.version);
+      chunked_.emplace(o.path(), ChunkedFileInfo{o.version, 0});  // held for peers, not read
     }
   }
   next_same.assign(sequence.size(), kNoPos);
@@ -41,6 +43,8 @@ std::shared_ptr<Plan> Plan::Clone() const {
   copy->sequence = sequence;
   copy->epoch_begin = epoch_begin;
   copy->chunk_size = chunk_size;
+  copy->record_chunk_size = record_chunk_size;
+  copy->grids = grids;
   copy->entries = entries;
   copy->range_entries = range_entries;
   copy->Finalize();
@@ -52,9 +56,9 @@ uint32_t Plan::Find(std::string_view key) const {
   return it == index_.end() ? kNoPos : it->second;
 }
 
-const FileVersion* Plan::ChunkedFile(std::string_view path) const {
+const Plan::ChunkedFileInfo* Plan::ChunkedFile(std::string_view path) const {
   auto it = chunked_.find(path);
-  return it == chunked_.end() ? nullptr : &it->second;
+  return it == chunked_.end() || it->second.chunk == 0 ? nullptr : &it->second;
 }
 
 uint32_t Plan::EpochOf(uint32_t pos) const {
@@ -189,10 +193,24 @@ Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedMani
 }
 
 Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m,
-                                        uint64_t chunk_size) {
+                                        uint64_t chunk_size, uint64_t record_chunk_size) {
   auto plan = std::make_shared<Plan>();
-  plan->chunk_size = base && base->chunk_size ? base->chunk_size : chunk_size;
-  const ChunkGrid grid(plan->chunk_size);
+  plan->chunk_size = chunk_size;
+  plan->record_chunk_size = record_chunk_size ? record_chunk_size : chunk_size;
+  if (base) plan->grids = base->grids;
+  // Each file's grid: its base's, else by whether m reads records of it.
+  std::vector<uint64_t> grid_of(m.files.size(), 0);
+  for (const ResolvedManifest::Target& t : m.targets) {
+    if (!t.range.whole()) grid_of[t.file] = plan->record_chunk_size;
+  }
+  for (size_t f = 0; f < m.files.size(); ++f) {
+    if (grid_of[f] == 0) grid_of[f] = plan->chunk_size;
+    // A file base holds whole stays whole: one file is never both an object and chunks.
+    if (base && base->Find(m.files[f].path) != kNoPos) grid_of[f] = m.files[f].version.size;
+    if (m.files[f].version.size <= grid_of[f]) continue;
+    auto [it, fresh] = plan->grids.try_emplace(m.files[f].path, grid_of[f]);
+    grid_of[f] = it->second;
+  }
   std::unordered_map<std::string, uint32_t> ids;  // key -> object id
   if (base) {
     plan->objects.reserve(base->objects.size());
@@ -212,7 +230,7 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest
   for (size_t t = 0; t < m.targets.size(); ++t) {
     const ResolvedManifest::Target& target = m.targets[t];
     const ResolvedManifest::File& f = m.files[target.file];
-    grid.ForEach(f.version.size, target.range, [&](ByteRange r) {
+    ChunkGrid(grid_of[target.file]).ForEach(f.version.size, target.range, [&](ByteRange r) {
       std::string key = ObjectKey(f.path, r);
       auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(plan->objects.size()));
       if (fresh) plan->objects.push_back(PlanObject::Of(std::move(key), f.version));
@@ -247,10 +265,11 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest
 }
 
 Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base, uint64_t chunk_size) {
+                                        const Plan* base, uint64_t chunk_size,
+                                        uint64_t record_chunk_size) {
   auto resolved = ResolveManifest(m, resolver);
   if (!resolved.ok()) return resolved.status();
-  return MergePlan(base, *resolved.value(), chunk_size);
+  return MergePlan(base, *resolved.value(), chunk_size, record_chunk_size);
 }
 
 void PlaceObjects(Plan& plan, const PlacementLimits& limits) {
@@ -294,6 +313,7 @@ PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
   s.range_entries = plan.range_entries;
   s.positions = plan.sequence.size();
   s.chunk_size = plan.chunk_size;
+  s.record_chunk_size = plan.record_chunk_size;
   for (size_t t = 0; t < limits.tier_capacity.size(); ++t) {
     s.tiers.push_back({t < limits.tier_names.size() ? limits.tier_names[t] : "tier", 0, 0,
                        limits.tier_capacity[t]});

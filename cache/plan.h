@@ -76,7 +76,11 @@ class Plan {
   std::vector<uint32_t> epoch_begin;  // position where each epoch starts
   std::vector<uint32_t> next_same;    // position -> next position of the same object, or kNoPos
   std::vector<std::vector<uint32_t>> tier_order;  // per tier: its objects by first reference
-  uint64_t chunk_size = 0;    // the grid chunked files were cut on
+  uint64_t chunk_size = 0;         // the grid of files read whole
+  uint64_t record_chunk_size = 0;  // the grid of files range entries name
+  // Per chunked file (a canonical path): the grid it was cut on. Set by MergePlan; a file keeps
+  // its grid in every plan appended to this one.
+  std::unordered_map<std::string, uint64_t> grids;
   uint64_t entries = 0;       // manifest entries behind the sequence
   uint64_t range_entries = 0;  // of those, entries naming a byte range
 
@@ -87,8 +91,12 @@ class Plan {
   std::shared_ptr<Plan> Clone() const;
   // Object id of a key, or kNoPos.
   uint32_t Find(std::string_view key) const;
-  // The version of a chunked file the plan holds chunks of, or null.
-  const FileVersion* ChunkedFile(std::string_view path) const;
+  struct ChunkedFileInfo {
+    FileVersion version;
+    uint64_t chunk = 0;  // its grid
+  };
+  // A chunked file the plan holds chunks of (its version and grid), or null.
+  const ChunkedFileInfo* ChunkedFile(std::string_view path) const;
   // 0-based epoch of a position (epochs() if past the end).
   uint32_t EpochOf(uint32_t pos) const;
   uint32_t epochs() const { return static_cast<uint32_t>(epoch_begin.size()); }
@@ -99,7 +107,7 @@ class Plan {
 
  private:
   std::unordered_map<std::string_view, uint32_t> index_;
-  std::unordered_map<std::string_view, FileVersion> chunked_;
+  std::unordered_map<std::string_view, ChunkedFileInfo> chunked_;
   uint64_t total_bytes_ = 0;
   uint64_t whole_files_ = 0;
 };
@@ -131,15 +139,18 @@ struct ResolvedManifest {
 // byte of user input escaped (EscapeForReport).
 Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
                                                                 PathResolver& resolver);
-// The plan of base's epochs (when appending; base may be null) followed by m's, files larger
-// than chunk_size cut into chunks; objects both name are base's. base's chunk size wins when
-// appending. Fails (kInvalidArgument, a report) only when the plan would have more than
+// The plan of base's epochs (when appending; base may be null) followed by m's; objects both
+// name are base's. A file larger than its grid is cut into chunks: the grid is
+// record_chunk_size (0: chunk_size) for a file some range entry of m names, so that a record
+// costs a small chunk to fetch and serve, else chunk_size; a file base has chunks of keeps
+// base's grid. Fails (kInvalidArgument, a report) only when the plan would have more than
 // ManifestParser::kMaxEntries positions. base is untouched.
 Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m,
-                                        uint64_t chunk_size);
+                                        uint64_t chunk_size, uint64_t record_chunk_size = 0);
 // ResolveManifest then MergePlan.
 Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base, uint64_t chunk_size);
+                                        const Plan* base, uint64_t chunk_size,
+                                        uint64_t record_chunk_size = 0);
 
 // Capacities the planner fills, fastest tier first.
 struct PlacementLimits {
@@ -161,7 +172,8 @@ struct PlanSummary {
     uint64_t capacity = 0;
   };
   uint64_t epochs = 0, entries = 0, range_entries = 0, positions = 0;
-  uint64_t files = 0, chunked_files = 0, objects = 0, chunks = 0, bytes = 0, chunk_size = 0;
+  uint64_t files = 0, chunked_files = 0, objects = 0, chunks = 0, bytes = 0;
+  uint64_t chunk_size = 0, record_chunk_size = 0;
   std::vector<Part> tiers;
   Part staging{"staging"}, direct{"direct"}, peer{"peer"};  // peer: staged from other nodes
   // Bytes the plan will read from the backing store: each tier object once, every staged or

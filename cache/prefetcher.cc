@@ -235,13 +235,14 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
   {
     std::lock_guard lock(mu_);
     if (plan_ && plan_->Find(path) == kNoPos) {
-      if (const FileVersion* v = plan_->ChunkedFile(path)) {
+      if (const Plan::ChunkedFileInfo* info = plan_->ChunkedFile(path)) {
         OpenResult out;
-        if (*v != version) {
+        if (info->version != version) {
           stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
           return out;  // changed since planning: never serve a cached copy
         }
         out.source = OpenResult::Source::kChunked;
+        out.chunk = info->chunk;
         return out;
       }
     }
@@ -251,10 +252,11 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
 
 Result<OpenResult> Prefetcher::ReadChunk(const std::string& path, const FileVersion& version,
                                          uint64_t offset, bool consume) {
-  uint64_t chunk;
+  uint64_t chunk = 0;
   {
     std::lock_guard lock(mu_);
-    chunk = plan_ ? plan_->chunk_size : 0;
+    const Plan::ChunkedFileInfo* info = plan_ ? plan_->ChunkedFile(path) : nullptr;
+    if (info) chunk = info->chunk;
   }
   OpenResult out;
   if (chunk == 0 || offset >= version.size) return out;

@@ -52,7 +52,10 @@ struct PrefetchOptions {
   int demand_threads = 4;                           // threads fetching what readers reached first
   std::chrono::milliseconds fetch_timeout{60'000};  // longest a wait on a fetch lasts
   uint32_t consumption_lag = 1u << 16;              // positions (Consumption)
-  uint64_t chunk_size = 4ull << 20;  // files larger than this are cut into chunks of this size
+  uint64_t chunk_size = 4ull << 20;  // files read whole larger than this are cut in such chunks
+  // Files range entries name (records) larger than this are cut in chunks of this size (0:
+  // chunk_size): a record then costs a small chunk, not a large one, to fetch and to serve.
+  uint64_t record_chunk_size = 256ull << 10;
 };
 
 struct OpenResult {
@@ -68,6 +71,7 @@ struct OpenResult {
   size_t tier = 0;  // with kTier: which tier (0: fastest)
   BlobPtr blob;     // the object's bytes; null with kDirect and kChunked
   ByteRange range;  // (ReadChunk) the chunk's range of the file, also with kDirect
+  uint64_t chunk = 0;  // (Open, kChunked) the file's grid
 };
 
 struct PrefetchProgress {
@@ -106,8 +110,9 @@ class Prefetcher {
   void Replan();
   std::shared_ptr<const Plan> plan() const;
   const PlacementLimits& limits() const { return limits_; }
-  // The chunk size new plans are cut with (an appended plan keeps its base's).
+  // The grids new plans are cut with (MergePlan; a file keeps its grid across appends).
   uint64_t chunk_size() const { return options_.chunk_size; }
+  uint64_t record_chunk_size() const { return options_.record_chunk_size; }
   PrefetchProgress progress() const;
   std::vector<uint64_t> TierUsedBytes() const { return tiers_.UsedBytes(); }
   std::vector<uint64_t> TierCorruptions() const { return tiers_.Corruptions(); }
@@ -129,8 +134,8 @@ class Prefetcher {
   // this version; else kDirect. Thread-safe.
   Result<OpenResult> Open(const std::string& path, const FileVersion& version);
   // A reader of chunked file path (opened at version, kChunked) reads at offset: the chunk of
-  // the active plan's grid holding offset, served like Open serves an object, or kDirect if
-  // the plan has no such chunk. consume: this is the reader's first read of the chunk since
+  // the file's grid in the active plan holding offset, served like Open serves an object, or
+  // kDirect if the plan has no such chunk. consume: this is the reader's first read of the chunk since
   // its previous one (an object read). Thread-safe.
   Result<OpenResult> ReadChunk(const std::string& path, const FileVersion& version,
                                uint64_t offset, bool consume);

@@ -111,7 +111,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   if (const auto k = root["cache"]) {
     CLAIRFS_TRY(CheckKeys(k, "cache",
                           {"tiers", "staging", "demand_threads", "fetch_timeout", "chunk_size",
-                           "consumption_lag", "backing_timeout", "max_file_size"}));
+                           "record_chunk_size", "consumption_lag", "backing_timeout", "max_file_size"}));
     if (k["max_file_size"]) {
       return Bad("cache.max_file_size",
                  "was removed: files of any size are now cached, in chunks of cache.chunk_size; "
@@ -140,6 +140,11 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(k, "fetch_timeout", "cache.fetch_timeout", &c->cache.fetch_timeout));
     CLAIRFS_TRY(GetSize(k, "chunk_size", "cache.chunk_size", &c->cache.chunk_size));
     if (!k["chunk_size"]) c->cache.chunk_size = std::min(c->cache.chunk_size, c->cache.staging_capacity);
+    CLAIRFS_TRY(GetSize(k, "record_chunk_size", "cache.record_chunk_size",
+                        &c->cache.record_chunk_size));
+    if (!k["record_chunk_size"]) {
+      c->cache.record_chunk_size = std::min(c->cache.record_chunk_size, c->cache.staging_capacity);
+    }
     CLAIRFS_TRY(Get(k, "consumption_lag", "cache.consumption_lag", &c->cache.consumption_lag));
     CLAIRFS_TRY(Get(k, "backing_timeout", "cache.backing_timeout", &c->cache.backing_timeout));
   }
@@ -265,6 +270,13 @@ Status Config::Validate() const {
     return Bad("cache.chunk_size", "is larger than cache.staging.capacity (" +
                                        std::to_string(cache.staging_capacity) +
                                        " bytes): the staging window must hold a chunk");
+  }
+  CLAIRFS_TRY(InRange<uint64_t>("cache.record_chunk_size", cache.record_chunk_size, 64ull << 10,
+                                1ull << 30, "bytes"));
+  if (cache.record_chunk_size > cache.staging_capacity) {
+    return Bad("cache.record_chunk_size", "is larger than cache.staging.capacity (" +
+                                              std::to_string(cache.staging_capacity) +
+                                              " bytes): the staging window must hold a chunk");
   }
   CLAIRFS_TRY(InRange<uint32_t>("cache.consumption_lag", cache.consumption_lag, 1, 1u << 30,
                                 "object reads"));

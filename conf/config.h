@@ -29,6 +29,10 @@ struct CacheConfig {
   // (cache/object_key.h); at most the staging capacity. Unset: 4 MiB, or the staging
   // capacity if that is smaller.
   uint64_t chunk_size = 4ull << 20;
+  // The same for files that range entries name (records read in a shuffled order): a record
+  // costs one such chunk to fetch from the store, a peer or the SSD tier. Unset: 256 KiB, or
+  // the staging capacity if that is smaller.
+  uint64_t record_chunk_size = 256ull << 10;
   // How far (in object reads) readers may run out of order before a position they skipped is
   // given up (cache/consumption.h).
   uint32_t consumption_lag = 1u << 16;

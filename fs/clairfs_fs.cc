@@ -334,7 +334,10 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return (void)fuse_reply_err(req, ToErrno(opened.status()));
   }
   h->chunked = opened.value().source == OpenResult::Source::kChunked;
-  if (h->chunked) h->path = node.path;  // keeps fd for the chunks the plan does not name
+  if (h->chunked) {  // keeps fd for the chunks the plan does not name
+    h->path = node.path;
+    h->chunk_size = opened.value().chunk;
+  }
   h->blob = std::move(opened.value().blob);
   if (h->blob && h->blob->version() != version) {
     stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);

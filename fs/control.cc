@@ -118,7 +118,8 @@ void ControlPlane::Release(Writer& w) {
     const auto start = std::chrono::steady_clock::now();
     std::lock_guard lock(commit_mu_);
     std::shared_ptr<const Plan> base = w.append_ ? prefetcher_.plan() : nullptr;
-    auto plan = MergePlan(base.get(), *text, prefetcher_.chunk_size());
+    auto plan = MergePlan(base.get(), *text, prefetcher_.chunk_size(),
+                          prefetcher_.record_chunk_size());
     if (!plan.ok()) {
       stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("{}", plan.status().message());
@@ -238,6 +239,7 @@ std::string ControlPlane::PlanJson() const {
          {"chunks", 0},
          {"bytes", 0},
          {"chunk_size", prefetcher_.chunk_size()},
+         {"record_chunk_size", prefetcher_.record_chunk_size()},
          {"tiers", json::array()},
          {"staging", {{"objects", 0}, {"bytes", 0}}},
          {"direct", {{"objects", 0}, {"bytes", 0}}},
@@ -260,6 +262,7 @@ std::string ControlPlane::PlanJson() const {
        {"chunks", s.chunks},
        {"bytes", s.bytes},
        {"chunk_size", s.chunk_size},
+       {"record_chunk_size", s.record_chunk_size},
        {"tiers", tiers},
        {"staging",
         {{"objects", s.staging.objects},

@@ -41,7 +41,7 @@ Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t
                    uint64_t off, ReadReply* out) {
   const FileVersion version = VersionOf(f.st);
   const uint64_t end = std::min<uint64_t>(version.size, off + size);
-  const uint64_t chunk = prefetcher.chunk_size();
+  const uint64_t chunk = f.chunk_size ? f.chunk_size : UINT64_MAX;  // 0: never (Open sets it)
   uint64_t direct = 0;
   bool read_directly = false;  // even 0 bytes: a file that shrank must be caught
   for (uint64_t pos = off; pos < end;) {

@@ -30,6 +30,7 @@ struct OpenContents {
   bool chunked = false;
   bool dataset = false;  // a dataset file: its reads count in bytes_read
   std::string path;      // chunked: the file's canonical path
+  uint64_t chunk_size = 0;  // chunked: the file's grid when opened
   struct stat st {};     // a dataset file: the stat of the file opened, at open
   // chunked: the chunk (its offset) the last read began in; a read beginning in another one
   // is an object read (consumes it in the plan). Reads of one handle may run concurrently.

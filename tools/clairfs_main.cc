@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
   popts.fetch_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(config.cache.fetch_timeout * 1000));
   popts.chunk_size = config.cache.chunk_size;
+  popts.record_chunk_size = config.cache.record_chunk_size;
   popts.consumption_lag = config.cache.consumption_lag;
   clairfs::Prefetcher prefetcher(*backing.value(), tier_ptrs, popts, &stats);
   std::vector<std::string> aliases = {data_abs};

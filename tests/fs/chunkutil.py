@@ -19,6 +19,7 @@ CHUNK = 64 << 10
 def chunk_config(ram, staging="1MiB", chunk="64KiB"):
     cfg = config(ram=str(ram), staging=str(staging), keep_cache=False)
     cfg["cache"]["chunk_size"] = chunk
+    cfg["cache"]["record_chunk_size"] = chunk  # one grid for files read whole and as records
     return cfg
 
 

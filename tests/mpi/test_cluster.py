@@ -36,6 +36,7 @@ class Cluster:
         cfg = harness.config(ram=ram, staging=staging)
         if chunk_size is not None:
             cfg["cache"]["chunk_size"] = chunk_size
+            cfg["cache"]["record_chunk_size"] = chunk_size
         cfg["cache"]["tiers"].append(
             {"kind": "ssd", "capacity": ssd, "threads": 2, "dir": f"{root}/ssd{{rank}}"})
         cfg["cluster"] = {"plan_timeout": 30, "peer_timeout": 2, "down_for": 60}

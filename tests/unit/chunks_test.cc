@@ -143,7 +143,8 @@ TEST_F(ChunkPlanTest, EntriesBecomeThePositionsOfTheirChunks) {
   EXPECT_EQ(p.objects[c2].bytes, 2u);
   EXPECT_EQ(p.objects[s].bytes, 3u);
   ASSERT_NE(p.ChunkedFile("big"), nullptr);
-  EXPECT_EQ(p.ChunkedFile("big")->size, 10u);
+  EXPECT_EQ(p.ChunkedFile("big")->version.size, 10u);
+  EXPECT_EQ(p.ChunkedFile("big")->chunk, 4u);
   EXPECT_EQ(p.ChunkedFile("small"), nullptr);
   EXPECT_EQ(p.files(), 2u);
   const PlanSummary sum = Summarize(p, {{}, {}, 100});
@@ -168,15 +169,41 @@ TEST_F(ChunkPlanTest, RangesPastTheEndAreRefusedWithLineNumbers) {
   EXPECT_NE(m.find("line 5: 'big': range 10+1"), std::string::npos) << m;
 }
 
-TEST_F(ChunkPlanTest, AnAppendedPlanKeepsItsBaseChunkSize) {
+TEST_F(ChunkPlanTest, AnAppendedPlanKeepsEachFileGrid) {
   auto base = Build("big\n");
   ASSERT_TRUE(base.ok());
   PathResolver resolver(backing_, {});
   auto appended = BuildPlan(Parse("big\n"), resolver, base.value().get(), 8);
   ASSERT_TRUE(appended.ok());
-  EXPECT_EQ(appended.value()->chunk_size, 4u);
+  EXPECT_EQ(appended.value()->ChunkedFile("big")->chunk, 4u);
   EXPECT_EQ(appended.value()->objects.size(), 3u);
   EXPECT_EQ(appended.value()->sequence.size(), 6u);
+}
+
+TEST_F(ChunkPlanTest, FilesReadAsRecordsGetTheRecordGrid) {
+  backing_.AddFile("shard", std::string(20, 'r'));
+  backing_.AddFile("whole", std::string(9, 'w'));
+  PathResolver resolver(backing_, {});
+  // big is read whole (grid 8), shard as records (grid 3); small fits any grid.
+  auto plan = BuildPlan(Parse("big\nshard\t4+5\nshard\nsmall\t0+1\nwhole\n"), resolver,
+                        nullptr, 8, 3);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const Plan& p = *plan.value();
+  EXPECT_EQ(p.ChunkedFile("big")->chunk, 8u);
+  EXPECT_EQ(p.ChunkedFile("shard")->chunk, 3u);
+  EXPECT_EQ(p.ChunkedFile("whole")->chunk, 8u);
+  EXPECT_NE(p.Find(Key("shard", 3, 3)), kNoPos);
+  EXPECT_NE(p.Find(Key("shard", 18, 2)), kNoPos);
+  EXPECT_NE(p.Find(Key("big", 8, 2)), kNoPos);
+  EXPECT_NE(p.Find("small"), kNoPos);
+  EXPECT_EQ(p.sequence.size(), 2 + 2 + 7 + 1 + 2u);
+  // Appending ranges of a file the base holds whole keeps it whole; of a chunked file keeps
+  // its grid.
+  auto appended = BuildPlan(Parse("small\t1+1\nbig\t0+1\n"), resolver, plan.value().get(), 8, 3);
+  ASSERT_TRUE(appended.ok());
+  EXPECT_EQ(appended.value()->ChunkedFile("big")->chunk, 8u);
+  EXPECT_EQ(appended.value()->ChunkedFile("small"), nullptr);
+  EXPECT_EQ(appended.value()->objects.size(), p.objects.size());
 }
 
 // A plan of n distinct objects read once each, in order.
@@ -241,6 +268,7 @@ TEST(ChunkReads, ServeExactBytesFromTheTierAndNeverReadTheBackingStoreAgain) {
   PrefetchOptions o;
   o.staging_capacity = 1 << 20;
   o.chunk_size = 4096;
+  o.record_chunk_size = 4096;
   o.tier_threads = {2};
   o.fetch_timeout = 5000ms;
   Prefetcher prefetcher(backing, {&ram}, o, &stats);

@@ -111,6 +111,12 @@ TEST(Config, RangeBoundaries) {
        "1GiB",
        {"0", "65535", "1025MiB"},
        ""},
+      {"cache.record_chunk_size",
+       "cache: {record_chunk_size: VALUE, staging: {capacity: 2GiB}}",
+       "64KiB",
+       "1GiB",
+       {"0", "65535", "1025MiB"},
+       ""},
       {"cache.consumption_lag",
        "cache: {consumption_lag: VALUE}",
        "1",
@@ -226,6 +232,7 @@ cache:
   demand_threads: 2
   fetch_timeout: 5
   chunk_size: 8MiB
+  record_chunk_size: 1MiB
   consumption_lag: 1000
 log: {level: debug, file: /tmp/x.log}
 )");
@@ -238,6 +245,7 @@ log: {level: debug, file: /tmp/x.log}
   EXPECT_EQ(c->cache.staging_capacity, 64u << 20);
   EXPECT_EQ(c->cache.fetch_timeout, 5);
   EXPECT_EQ(c->cache.chunk_size, 8u << 20);
+  EXPECT_EQ(c->cache.record_chunk_size, 1u << 20);
   EXPECT_EQ(c->cache.consumption_lag, 1000u);
   EXPECT_EQ(c->log.level, "debug");
 }

@@ -151,6 +151,7 @@ cache:
     - {kind: ssd, capacity: ${SSD}MiB, threads: 2, dir: "$WORK/ssd"}
   staging: {capacity: ${STAGING}MiB, threads: 4}
   chunk_size: $chunk
+  record_chunk_size: $chunk
 EOF
   mkdir -p "$mnt"
   MOUNTS+=("$mnt")
