@@ -121,6 +121,31 @@ TEST(PlacementTest, MostFrequentReaderOwnsThenEarliestThenRoomiest) {
   EXPECT_EQ(q.predicted_backing_bytes, 100u + 100u + 100u);
 }
 
+TEST(PlacementTest, ChunksEveryNodeReadsAlikeAreSpreadOverTheNodes) {
+  // 4 nodes read the 400 chunks of one shard equally often and at the same moments (as a
+  // shuffled-records job whose ranks see the same order): no node is preferred, so the owners
+  // rotate with the key's hash instead of all going to rank 0 (and all fetches to one node).
+  std::vector<Digest> nodes;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::tuple<std::string, uint32_t, double>> chunks;
+    for (int k = 0; k < 400; ++k) {
+      chunks.emplace_back(ObjectKey("shard", {k * 100ull, 100}), 3, k / 400.0);
+    }
+    nodes.push_back(MakeNode(r, 1'000'000, chunks));
+  }
+  auto p = PlaceCluster({&nodes[0], &nodes[1], &nodes[2], &nodes[3]});
+  std::map<int, int> owned;
+  for (const auto& [key, rank] : p.owner) ++owned[rank];
+  ASSERT_EQ(owned.size(), 4u);
+  for (const auto& [rank, n] : owned) {
+    EXPECT_GT(n, 60) << "rank " << rank;  // 100 each on average
+    EXPECT_LT(n, 140) << "rank " << rank;
+  }
+  // The same digests give the same owners on every node.
+  auto again = PlaceCluster({&nodes[3], &nodes[1], &nodes[0], &nodes[2]});
+  EXPECT_EQ(again.owner, p.owner);
+}
+
 TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   MemBacking backing;
   for (const char* f : {"f", "g", "h", "k"}) backing.AddFile(f, std::string(100, 'x'));
