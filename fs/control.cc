@@ -82,19 +82,25 @@ void ControlPlane::Validate(Writer& w) {
   PathResolver resolver(backing_, aliases_);
   auto resolved = ResolveManifest(w.parser_.Peek(), resolver);
   w.dirty_ = false;
+  w.report_ = ++reports_;
   if (!resolved.ok()) {
     stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn("{}", resolved.status().message());  // escaped: see EscapeForReport
     w.valid_.reset();
     w.last_ = Status::Error(Code::kInvalidArgument, resolved.status().message());
-    std::lock_guard elock(errors_mu_);
-    errors_ = resolved.status().message();
+    Report(w.report_, resolved.status().message());
     return;
   }
   w.valid_ = std::move(resolved.value());
   w.last_ = Status::Ok();
+  Report(w.report_, "");
+}
+
+void ControlPlane::Report(uint64_t seq, std::string text) {
   std::lock_guard elock(errors_mu_);
-  errors_.clear();
+  if (seq < errors_seq_) return;
+  errors_seq_ = seq;
+  errors_ = std::move(text);
 }
 
 Status ControlPlane::Flush(Writer& w) {
@@ -113,6 +119,7 @@ void ControlPlane::Release(Writer& w) {
     text = w.last_.ok() ? w.valid_ : nullptr;
   } else if (w.truncate_) {
     text = std::make_shared<const ResolvedManifest>();
+    w.report_ = ++reports_;  // a commit without a validation
   }
   if (text) {
     const auto start = std::chrono::steady_clock::now();
@@ -123,8 +130,7 @@ void ControlPlane::Release(Writer& w) {
     if (!plan.ok()) {
       stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("{}", plan.status().message());
-      std::lock_guard elock(errors_mu_);
-      errors_ = plan.status().message();
+      Report(w.report_, plan.status().message());
     } else {
       const uint64_t entries = plan.value()->entries;
       const uint64_t files = plan.value()->files();
@@ -137,8 +143,7 @@ void ControlPlane::Release(Writer& w) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       spdlog::info("manifest {}: {} entries, {} files in the plan ({:.3f} s)",
                    w.append_ ? "appended" : "installed", entries, files, secs);
-      std::lock_guard elock(errors_mu_);
-      errors_.clear();
+      Report(w.report_, "");
     }
   }
   SetPending(w, false);

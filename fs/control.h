@@ -41,6 +41,7 @@ class ControlPlane {
     bool dirty_ = false;    // written since the last validation
     Status last_;           // the last validation's result
     std::shared_ptr<const ResolvedManifest> valid_;  // what it validated, if it was accepted
+    uint64_t report_ = 0;  // the sequence number of its last validation (Report)
   };
 
   ControlPlane(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
@@ -81,11 +82,17 @@ class ControlPlane {
   std::function<std::string()> cluster_info_;
   // Validates w's text as it is now; sets w.last_ and w.valid_ and the `errors` report.
   void Validate(Writer& w);
+  // `errors` becomes text (empty: accepted) for the validation or commit numbered seq, unless
+  // a later-numbered one reported already: a release arriving late for an earlier close()
+  // never clears the rejection of a later one.
+  void Report(uint64_t seq, std::string text);
   void SetPending(const Writer& w, bool pending);
 
   std::mutex commit_mu_;          // serializes installations; before errors_mu_
   mutable std::mutex errors_mu_;  // leaf
   std::string errors_;
+  uint64_t errors_seq_ = 0;             // the sequence number of what errors_ reports
+  std::atomic<uint64_t> reports_{0};  // validations and commits numbered so far
   std::mutex pending_mu_;  // leaf
   std::condition_variable pending_cv_;
   // Writers validated and accepted at a close(), with nothing written since and not yet

@@ -587,3 +587,42 @@ TEST_F(ManifestFuzz, ControlPlaneInstallsOnlyWholeValidTexts) {
 
 }  // namespace
 }  // namespace clairfs
+
+namespace clairfs {
+namespace {
+
+// The kernel sends release asynchronously after close(): an earlier writer's release that
+// arrives after a later writer's rejected close() installs its plan, but must not clear the
+// later rejection's report (a job checking `errors` after its failed close would see "").
+TEST_F(ManifestFuzz, ALateReleaseNeverClearsALaterRejection) {
+  RamTier ram("ram", 1 << 20);
+  PrefetchOptions o;
+  o.staging_capacity = 1 << 20;
+  Stats stats;
+  Prefetcher prefetcher(backing_, {&ram}, o, &stats);
+  ControlPlane control(backing_, prefetcher, stats, kAliases);
+  auto first = control.OpenWriter(false, true);
+  ASSERT_TRUE(control.Write(*first, "a\n", 0, false).ok());
+  ASSERT_TRUE(control.Flush(*first).ok());  // close() returned; release still in flight
+  auto second = control.OpenWriter(false, true);
+  ASSERT_TRUE(control.Write(*second, "a\nmissing\n", 0, false).ok());
+  EXPECT_FALSE(control.Flush(*second).ok());
+  const std::string report = control.ErrorsText();
+  EXPECT_NE(report.find("line 2: 'missing'"), std::string::npos) << report;
+  control.Release(*first);  // the late release: installs the first plan
+  ASSERT_NE(prefetcher.plan(), nullptr);
+  EXPECT_EQ(prefetcher.plan()->entries, 1u);
+  EXPECT_EQ(control.ErrorsText(), report);
+  control.Release(*second);
+  EXPECT_EQ(control.ErrorsText(), report);
+  // A later accepted manifest clears it.
+  auto third = control.OpenWriter(false, true);
+  ASSERT_TRUE(control.Write(*third, "b/c\n", 0, false).ok());
+  ASSERT_TRUE(control.Flush(*third).ok());
+  control.Release(*third);
+  EXPECT_EQ(control.ErrorsText(), "");
+  prefetcher.Stop();
+}
+
+}  // namespace
+}  // namespace clairfs
