@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 namespace clairfs {
 namespace {
@@ -167,9 +169,16 @@ Result<CacheDirLock> CacheDirLock::Acquire(const std::string& dir) {
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) return Status::FromErrno(errno, "flock '" + path + "'");
-    char buf[32] = {};
-    const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    const long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+    // The holder writes its pid just after taking the lock: a start racing it may find the
+    // file still empty, so it looks again for a moment (bounded; the pid is only for the
+    // message).
+    long pid = 0;
+    for (int attempt = 0; attempt < 20 && pid <= 0; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      char buf[32] = {};
+      const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+      pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+    }
     return Status::Error(Code::kUnavailable,
                          "SSD cache directory '" + dir + "' is in use by another clairfs" +
                              (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "") +
@@ -195,10 +204,11 @@ CacheDirLock::~CacheDirLock() {
 
 void CacheDirLock::RecordPid() const {
   if (fd_ < 0) return;
-  const std::string pid = std::to_string(getpid()) + "\n";
-  if (ftruncate(fd_, 0) == 0) {
-    (void)!pwrite(fd_, pid.data(), pid.size(), 0);  // informational only
-  }
+  // Fixed width, written over the old pid in one pwrite: the file is never seen empty or
+  // half-written after the first record (a daemon records again after it forks).
+  char pid[24];
+  const int n = std::snprintf(pid, sizeof(pid), "%-20ld\n", static_cast<long>(getpid()));
+  (void)!pwrite(fd_, pid, static_cast<size_t>(n), 0);  // informational only
 }
 
 }  // namespace clairfs
