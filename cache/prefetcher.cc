@@ -232,21 +232,6 @@ void Prefetcher::Adopt(const std::string& key, BlobPtr blob) {
 
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version) {
   stats_->files_opened.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(mu_);
-    if (plan_ && plan_->Find(path) == kNoPos) {
-      if (const Plan::ChunkedFileInfo* info = plan_->ChunkedFile(path)) {
-        OpenResult out;
-        if (info->version != version) {
-          stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
-          return out;  // changed since planning: never serve a cached copy
-        }
-        out.source = OpenResult::Source::kChunked;
-        out.chunk = info->chunk;
-        return out;
-      }
-    }
-  }
   return Serve(path, version, true, false);
 }
 
@@ -275,6 +260,17 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
   {
     std::lock_guard lock(mu_);
     const uint32_t id = plan_ ? plan_->Find(key) : kNoPos;
+    const Plan::ChunkedFileInfo* info =
+        id == kNoPos && !chunk && plan_ ? plan_->ChunkedFile(key) : nullptr;
+    if (info) {  // an open of a chunked file: its reads go chunk by chunk
+      if (info->version != version) {
+        stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
+        return out;  // changed since planning: never serve a cached copy
+      }
+      out.source = OpenResult::Source::kChunked;
+      out.chunk = info->chunk;
+      return out;
+    }
     if (id == kNoPos) {
       auto& unplanned = chunk ? stats_->unplanned_chunk_reads : stats_->unplanned_opens;
       unplanned.fetch_add(1, std::memory_order_relaxed);

@@ -142,7 +142,8 @@ class Prefetcher {
 
  private:
   void InstallLocked(std::shared_ptr<Plan> plan, bool append, bool replan);
-  // An object read of key at version (Open, ReadChunk); `chunk`: of a chunked file.
+  // An object read of key at version (Open, ReadChunk); `chunk`: of a chunked file. An open
+  // (!chunk) of a chunked file the plan holds answers kChunked, under the same lock.
   Result<OpenResult> Serve(const std::string& key, const FileVersion& version, bool consume,
                            bool chunk);
   void TierLoop(size_t tier);
