@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cache/io_executor.h"
 #include "cache/log_limit.h"
@@ -27,6 +28,10 @@ class Backing {
   virtual ~Backing() = default;
   // stat of the object at path itself (a symlink is reported as a symlink).
   virtual Status Lstat(const std::string& path, struct stat* st) const = 0;
+  // Lstat of each of paths: (*st)[i] and (*status)[i] for paths[i]. Implementations may
+  // batch the calls (one wait for many stats); by default one Lstat each.
+  virtual void LstatMany(const std::vector<std::string>& paths, std::vector<struct stat>* st,
+                         std::vector<Status>* status) const;
   // Target of the symlink at path.
   virtual Result<std::string> ReadLink(const std::string& path) const = 0;
   // The bytes of range (ByteRange::Whole(): the whole file) of the regular file at path, with
@@ -66,6 +71,10 @@ class PosixBacking final : public Backing {
   PosixBacking& operator=(const PosixBacking&) = delete;
 
   Status Lstat(const std::string& path, struct stat* st) const override;
+  // All on one I/O thread, as one call whose deadline each stat renews: a manifest of a
+  // million paths costs a few waits, not a million.
+  void LstatMany(const std::vector<std::string>& paths, std::vector<struct stat>* st,
+                 std::vector<Status>* status) const override;
   Result<std::string> ReadLink(const std::string& path) const override;
   // Reads in steps, each of which must complete within the timeout. The version is taken by
   // fstat before and after the read; if it differs, or the file grew, or it was modified at or

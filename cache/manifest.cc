@@ -145,20 +145,43 @@ void ManifestParser::Trailer(uint64_t n, std::string_view line) {
   }
 }
 
+const char* ParseManifestEntry(std::string_view line, ManifestEntry* entry) {
+  if (line.empty()) return "empty path";
+  if (std::memchr(line.data(), '\0', line.size()) != nullptr) return "path contains a NUL byte";
+  ByteRange range = ByteRange::Whole();
+  if (const size_t tab = line.rfind(kRangeSeparator); tab != std::string_view::npos) {
+    const std::string_view suffix = line.substr(tab + 1);
+    const size_t plus = suffix.find('+');
+    if (plus == std::string_view::npos || !ParseDecimal(suffix.substr(0, plus), &range.offset) ||
+        !ParseDecimal(suffix.substr(plus + 1), &range.length)) {
+      return "malformed range after the last TAB: expected '<offset>+<length>' in decimal (a "
+             "path containing a TAB needs a range)";
+    }
+    if (range.length == 0) return "empty range (length 0)";
+    if (range.offset > UINT64_MAX - range.length) {
+      return "range overflows (offset + length > 2^64 - 1)";
+    }
+    line = line.substr(0, tab);
+    if (line.empty()) return "empty path";
+  }
+  if (line.substr(0, 2) == "./" && line.size() > 2 && line[2] == '#') line.remove_prefix(2);
+  entry->path = line;
+  entry->range = range;
+  return nullptr;
+}
+
 void ManifestParser::Line(std::string_view line) {
   const uint64_t n = out_.lines;
   if (trailer_) return Error(n, "text after the '#end' trailer");
-  if (line.empty()) return Error(n, "empty path");
-  if (std::memchr(line.data(), '\0', line.size()) != nullptr) {
-    return Error(n, "path contains a NUL byte");
-  }
-  if (line[0] == '#') {
+  // A '#' line with a NUL byte is no marker or comment: ParseManifestEntry rejects it.
+  if (!line.empty() && line[0] == '#' && std::memchr(line.data(), '\0', line.size()) == nullptr) {
     if (IsMarker(line, kEndMarker)) return Trailer(n, line);
     if (IsMarker(line, kBeginMarker)) {
       if (n != 1) return Error(n, "'#begin' is allowed only on the first line");
       header_ = true;
       return;
     }
+    if (IsMarker(line, kStreamMarker)) return StreamLine(n, line);
     if (!IsMarker(line, "#epoch")) return;  // a comment
     if (epoch_open_ &&
         (out_.epoch_begin.empty() || out_.epoch_begin.back() == out_.sequence.size())) {
@@ -168,45 +191,56 @@ void ManifestParser::Line(std::string_view line) {
     out_.epoch_begin.push_back(static_cast<uint32_t>(out_.sequence.size()));
     return;
   }
-  ByteRange range = ByteRange::Whole();
-  if (const size_t tab = line.rfind(kRangeSeparator); tab != std::string_view::npos) {
-    const std::string_view suffix = line.substr(tab + 1);
-    const size_t plus = suffix.find('+');
-    if (plus == std::string_view::npos || !ParseDecimal(suffix.substr(0, plus), &range.offset) ||
-        !ParseDecimal(suffix.substr(plus + 1), &range.length)) {
-      return Error(n, "malformed range after the last TAB: expected '<offset>+<length>' in "
-                      "decimal (a path containing a TAB needs a range)");
-    }
-    if (range.length == 0) return Error(n, "empty range (length 0)");
-    if (range.offset > UINT64_MAX - range.length) {
-      return Error(n, "range overflows (offset + length > 2^64 - 1)");
-    }
-    line = line.substr(0, tab);
-    if (line.empty()) return Error(n, "empty path");
-  }
-  if (line.substr(0, 2) == "./" && line.size() > 2 && line[2] == '#') line.remove_prefix(2);
+  ManifestEntry entry;
+  if (const char* why = ParseManifestEntry(line, &entry)) return Error(n, why);
   if (out_.sequence.size() >= kMaxEntries) return Error(n, "too many entries");
   if (!epoch_open_) {
     epoch_open_ = true;
     out_.epoch_begin.push_back(0);
   }
-  out_.sequence.push_back(Target(line, range, n));
+  out_.sequence.push_back(targets_.Add(out_, entry.path, entry.range, n));
 }
 
-uint32_t ManifestParser::Target(std::string_view path, ByteRange range, uint64_t n) {
-  constexpr uint32_t kNone = 0xFFFFFFFFu;
-  auto it = index_.find(path);
-  uint32_t id;
-  if (it != index_.end()) {
-    id = it->second;
-  } else {
-    id = static_cast<uint32_t>(out_.paths.size());
-    out_.paths.emplace_back(path);
-    out_.path_line.push_back(n);
-    whole_target_.push_back(kNone);
-    index_.emplace(out_.paths.back(), id);
+void ManifestParser::StreamLine(uint64_t n, std::string_view line) {
+  if (stream_line_ != 0) {
+    return Error(n, "a second '#stream' line (the first is line " + std::to_string(stream_line_) +
+                        ")");
   }
-  const auto target = static_cast<uint32_t>(out_.targets.size());
+  stream_line_ = n;
+  if (epoch_open_) return Error(n, "'#stream' must come before the first entry and '#epoch'");
+  std::string_view name = line.substr(kStreamMarker.size());
+  while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+  while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+  if (std::string why = StreamNameError(name); !why.empty()) return Error(n, why);
+  out_.stream = std::string(name);
+}
+
+std::string StreamNameError(std::string_view name) {
+  if (name.empty()) return "empty stream name";
+  if (name.size() > kMaxStreamName) {
+    return "stream name longer than " + std::to_string(kMaxStreamName) + " bytes";
+  }
+  if (name[0] == '.' || name[0] == '-') return "a stream name cannot begin with '.' or '-'";
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-' || c == '@' || c == ':' || c == '+';
+    if (!ok) return "stream name '" + std::string(name) + "' has a byte outside [A-Za-z0-9._@:+-]";
+  }
+  return "";
+}
+
+uint32_t ManifestTargets::Add(ParsedManifest& m, std::string_view path, ByteRange range,
+                              uint64_t n) {
+  constexpr uint32_t kNone = 0xFFFFFFFFu;
+  const auto key_of = [&](uint32_t i) { return std::string_view(m.paths[i]); };
+  const uint32_t id = index_.FindOrInsert(path, key_of, [&] {
+    const auto fresh = static_cast<uint32_t>(m.paths.size());
+    m.paths.push_back(m.arena->Add(path));
+    m.path_line.push_back(n);
+    whole_target_.push_back(kNone);
+    return fresh;
+  });
+  const auto target = static_cast<uint32_t>(m.targets.size());
   if (range.whole()) {
     if (whole_target_[id] != kNone) return whole_target_[id];
     whole_target_[id] = target;
@@ -214,8 +248,33 @@ uint32_t ManifestParser::Target(std::string_view path, ByteRange range, uint64_t
     auto [pos, fresh] = range_index_.try_emplace({id, range.offset, range.length}, target);
     if (!fresh) return pos->second;
   }
-  out_.targets.push_back({id, range, n});
+  m.targets.push_back({id, range, n});
   return target;
+}
+
+void ManifestTargets::Truncate(ParsedManifest& m, size_t paths, size_t targets) {
+  while (m.targets.size() > targets) {
+    const ManifestTarget& t = m.targets.back();
+    if (t.range.whole()) {
+      whole_target_[t.path] = 0xFFFFFFFFu;
+    } else {
+      range_index_.erase({t.path, t.range.offset, t.range.length});
+    }
+    m.targets.pop_back();
+  }
+  const auto key_of = [&](uint32_t i) { return std::string_view(m.paths[i]); };
+  while (m.paths.size() > paths) {
+    index_.Erase(m.paths.back(), key_of);
+    m.paths.pop_back();
+    m.path_line.pop_back();
+    whole_target_.pop_back();
+  }
+}
+
+void ManifestTargets::Clear() {
+  index_.Reset(0);
+  whole_target_.clear();
+  range_index_.clear();
 }
 
 void ManifestParser::EndText() {
@@ -247,7 +306,10 @@ const ParsedManifest& ManifestParser::Peek() {
              out_.lines,
              epoch_open_,
              header_,
-             trailer_};
+             trailer_,
+             stream_line_,
+             out_.stream,
+             out_.arena->mark()};
     EndText();
     peeked_ = true;
   }
@@ -255,22 +317,9 @@ const ParsedManifest& ManifestParser::Peek() {
 }
 
 void ManifestParser::Unpeek() {
-  while (out_.targets.size() > mark_.targets) {
-    const ManifestTarget& t = out_.targets.back();
-    if (t.range.whole()) {
-      whole_target_[t.path] = 0xFFFFFFFFu;
-    } else {
-      range_index_.erase({t.path, t.range.offset, t.range.length});
-    }
-    out_.targets.pop_back();
-  }
-  while (out_.paths.size() > mark_.paths) {
-    index_.erase(out_.paths.back());
-    out_.paths.pop_back();
-    out_.path_line.pop_back();
-    whole_target_.pop_back();
-  }
-  out_.sequence.resize(mark_.sequence);
+  targets_.Truncate(out_, mark_.paths, mark_.targets);
+  out_.arena->Rollback(mark_.arena);
+  out_.sequence.truncate(mark_.sequence);
   out_.epoch_begin.resize(mark_.epochs);
   out_.errors.resize(mark_.errors);
   out_.error_count = mark_.error_count;
@@ -278,13 +327,14 @@ void ManifestParser::Unpeek() {
   epoch_open_ = mark_.epoch_open;
   header_ = mark_.header;
   trailer_ = mark_.trailer;
+  stream_line_ = mark_.stream_line;
+  out_.stream = mark_.stream;
   peeked_ = false;
 }
 
 ParsedManifest ManifestParser::Finish() && {
   if (!peeked_) EndText();
-  index_.clear();
-  range_index_.clear();
+  targets_.Clear();
   return std::move(out_);
 }
 

@@ -3,13 +3,16 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "cache/key_index.h"
 #include "cache/object_key.h"
+#include "cache/position_list.h"
+#include "cache/string_arena.h"
 
 namespace clairfs {
 
@@ -25,12 +28,23 @@ struct ManifestTarget {
   uint64_t line = 0;  // of its first appearance
 };
 
+// How a manifest was written: the text form, or the compact binary form
+// (docs/control-interface.md; compact_manifest.h).
+enum class ManifestForm : uint8_t { kText, kCompact };
+
 // What the text says, before any path is checked against the dataset.
 struct ParsedManifest {
-  std::deque<std::string> paths;          // distinct paths as written ("./#x" unescaped to "#x")
+  ManifestForm form = ManifestForm::kText;
+  // The stream the manifest registers (`#stream NAME`, or the compact header's name); empty:
+  // the stream named "default".
+  std::string stream;
+  // Distinct paths as written ("./#x" unescaped to "#x"), views into arena (which a validated
+  // manifest and the plans built from it share, so a path is stored once).
+  std::shared_ptr<StringArena> arena = std::make_shared<StringArena>();
+  std::vector<std::string_view> paths;
   std::vector<uint64_t> path_line;        // line of the first appearance of paths[i]
   std::vector<ManifestTarget> targets;    // distinct (path, range) pairs
-  std::vector<uint32_t> sequence;         // index into targets, one per entry, in read order
+  PositionList sequence;                  // index into targets, one per entry, in read order
   std::vector<uint32_t> epoch_begin;  // index into sequence where each epoch starts
   std::vector<ManifestError> errors;  // the first kMaxErrors lexical errors, by line
   uint64_t error_count = 0;           // all lexical errors, including those not kept
@@ -52,6 +66,54 @@ inline constexpr char kRangeSeparator = '\t';
 inline constexpr std::string_view kBeginMarker = "#begin";
 inline constexpr std::string_view kEndMarker = "#end";
 
+// `#stream NAME` before the first entry and `#epoch` names the stream the text registers
+// (docs/control-interface.md, "Streams"); without it the text is the stream "default".
+inline constexpr std::string_view kStreamMarker = "#stream";
+inline constexpr std::string_view kDefaultStream = "default";
+inline constexpr size_t kMaxStreamName = 128;
+// Why name is not a valid stream name (1 to kMaxStreamName bytes of [A-Za-z0-9._@:+-], not
+// beginning with '.' or '-'), or "" if it is one.
+std::string StreamNameError(std::string_view name);
+
+// One entry as a text line or a compact item states it.
+struct ManifestEntry {
+  std::string_view path;  // a view into the line, "./#x" unescaped to "#x"
+  ByteRange range = ByteRange::Whole();
+};
+// Parses a line that is an entry (a text line not beginning with '#', or a compact item):
+// not empty, no NUL byte, an optional range (kRangeSeparator). Returns nullptr and sets
+// *entry, or the reason it is not one (the message reported for it; *entry is unspecified).
+// Shared by both forms, so an item means exactly what the same text line means.
+const char* ParseManifestEntry(std::string_view line, ManifestEntry* entry);
+
+// The distinct paths and (path, range) targets of a manifest being parsed, appended to a
+// ParsedManifest's paths (stored in its arena), path_line and targets.
+class ManifestTargets {
+ public:
+  // The target of (path, range), added (with n as its line, and as its path's line if the
+  // path is new) unless m has it already.
+  uint32_t Add(ParsedManifest& m, std::string_view path, ByteRange range, uint64_t n);
+  // Forgets every path beyond the first `paths` and every target beyond the first `targets`,
+  // in m and here (targets added later than paths, as Add does).
+  void Truncate(ParsedManifest& m, size_t paths, size_t targets);
+  void Clear();
+
+ private:
+  struct RangeKey {
+    uint32_t path;
+    uint64_t offset, length;
+    bool operator==(const RangeKey&) const = default;
+  };
+  struct RangeHash {
+    size_t operator()(const RangeKey& k) const {
+      return std::hash<uint64_t>()(k.offset * 0x9E3779B97F4A7C15ull ^ k.length) ^ k.path;
+    }
+  };
+  KeyIndex index_;  // path id by path (m.paths)
+  std::vector<uint32_t> whole_target_;  // per path: its whole-file target, or 0xFFFFFFFF
+  std::unordered_map<RangeKey, uint32_t, RangeHash> range_index_;
+};
+
 class ManifestParser {
  public:
   static constexpr size_t kMaxErrors = 20;
@@ -59,7 +121,7 @@ class ManifestParser {
   static constexpr uint64_t kMaxEntries = 0xFFFFFFF0u;
 
   ManifestParser() = default;
-  ManifestParser(const ManifestParser&) = delete;  // index_ holds views into out_.paths
+  ManifestParser(const ManifestParser&) = delete;
   ManifestParser& operator=(const ManifestParser&) = delete;
   ManifestParser(ManifestParser&&) = default;
   ManifestParser& operator=(ManifestParser&&) = default;
@@ -72,6 +134,10 @@ class ManifestParser {
   // Ends the text (a last line without '\n' counts) and returns what it said.
   ParsedManifest Finish() &&;
   uint64_t bytes_fed() const { return bytes_fed_; }
+  // The distinct paths of the complete entries fed so far (views into the parsed arena, valid
+  // as long as the text's parser or what it returns lives). Right after Feed(): none of a
+  // Peek()'s additions.
+  const std::vector<std::string_view>& paths() const { return out_.paths; }
 
  private:
   // What EndText() changed, so that Unpeek() can take it back.
@@ -79,33 +145,24 @@ class ManifestParser {
     size_t paths, targets, sequence, epochs, errors;
     uint64_t error_count, lines;
     bool epoch_open, header, trailer;
+    uint64_t stream_line;
+    std::string stream;
+    StringArena::Mark arena;
   };
   void EndText();
   void Unpeek();
   void Line(std::string_view line);
   void Trailer(uint64_t n, std::string_view line);
+  void StreamLine(uint64_t n, std::string_view line);
   void Error(uint64_t line, std::string message);
-  // The target of (path, range) for line n, added if new.
-  uint32_t Target(std::string_view path, ByteRange range, uint64_t n);
-  struct RangeKey {
-    uint32_t path;
-    uint64_t offset, length;
-    bool operator==(const RangeKey&) const = default;
-  };
-  struct RangeHash {
-    size_t operator()(const RangeKey& k) const {
-      return std::hash<uint64_t>()(k.offset * 0x9E3779B97F4A7C15ull ^ k.length) ^ k.path;
-    }
-  };
   ParsedManifest out_;
-  std::unordered_map<std::string_view, uint32_t> index_;  // views into out_.paths
-  std::vector<uint32_t> whole_target_;  // per path: its whole-file target, or 0xFFFFFFFF
-  std::unordered_map<RangeKey, uint32_t, RangeHash> range_index_;
+  ManifestTargets targets_;  // of out_
   std::string pending_;
   bool pending_too_long_ = false;
   bool epoch_open_ = false;  // an epoch has begun (explicitly or by its first entry)
   bool header_ = false;      // line 1 was kBeginMarker: a trailer is required
   bool trailer_ = false;     // a trailer line was seen: nothing may follow it
+  uint64_t stream_line_ = 0;  // the line of the `#stream` line, if any
   bool peeked_ = false;      // out_ holds EndText()'s changes, recorded in mark_
   Mark mark_{};
   uint64_t bytes_fed_ = 0;

@@ -64,6 +64,13 @@ class ChunkGrid {
       f(Chunk(size, k));
     }
   }
+  // How many objects ForEach(size, range, f) calls f with.
+  uint64_t Count(uint64_t size, ByteRange range) const {
+    if (!Chunked(size)) return 1;
+    const uint64_t begin = range.whole() ? 0 : range.offset;
+    const uint64_t end = range.whole() ? size : range.offset + range.length;
+    return end <= begin ? 0 : (end - 1) / chunk_ - begin / chunk_ + 1;
+  }
   // Chunk k of a chunked file of size bytes.
   ByteRange Chunk(uint64_t size, uint64_t k) const {
     const uint64_t off = k * chunk_;

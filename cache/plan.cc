@@ -1,22 +1,28 @@
 #include "cache/plan.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cassert>
 #include <numeric>
 #include <thread>
 
 namespace clairfs {
 
 void Plan::Finalize() {
-  index_.clear();
-  index_.reserve(objects.size());
+  KeyIndex index;
+  index.Reset(objects.size());
+  const auto key_of = [&](uint32_t id) { return objects[id].key; };
+  for (uint32_t i = 0; i < objects.size(); ++i) index.Insert(i, key_of);
+  Finalize(std::move(index));
+}
+
+void Plan::Finalize(KeyIndex index) {
+  assert(index.size() == objects.size());
+  index_ = std::move(index);
   chunked_.clear();
   total_bytes_ = 0;
   whole_files_ = 0;
-  for (uint32_t i = 0; i < objects.size(); ++i) {
-    PlanObject& o = objects[i];
-    o.freq = 0;
-    o.first = kNoPos;
-    index_.emplace(o.key, i);
+  for (PlanObject& o : objects) {
     total_bytes_ += o.bytes;
     if (o.path().size() == o.key.size()) {
       ++whole_files_;
@@ -26,34 +32,61 @@ void Plan::Finalize() {
       chunked_.emplace(o.path(), ChunkedFileInfo{o.version, 0});  // held for peers, not read
     }
   }
-  next_same.assign(sequence.size(), kNoPos);
-  std::vector<uint32_t> last(objects.size(), kNoPos);
-  for (uint32_t p = 0; p < sequence.size(); ++p) {
-    PlanObject& o = objects[sequence[p]];
-    ++o.freq;
-    if (o.first == kNoPos) o.first = p;
-    if (last[sequence[p]] != kNoPos) next_same[last[sequence[p]]] = p;
-    last[sequence[p]] = p;
+  entries_ = range_entries_ = positions_ = span_ = 0;
+  // Counted in arrays of their own: a pass over every position touches 8 bytes per object
+  // instead of a whole PlanObject, which keeps a big plan's random accesses in the caches.
+  std::vector<uint32_t> freq(objects.size(), 0), first(objects.size(), kNoPos);
+  for (const PlanStream& s : streams) {
+    entries_ += s.entries;
+    range_entries_ += s.range_entries;
+    positions_ += s.sequence.size();
+    span_ = std::max<uint64_t>(span_, s.sequence.size());
+    uint32_t p = 0;
+    s.sequence.ForEachBlock([&](std::span<const uint32_t> block) {
+      for (uint32_t id : block) {
+        ++freq[id];
+        first[id] = std::min(first[id], p);
+        ++p;
+      }
+    });
   }
+  dead_ = 0;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    objects[i].freq = freq[i];
+    objects[i].first = first[i];
+    dead_ += freq[i] == 0;
+  }
+}
+
+uint32_t Plan::AddObject(std::string_view key, const FileVersion& version) {
+  if (!own_) {
+    own_ = std::make_shared<StringArena>();
+    arenas.push_back(own_);
+  }
+  return AddObjectViewing(own_->Add(key), version);
 }
 
 std::shared_ptr<Plan> Plan::Clone() const {
   auto copy = std::make_shared<Plan>();
   copy->objects = objects;
-  copy->sequence = sequence;
-  copy->epoch_begin = epoch_begin;
+  copy->arenas = arenas;
+  copy->streams = streams;
   copy->chunk_size = chunk_size;
   copy->record_chunk_size = record_chunk_size;
   copy->grids = grids;
-  copy->entries = entries;
-  copy->range_entries = range_entries;
   copy->Finalize();
   return copy;
 }
 
 uint32_t Plan::Find(std::string_view key) const {
-  auto it = index_.find(key);
-  return it == index_.end() ? kNoPos : it->second;
+  return index_.Find(key, [&](uint32_t id) { return std::string_view(objects[id].key); });
+}
+
+int Plan::FindStream(std::string_view name) const {
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 const Plan::ChunkedFileInfo* Plan::ChunkedFile(std::string_view path) const {
@@ -61,33 +94,30 @@ const Plan::ChunkedFileInfo* Plan::ChunkedFile(std::string_view path) const {
   return it == chunked_.end() || it->second.chunk == 0 ? nullptr : &it->second;
 }
 
-uint32_t Plan::EpochOf(uint32_t pos) const {
+uint32_t PlanStream::EpochOf(uint32_t pos) const {
   if (pos >= sequence.size()) return epochs();
   auto it = std::upper_bound(epoch_begin.begin(), epoch_begin.end(), pos);
   return static_cast<uint32_t>(it - epoch_begin.begin()) - 1;
 }
 
-namespace {
-
-std::string Describe(const Status& s, const struct stat* st) {
-  if (!s.ok()) return s.message();
-  if (S_ISDIR(st->st_mode)) return "is a directory";
-  return "not a regular file";
-}
-
-}  // namespace
 
 namespace {
 
-std::string Report(uint64_t error_count, std::vector<ManifestError> errors) {
+// A ManifestError with line 0 is located by its message (a compact form's structural error);
+// others by their line, or for the compact form their item.
+std::string Report(uint64_t error_count, std::vector<ManifestError> errors,
+                   ManifestForm form = ManifestForm::kText) {
   std::stable_sort(errors.begin(), errors.end(),
                    [](const auto& a, const auto& b) { return a.line < b.line; });
   std::string report = "manifest rejected: " + std::to_string(error_count) +
                        (error_count == 1 ? " error\n" : " errors\n");
   const size_t shown = std::min(errors.size(), ManifestParser::kMaxErrors);
   for (size_t i = 0; i < shown; ++i) {
-    report +=
-        "line " + std::to_string(errors[i].line) + ": " + EscapeForReport(errors[i].message) + "\n";
+    if (errors[i].line != 0) {
+      report += (form == ManifestForm::kCompact ? "item " : "line ") +
+                std::to_string(errors[i].line) + ": ";
+    }
+    report += EscapeForReport(errors[i].message) + "\n";
   }
   if (error_count > shown) {
     report += '(';
@@ -100,69 +130,47 @@ std::string Report(uint64_t error_count, std::vector<ManifestError> errors) {
 }  // namespace
 
 Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
-                                                                PathResolver& resolver) {
-  auto out = std::make_shared<ResolvedManifest>();
-  out->lines = m.lines;
-  out->files.reserve(m.paths.size());  // no reallocation: canon keeps views
-  std::unordered_map<std::string_view, uint32_t> canon;
-  canon.reserve(m.paths.size());
-  std::vector<ManifestError> errors = m.errors;
-  uint64_t error_count = m.error_count;
-  std::vector<uint32_t> raw_to_id(m.paths.size(), kNoPos);
-  // Resolving means a few system calls per path: batches are resolved by several threads, each
-  // with its own resolver, then merged in manifest order, so the result does not depend on
-  // the thread count.
-  struct Resolved {
-    Result<std::string> path{Status::Error(Code::kUnavailable, "")};
-    FileVersion version;
-    bool regular = false;
-    std::string why;  // when not a regular file
-  };
-  constexpr size_t kBatch = 1 << 16;
-  const size_t nthreads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
-  std::vector<PathResolver> resolvers;
-  for (size_t t = 0; t < nthreads; ++t) resolvers.push_back(resolver.Fork());
-  std::vector<Resolved> batch;
-  for (size_t begin = 0; begin < m.paths.size(); begin += kBatch) {
-    const size_t n = std::min(kBatch, m.paths.size() - begin);
-    batch.assign(n, Resolved{});
-    auto work = [&](size_t t) {
-      for (size_t i = t; i < n; i += nthreads) {
-        struct stat st {};
-        Resolved& r = batch[i];
-        r.path = resolvers[t].Resolve(m.paths[begin + i], true, &st);
-        r.regular = r.path.ok() && S_ISREG(st.st_mode);
-        if (r.regular) {
-          r.version = VersionOf(st);
-        } else {
-          r.why = Describe(r.path.status(), &st);
-        }
-      }
-    };
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < std::min(nthreads, n); ++t) threads.emplace_back(work, t);
-    work(0);
-    for (auto& th : threads) th.join();
-    for (size_t i = 0; i < n; ++i) {
-      Resolved& r = batch[i];
-      if (!r.regular) {
-        ++error_count;
-        // Both lists are in line order: the first kMaxErrors of each hold the first overall.
-        if (errors.size() < m.errors.size() + ManifestParser::kMaxErrors) {
-          errors.push_back({m.path_line[begin + i], "'" + m.paths[begin + i] + "': " + r.why});
-        }
-        continue;
-      }
-      auto it = canon.find(r.path.value());
-      if (it != canon.end()) {
-        raw_to_id[begin + i] = it->second;
-        continue;
-      }
-      out->files.push_back({std::move(r.path.value()), r.version});
-      raw_to_id[begin + i] = static_cast<uint32_t>(out->files.size() - 1);
-      canon.emplace(out->files.back().path, raw_to_id[begin + i]);
-    }
+                                                                PathResolver& resolver,
+                                                                PathChecks checks) {
+  const size_t n = m.paths.size();
+  if (checks.size() > n) checks = {};  // not this manifest's: check everything
+  if (checks.size() < n) {
+    auto resolvers = CheckResolvers(resolver);
+    CheckPaths(std::span(m.paths).subspan(checks.size()), resolvers, &checks);
   }
+  auto out = std::make_shared<ResolvedManifest>();
+  out->lines = m.form == ManifestForm::kCompact ? 0 : m.lines;  // MergePlan reports no item
+  std::vector<ManifestError> errors = m.errors;
+  uint64_t error_count = m.error_count + checks.errors.size();
+  // Both lists are in line order: the first kMaxErrors of each hold the first overall.
+  for (const auto& [index, why] : checks.errors) {
+    if (errors.size() >= m.errors.size() + ManifestParser::kMaxErrors) break;
+    std::string text = "'";
+    text.append(m.paths[index]).append("': ").append(why);
+    errors.push_back({m.path_line[index], std::move(text)});
+  }
+  // Files: the distinct canonical paths in order of first appearance, compacted in place (two
+  // written paths may name one file: "a/b" and "a/./b").
+  std::vector<CheckedPath>& files = checks.paths;
+  std::vector<uint32_t> raw_to_id(n, kNoPos);
+  {
+    KeyIndex canon;  // file id by canonical path
+    canon.Reset(n);
+    const auto canon_key = [&](uint32_t id) { return files[id].path; };
+    uint32_t next = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!files[i].ok()) continue;
+      if (const uint32_t id = canon.Find(files[i].path, canon_key); id != KeyIndex::kNone) {
+        raw_to_id[i] = id;
+        continue;
+      }
+      files[next] = files[i];
+      raw_to_id[i] = next;
+      canon.Insert(next++, canon_key);
+    }
+    files.resize(next);
+  }
+  out->files = std::move(files);
   // Ranges must lie inside their file. Targets are in order of first appearance; their
   // errors join the list by line.
   out->targets.reserve(m.targets.size());
@@ -177,23 +185,68 @@ Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedMani
     if (!r.whole() && (r.offset > size || r.length > size - r.offset)) {
       ++error_count;
       if (errors.size() < m.errors.size() + 2 * ManifestParser::kMaxErrors) {
-        errors.push_back({t.line, "'" + m.paths[t.path] + "': range " + std::to_string(r.offset) +
-                                      "+" + std::to_string(r.length) +
-                                      " ends past the end of the file (size " +
-                                      std::to_string(size) + ")"});
+        std::string text = "'";
+        text.append(m.paths[t.path])
+            .append("': range " + std::to_string(r.offset) + "+" + std::to_string(r.length) +
+                    " ends past the end of the file (size " + std::to_string(size) + ")");
+        errors.push_back({t.line, std::move(text)});
       }
     }
     out->targets.push_back({file, r});
   }
-  if (error_count > 0) return Status::Error(Code::kInvalidArgument, Report(error_count, errors));
+  if (error_count > 0) {
+    return Status::Error(Code::kInvalidArgument, Report(error_count, errors, m.form));
+  }
+  out->stream = m.stream;
+  out->arenas = {m.arena, std::move(checks.rewritten)};
   out->epoch_begin = m.epoch_begin;
-  out->sequence = m.sequence;
-  for (uint32_t s : m.sequence) out->range_entries += !m.targets[s].range.whole();
+  out->sequence = m.sequence;  // shares its storage
+  // Entries naming a range, counted only when some target is one (a 90-epoch plan of whole
+  // files has 115 M entries to skip).
+  if (std::any_of(m.targets.begin(), m.targets.end(), [](const ManifestTarget& t) {
+        return !t.range.whole();
+      })) {
+    m.sequence.ForEachBlock([&](std::span<const uint32_t> b) {
+      for (uint32_t s : b) out->range_entries += !m.targets[s].range.whole();
+    });
+  }
   return std::shared_ptr<const ResolvedManifest>(std::move(out));
 }
 
-Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest& m,
-                                        uint64_t chunk_size, uint64_t record_chunk_size) {
+namespace {
+
+std::atomic<uint64_t> next_serial{1};
+
+}  // namespace
+
+void Plan::DropDeadObjects() {
+  std::vector<uint32_t> remap(objects.size(), kNoPos);
+  std::vector<PlanObject> live;
+  live.reserve(objects.size() - dead_objects());
+  auto keys = std::make_shared<StringArena>();
+  for (uint32_t i = 0; i < objects.size(); ++i) {
+    if (objects[i].freq == 0) continue;
+    remap[i] = static_cast<uint32_t>(live.size());
+    live.push_back(objects[i]);
+    live.back().key = keys->Add(live.back().key);
+  }
+  objects = std::move(live);
+  arenas = {keys};
+  own_ = std::move(keys);
+  for (PlanStream& s : streams) s.sequence.Transform([&](uint32_t id) { return remap[id]; });
+  std::unordered_map<std::string_view, bool> chunked;  // files some live chunk belongs to
+  for (const PlanObject& o : objects) {
+    if (o.path().size() != o.key.size()) chunked.emplace(o.path(), true);
+  }
+  std::erase_if(grids, [&](const auto& g) { return !chunked.contains(g.first); });
+  Finalize();
+}
+
+Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const ResolvedManifest> mp,
+                                        StreamChange change, uint64_t chunk_size,
+                                        uint64_t record_chunk_size) {
+  const ResolvedManifest& m = *mp;
+  const std::string name = m.stream.empty() ? std::string(kDefaultStream) : m.stream;
   auto plan = std::make_shared<Plan>();
   plan->chunk_size = chunk_size;
   plan->record_chunk_size = record_chunk_size ? record_chunk_size : chunk_size;
@@ -203,73 +256,167 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, const ResolvedManifest
   for (const ResolvedManifest::Target& t : m.targets) {
     if (!t.range.whole()) grid_of[t.file] = plan->record_chunk_size;
   }
+  size_t known = 0;  // files base holds whole
   for (size_t f = 0; f < m.files.size(); ++f) {
     if (grid_of[f] == 0) grid_of[f] = plan->chunk_size;
     // A file base holds whole stays whole: one file is never both an object and chunks.
-    if (base && base->Find(m.files[f].path) != kNoPos) grid_of[f] = m.files[f].version.size;
+    if (base && base->Find(m.files[f].path) != kNoPos) {
+      grid_of[f] = m.files[f].version.size;
+      ++known;
+    }
     if (m.files[f].version.size <= grid_of[f]) continue;
-    auto [it, fresh] = plan->grids.try_emplace(m.files[f].path, grid_of[f]);
+    auto [it, fresh] = plan->grids.try_emplace(std::string(m.files[f].path), grid_of[f]);
     grid_of[f] = it->second;
   }
-  std::unordered_map<std::string, uint32_t> ids;  // key -> object id
-  if (base) {
-    plan->objects.reserve(base->objects.size());
-    ids.reserve(base->objects.size());
-    for (const PlanObject& o : base->objects) {
-      ids.emplace(o.key, static_cast<uint32_t>(plan->objects.size()));
-      plan->objects.push_back(PlanObject::Of(o.key, o.version));
-    }
-    plan->sequence = base->sequence;
-    plan->epoch_begin = base->epoch_begin;
-    plan->entries = base->entries;
-    plan->range_entries = base->range_entries;
+  // Keys: base's stay where they are; a new whole file's key is its path in m's arenas, which
+  // the plan keeps when most of m's files are new, else (a few new files beside many known
+  // ones) the new keys are copied, so that a small change does not pin a big manifest's paths.
+  if (base) plan->arenas = base->arenas;
+  const bool adopt = 2 * known <= m.files.size();
+  if (adopt) plan->arenas.insert(plan->arenas.end(), m.arenas.begin(), m.arenas.end());
+  // Objects: base's, then m's new ones (reserved in full: no reallocation peak).
+  size_t bound = base ? base->objects.size() : 0;
+  for (const ResolvedManifest::Target& t : m.targets) {
+    const uint64_t size = m.files[t.file].version.size;
+    bound += ChunkGrid(grid_of[t.file]).Count(size, t.range);
   }
+  plan->objects.reserve(bound);
   // Each target's objects, in offset order: positions of its entries.
   std::vector<uint32_t> target_begin(m.targets.size() + 1, 0);
   std::vector<uint32_t> target_objects;
-  for (size_t t = 0; t < m.targets.size(); ++t) {
-    const ResolvedManifest::Target& target = m.targets[t];
-    const ResolvedManifest::File& f = m.files[target.file];
-    ChunkGrid(grid_of[target.file]).ForEach(f.version.size, target.range, [&](ByteRange r) {
-      std::string key = ObjectKey(f.path, r);
-      auto [it, fresh] = ids.try_emplace(key, static_cast<uint32_t>(plan->objects.size()));
-      if (fresh) plan->objects.push_back(PlanObject::Of(std::move(key), f.version));
-      target_objects.push_back(it->second);
-    });
-    target_begin[t + 1] = static_cast<uint32_t>(target_objects.size());
+  target_objects.reserve(m.targets.size());
+  bool one_each = true;  // every target is one object
+  bool identity = true;  // target t is object t (a first plan's usual case)
+  KeyIndex ids;          // key -> object id, for every object: the plan's index in the end
+  {
+    ids.Reset(bound);
+    const auto key_of = [&](uint32_t id) { return plan->objects[id].key; };
+    if (base) {
+      for (const PlanObject& o : base->objects) {
+        ids.Insert(plan->AddObjectViewing(o.key, o.version), key_of);
+      }
+    }
+    std::string chunk_key;
+    for (size_t t = 0; t < m.targets.size(); ++t) {
+      const ResolvedManifest::Target& target = m.targets[t];
+      const ResolvedManifest::File& f = m.files[target.file];
+      ChunkGrid(grid_of[target.file]).ForEach(f.version.size, target.range, [&](ByteRange r) {
+        uint32_t id;
+        if (adopt && r.whole()) {
+          // Added, then looked up and indexed in one probe; taken back if it was known.
+          id = plan->AddObjectViewing(f.path, f.version);
+          if (const uint32_t known = ids.Insert(id, key_of); known != id) {
+            plan->objects.pop_back();
+            id = known;
+          }
+        } else {
+          std::string_view key = f.path;
+          if (!r.whole()) key = chunk_key = ObjectKey(f.path, r);
+          id = ids.Find(key, key_of);
+          if (id == KeyIndex::kNone) {  // a copied key: only when it is new
+            id = plan->AddObject(key, f.version);
+            ids.Insert(id, key_of);
+          }
+        }
+        target_objects.push_back(id);
+        identity = identity && id == target_objects.size() - 1;
+      });
+      target_begin[t + 1] = static_cast<uint32_t>(target_objects.size());
+      one_each = one_each && target_begin[t + 1] == t + 1;
+    }
   }
-  uint64_t positions = plan->sequence.size();
-  for (uint32_t s : m.sequence) positions += target_begin[s + 1] - target_begin[s];
+  // Streams: base's, with the named one replaced, extended or created.
+  PlanStream stream;
+  if (base) {
+    for (const PlanStream& s : base->streams) {
+      if (s.name == name) {
+        if (change == StreamChange::kAppend) stream = s;  // shares its positions
+      } else {
+        plan->streams.push_back(s);
+      }
+    }
+  }
+  if (stream.serial == 0) {
+    stream.name = name;
+    stream.serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t positions = stream.sequence.size();
+  if (one_each) {
+    positions += m.sequence.size();
+  } else {
+    m.sequence.ForEachBlock([&](std::span<const uint32_t> b) {
+      for (uint32_t s : b) positions += target_begin[s + 1] - target_begin[s];
+    });
+  }
   if (positions > ManifestParser::kMaxEntries) {
     return Status::Error(
         Code::kInvalidArgument,
-        Report(1, {{m.lines, "the plan would exceed the maximum number of object reads (" +
+        Report(1, {{m.lines, "the stream would exceed the maximum number of object reads (" +
                                  std::to_string(ManifestParser::kMaxEntries) + ")"}}));
   }
-  plan->sequence.reserve(positions);
-  size_t next_epoch = 0;
-  for (size_t e = 0; e < m.sequence.size(); ++e) {
-    while (next_epoch < m.epoch_begin.size() && m.epoch_begin[next_epoch] == e) {
-      plan->epoch_begin.push_back(static_cast<uint32_t>(plan->sequence.size()));
-      ++next_epoch;
+  const uint64_t offset = stream.sequence.size();
+  stream.entries += m.sequence.size();
+  stream.range_entries += m.range_entries;
+  const bool keep = change == StreamChange::kAppend || !m.sequence.empty();
+  if (one_each) {
+    // The common case (files no larger than a chunk): m's positions are rewritten in place
+    // when nothing else holds them.
+    for (uint32_t e : m.epoch_begin) stream.epoch_begin.push_back(static_cast<uint32_t>(offset + e));
+    PositionList seq = m.sequence;
+    mp.reset();  // m is dangling from here on
+    if (!identity) seq.Transform([&](uint32_t t) { return target_objects[t]; });
+    if (stream.sequence.empty()) {
+      stream.sequence = std::move(seq);
+    } else {
+      stream.sequence.Append(seq);
     }
-    const uint32_t s = m.sequence[e];
-    for (uint32_t i = target_begin[s]; i < target_begin[s + 1]; ++i) {
-      plan->sequence.push_back(target_objects[i]);
-    }
+  } else {
+    size_t next_epoch = 0;
+    uint64_t e = 0;
+    m.sequence.ForEachBlock([&](std::span<const uint32_t> b) {
+      for (uint32_t s : b) {
+        while (next_epoch < m.epoch_begin.size() && m.epoch_begin[next_epoch] == e) {
+          stream.epoch_begin.push_back(static_cast<uint32_t>(stream.sequence.size()));
+          ++next_epoch;
+        }
+        for (uint32_t i = target_begin[s]; i < target_begin[s + 1]; ++i) {
+          stream.sequence.push_back(target_objects[i]);
+        }
+        ++e;
+      }
+    });
   }
-  plan->entries += m.sequence.size();
-  plan->range_entries += m.range_entries;
+  if (keep) plan->streams.push_back(std::move(stream));
+  std::sort(plan->streams.begin(), plan->streams.end(),
+            [](const PlanStream& a, const PlanStream& b) { return a.name < b.name; });
+  plan->Finalize(std::move(ids));
+  if (plan->dead_objects() > plan->objects.size() / 2) plan->DropDeadObjects();
+  return plan;
+}
+
+std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name) {
+  if (base.FindStream(name) < 0) return nullptr;
+  auto plan = std::make_shared<Plan>();
+  plan->arenas = base.arenas;
+  plan->objects.reserve(base.objects.size());
+  for (const PlanObject& o : base.objects) plan->AddObjectViewing(o.key, o.version);
+  for (const PlanStream& s : base.streams) {
+    if (s.name != name) plan->streams.push_back(s);
+  }
+  plan->chunk_size = base.chunk_size;
+  plan->record_chunk_size = base.record_chunk_size;
+  plan->grids = base.grids;
   plan->Finalize();
+  if (plan->dead_objects() > plan->objects.size() / 2) plan->DropDeadObjects();
   return plan;
 }
 
 Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base, uint64_t chunk_size,
-                                        uint64_t record_chunk_size) {
+                                        const Plan* base, StreamChange change,
+                                        uint64_t chunk_size, uint64_t record_chunk_size) {
   auto resolved = ResolveManifest(m, resolver);
   if (!resolved.ok()) return resolved.status();
-  return MergePlan(base, *resolved.value(), chunk_size, record_chunk_size);
+  return MergePlan(base, std::move(resolved.value()), change, chunk_size, record_chunk_size);
 }
 
 void PlaceObjects(Plan& plan, const PlacementLimits& limits) {
@@ -279,11 +426,17 @@ void PlaceObjects(Plan& plan, const PlacementLimits& limits) {
   for (uint32_t i = 0; i < plan.objects.size(); ++i) {
     if (plan.objects[i].freq > 0) order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    const PlanObject& x = plan.objects[a];
-    const PlanObject& y = plan.objects[b];
-    return x.freq != y.freq ? x.freq > y.freq : x.first < y.first;
-  });
+  // Sorted on keys of their own (most read first, then by first reference, then by id), not
+  // through the objects: a big plan's sort then runs in the caches.
+  std::vector<std::pair<uint64_t, uint32_t>> keyed;
+  keyed.reserve(order.size());
+  for (uint32_t id : order) {
+    const PlanObject& o = plan.objects[id];
+    keyed.emplace_back((uint64_t{~o.freq} << 32) | o.first, id);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
+  keyed = {};
   std::vector<uint64_t> used(ntiers, 0);
   plan.tier_order.assign(ntiers, {});
   for (uint32_t id : order) {
@@ -299,19 +452,23 @@ void PlaceObjects(Plan& plan, const PlacementLimits& limits) {
     }
     if (o.place == kStaging && o.bytes > limits.staging_capacity) o.place = kDirect;
   }
+  std::vector<std::pair<uint32_t, uint32_t>> by_first;  // (first, id)
   for (auto& ids : plan.tier_order) {
-    std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
-      return plan.objects[a].first < plan.objects[b].first;
-    });
+    by_first.clear();
+    by_first.reserve(ids.size());
+    for (uint32_t id : ids) by_first.emplace_back(plan.objects[id].first, id);
+    std::sort(by_first.begin(), by_first.end());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = by_first[i].second;
   }
 }
 
 PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
   PlanSummary s;
-  s.epochs = plan.epochs();
-  s.entries = plan.entries;
-  s.range_entries = plan.range_entries;
-  s.positions = plan.sequence.size();
+  for (const PlanStream& st : plan.streams) s.epochs = std::max<uint64_t>(s.epochs, st.epochs());
+  s.streams = plan.streams.size();
+  s.entries = plan.entries();
+  s.range_entries = plan.range_entries();
+  s.positions = plan.positions();
   s.chunk_size = plan.chunk_size;
   s.record_chunk_size = plan.record_chunk_size;
   for (size_t t = 0; t < limits.tier_capacity.size(); ++t) {
@@ -319,13 +476,16 @@ PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
                        limits.tier_capacity[t]});
   }
   s.staging.capacity = limits.staging_capacity;
-  std::unordered_map<std::string_view, bool> files;  // read files
-  for (const PlanObject& o : plan.objects) {
+  KeyIndex chunked;  // chunked files read, by a chunk's object id
+  chunked.Reset(plan.chunked_files());
+  const auto path_of = [&](uint32_t id) { return plan.objects[id].path(); };
+  for (uint32_t id = 0; id < plan.objects.size(); ++id) {
+    const PlanObject& o = plan.objects[id];
     if (o.freq == 0) continue;
     ++s.objects;
     const bool chunk = o.path().size() != o.key.size();
     s.chunks += chunk;
-    if (files.emplace(o.path(), chunk).second) {
+    if (!chunk || chunked.Insert(id, path_of) == id) {  // a whole file, or a new chunked one
       ++s.files;
       s.chunked_files += chunk;
     }

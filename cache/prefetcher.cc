@@ -1,5 +1,7 @@
 #include "cache/prefetcher.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 namespace clairfs {
@@ -28,7 +30,6 @@ Prefetcher::Prefetcher(const Backing& backing, std::vector<Tier*> tiers, Prefetc
       tiers_(std::move(tiers)),
       fetcher_(backing, tiers_, stats),
       pool_(fetcher_, options_.fetch_timeout, stats),
-      consumption_(options_.consumption_lag),
       window_(options_.staging_capacity),
       tier_next_(tiers_.size(), 0) {}
 
@@ -50,6 +51,7 @@ void Prefetcher::Start() {
   for (int i = 0; i < options_.staging_threads; ++i) {
     threads_.emplace_back([this] { StagingLoop(); });
   }
+  if (options_.stream_idle.count() > 0) threads_.emplace_back([this] { ReapLoop(); });
   pool_.Start(options_.demand_threads);
 }
 
@@ -62,15 +64,25 @@ void Prefetcher::Stop() {
   }
   tier_cv_.notify_all();
   staging_cv_.notify_all();
+  reap_cv_.notify_all();
   // Finishes the flights of the queued demand fetches before anything is joined: prefetch
   // threads may wait on them (and would otherwise wait until their deadline).
   pool_.Stop();
   for (auto& th : threads) th.join();
 }
 
-void Prefetcher::Install(std::shared_ptr<Plan> plan, bool append) {
+Result<std::shared_ptr<const Plan>> Prefetcher::Update(const PlanChange& change) {
   std::lock_guard install(install_mu_);
-  InstallLocked(std::move(plan), append, false);
+  auto next = change(plan().get());
+  if (!next.ok()) return next.status();
+  if (!next.value()) return plan();
+  std::shared_ptr<const Plan> placed = next.value();
+  InstallLocked(std::move(next.value()), false);
+  return placed;
+}
+
+void Prefetcher::Install(std::shared_ptr<Plan> plan) {
+  (void)Update([&](const Plan*) -> Result<std::shared_ptr<Plan>> { return std::move(plan); });
 }
 
 void Prefetcher::Replan() {
@@ -81,10 +93,10 @@ void Prefetcher::Replan() {
     if (!plan_ || stop_) return;
     copy = plan_->Clone();
   }
-  InstallLocked(std::move(copy), true, true);
+  InstallLocked(std::move(copy), true);
 }
 
-void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool append, bool replan) {
+void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
   bool ready = true;
   if (cluster_.place) {
     ready = cluster_.place(*plan, limits_, replan);
@@ -102,8 +114,27 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool append, bool rep
   }
   {
     std::lock_guard lock(mu_);
-    consumption_.Reset(placed, append);
-    window_.Reset(consumption_.low());
+    const auto now = Clock::now();
+    std::vector<Consumption> consumption;
+    std::vector<Clock::time_point> active;
+    consumption.reserve(placed->streams.size());
+    for (const PlanStream& s : placed->streams) {
+      int old = -1;
+      for (size_t j = 0; plan_ && j < plan_->streams.size(); ++j) {
+        if (plan_->streams[j].name == s.name && plan_->streams[j].serial == s.serial) old = int(j);
+      }
+      if (old >= 0) {
+        consumption.push_back(std::move(consumption_[old]));
+        active.push_back(active_[old]);
+      } else {
+        consumption.emplace_back(options_.consumption_lag);
+        active.push_back(now);
+      }
+      consumption.back().Reset(s, placed->objects.size(), old >= 0);
+    }
+    consumption_ = std::move(consumption);
+    active_ = std::move(active);
+    window_.Reset(consumption_);
     ++generation_;
     hold_ = !ready;
     std::fill(tier_next_.begin(), tier_next_.end(), 0);
@@ -111,6 +142,44 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool append, bool rep
   }
   tier_cv_.notify_all();
   staging_cv_.notify_all();
+}
+
+void Prefetcher::ReapLoop() {
+  const auto idle = options_.stream_idle;
+  const auto period = std::clamp<std::chrono::milliseconds>(idle / 4, std::chrono::milliseconds(50),
+                                                            std::chrono::milliseconds(1000));
+  for (;;) {
+    std::vector<std::string> idle_streams;
+    {
+      std::unique_lock lock(mu_);
+      reap_cv_.wait_for(lock, period, [&] { return stop_; });
+      if (stop_) return;
+      const auto now = Clock::now();
+      for (size_t s = 0; plan_ && s < plan_->streams.size(); ++s) {
+        if (now - active_[s] >= idle) idle_streams.push_back(plan_->streams[s].name);
+      }
+    }
+    if (idle_streams.empty()) continue;
+    (void)Update([&](const Plan* current) -> Result<std::shared_ptr<Plan>> {
+      if (!current) return std::shared_ptr<Plan>();
+      std::shared_ptr<Plan> next;
+      for (const std::string& name : idle_streams) {
+        // Checked again under the install lock: a registration may have renewed it meanwhile.
+        {
+          std::lock_guard lock(mu_);
+          const int s = plan_ ? plan_->FindStream(name) : -1;
+          if (s < 0 || Clock::now() - active_[s] < idle) continue;
+        }
+        auto without = RemoveStream(next ? *next : *current, name);
+        if (without) {
+          spdlog::info("stream '{}' removed: no read or registration for {:.1f} s", name,
+                       std::chrono::duration<double>(idle).count());
+          next = std::move(without);
+        }
+      }
+      return next;
+    });
+  }
 }
 
 std::shared_ptr<const Plan> Prefetcher::plan() const {
@@ -124,12 +193,29 @@ PrefetchProgress Prefetcher::progress() const {
   if (!plan_) return p;
   p.planned_files = plan_->files();
   p.planned_objects = plan_->objects.size();
-  p.position = consumption_.low();
-  p.epoch = consumption_.epoch();
-  p.positions = plan_->sequence.size();
-  p.entries = plan_->entries;
-  p.given_up = consumption_.given_up();
+  p.positions = plan_->positions();
+  p.entries = plan_->entries();
   p.staging_bytes = window_.bytes();
+  p.epoch = plan_->streams.empty() ? 0 : UINT64_MAX;
+  const auto now = Clock::now();
+  for (size_t i = 0; i < plan_->streams.size(); ++i) {
+    const PlanStream& s = plan_->streams[i];
+    const Consumption& c = consumption_[i];
+    StreamProgress sp;
+    sp.name = s.name;
+    sp.epoch = c.epoch();
+    sp.epochs = s.epochs();
+    sp.position = c.low();
+    sp.positions = s.sequence.size();
+    sp.entries = s.entries;
+    sp.given_up = c.given_up();
+    sp.staging_cursor = window_.cursor(i);
+    sp.idle_seconds = std::chrono::duration<double>(now - active_[i]).count();
+    p.epoch = std::min(p.epoch, sp.epoch);
+    p.position += sp.position;
+    p.given_up += sp.given_up;
+    p.streams.push_back(std::move(sp));
+  }
   return p;
 }
 
@@ -185,8 +271,16 @@ void Prefetcher::StagingLoop() {
       for (;;) {
         if (stop_) return;
         auto step = StagingWindow::Step::kIdle;
-        if (plan_ && !hold_) step = window_.Next(*plan_, consumption_, cluster_.peer, &job);
+        if (plan_ && !hold_) {
+          step = window_.Next(*plan_, consumption_, cluster_.peer, &job);
+        }
         if (step == StagingWindow::Step::kFetch) break;
+        if (step == StagingWindow::Step::kMore) {  // a long walk: let readers take the lock
+          lock.unlock();
+          std::this_thread::yield();
+          lock.lock();
+          continue;
+        }
         if (step == StagingWindow::Step::kAwaitPeer) {
           staging_cv_.wait_for(lock, std::chrono::milliseconds(10));  // announcements are polled
         } else {
@@ -228,6 +322,27 @@ void Prefetcher::Adopt(const std::string& key, BlobPtr blob) {
   stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
   stats_->peer_adopted.fetch_add(1, std::memory_order_relaxed);
   if (cluster_.held) cluster_.held(key, version);
+}
+
+int Prefetcher::Attribute(uint32_t id) {
+  int best = -1;
+  uint32_t nearest = kNoPos;
+  const auto later = [&](size_t s) { return best < 0 || active_[s] > active_[best]; };
+  for (size_t s = 0; s < consumption_.size(); ++s) {
+    const uint32_t p = consumption_[s].Locate(id, options_.consumption_lag);
+    if (p == kNoPos) continue;
+    const uint32_t d = p - consumption_[s].low();
+    if (d < nearest || (d == nearest && later(s))) {
+      nearest = d;
+      best = static_cast<int>(s);
+    }
+  }
+  if (best >= 0) return best;
+  // Further ahead than readers run out of order in every stream: the stream that read last.
+  for (size_t s = 0; s < consumption_.size(); ++s) {
+    if (consumption_[s].Reads(id) && later(s)) best = static_cast<int>(s);
+  }
+  return best;
 }
 
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version) {
@@ -277,9 +392,15 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
       return out;  // kDirect
     }
     const PlanObject& o = plan_->objects[id];
-    const uint32_t pos = consume ? consumption_.Consume(id) : kNoPos;
-    if (o.place.Staged() && o.version == version) staged = window_.Take(id, pos);
-    freed = window_.Follow(consumption_.low());
+    const int s = consume ? Attribute(id) : -1;
+    uint32_t pos = kNoPos;
+    if (s >= 0) {
+      pos = consumption_[s].Consume(id);
+      active_[s] = Clock::now();
+    }
+    // Taken also for a changed file, so that its counted occurrence is released.
+    if (o.place.Staged()) staged = window_.Take(id, s >= 0 ? size_t(s) : 0, pos);
+    if (s >= 0) freed = window_.Follow(s, consumption_[s]);
     if (o.version != version) {
       stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
       return out;  // changed since planning: never serve a cached copy

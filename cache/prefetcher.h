@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,6 +57,17 @@ struct PrefetchOptions {
   // Files range entries name (records) larger than this are cut in chunks of this size (0:
   // chunk_size): a record then costs a small chunk, not a large one, to fetch and to serve.
   uint64_t record_chunk_size = 256ull << 10;
+  // A stream with no read and no registration for this long is removed (0: never).
+  std::chrono::milliseconds stream_idle{3'600'000};
+};
+
+// One stream's progress (Consumption).
+struct StreamProgress {
+  std::string name;
+  uint64_t epoch = 0, epochs = 0;
+  uint64_t position = 0, positions = 0, entries = 0, given_up = 0;
+  uint64_t staging_cursor = 0;  // the staging window's next position in this stream
+  double idle_seconds = 0;      // since its last read or registration
 };
 
 struct OpenResult {
@@ -74,15 +86,17 @@ struct OpenResult {
   uint64_t chunk = 0;  // (Open, kChunked) the file's grid
 };
 
+// The node's progress: sums over its streams, and each stream's.
 struct PrefetchProgress {
   uint64_t planned_files = 0;    // distinct files in the active plan
   uint64_t planned_objects = 0;  // objects (files and chunks) in the active plan
-  uint64_t epoch = 0;            // 0-based epoch of position
-  uint64_t position = 0;         // first access-string position not consumed or given up
-  uint64_t positions = 0;        // object reads in the access string
+  uint64_t epoch = 0;            // the lowest of the streams' 0-based epochs
+  uint64_t position = 0;         // positions consumed or given up, summed over streams
+  uint64_t positions = 0;        // object reads in all access strings
   uint64_t entries = 0;          // manifest entries
   uint64_t given_up = 0;         // positions given up (Consumption)
   uint64_t staging_bytes = 0;    // bytes held or reserved by the staging window
+  std::vector<StreamProgress> streams;  // in the plan's (name) order
 };
 
 class Prefetcher {
@@ -101,11 +115,18 @@ class Prefetcher {
   // is finished. Idempotent.
   void Stop();
 
-  // Places and publishes a validated plan. Replace: consumption restarts at position 0.
-  // Append (plan = old epochs + new ones, file ids kept): consumption state is kept. Tier
-  // objects the new placement does not assign to that tier (or a faster one) are evicted, and
-  // no fill, reader or Adopt working from an older plan can store one after that.
-  void Install(std::shared_ptr<Plan> plan, bool append);
+  // A change of the active plan, computed from it (null before the first) while no other
+  // change runs: the new plan, null for no change, or an error (nothing changes).
+  using PlanChange = std::function<Result<std::shared_ptr<Plan>>(const Plan* current)>;
+  // Applies change and places and publishes its plan. A stream of the new plan with the name
+  // and serial of an active one keeps its consumption (epochs were appended, or another
+  // stream changed); any other starts at position 0. Tier objects the new placement does not
+  // assign to that tier (or a faster one) are evicted, and no fill, reader or Adopt working
+  // from an older plan can store one after that. Changes from the control file and from the
+  // idle-stream reaper are serialized here, so that none is lost.
+  Result<std::shared_ptr<const Plan>> Update(const PlanChange& change);
+  // Update to plan.
+  void Install(std::shared_ptr<Plan> plan);
   // Places the active plan again (on a copy; ClusterHooks::place decides), keeping progress.
   void Replan();
   std::shared_ptr<const Plan> plan() const;
@@ -141,7 +162,14 @@ class Prefetcher {
                                uint64_t offset, bool consume);
 
  private:
-  void InstallLocked(std::shared_ptr<Plan> plan, bool append, bool replan);
+  void InstallLocked(std::shared_ptr<Plan> plan, bool replan);
+  // The stream a read of object id is counted for: the one whose earliest unconsumed
+  // occurrence of id lies nearest its low-water mark, within consumption_lag positions (a
+  // tie: the one that read last), else the one that read last among those still reading id;
+  // -1 if none does. Under mu_.
+  int Attribute(uint32_t id);
+  // Removes the streams idle for options_.stream_idle, until Stop.
+  void ReapLoop();
   // An object read of key at version (Open, ReadChunk); `chunk`: of a chunked file. An open
   // (!chunk) of a chunked file the plan holds answers kChunked, under the same lock.
   Result<OpenResult> Serve(const std::string& key, const FileVersion& version, bool consume,
@@ -175,8 +203,10 @@ class Prefetcher {
   bool hold_ = false;        // placement pending (ClusterHooks::place returned false)
   uint64_t generation_ = 0;  // bumped by every publish; stale staging results are dropped
   std::shared_ptr<const Plan> plan_;
-  Consumption consumption_;
+  std::vector<Consumption> consumption_;  // per stream of plan_, in its order
+  std::vector<std::chrono::steady_clock::time_point> active_;  // per stream: last read/register
   StagingWindow window_;
+  std::condition_variable reap_cv_;  // stop
   std::vector<size_t> tier_next_;  // per tier: next index into plan_->tier_order
   std::vector<std::thread> threads_;
 };

@@ -101,6 +101,50 @@ Result<std::string> PathResolver::Resolve(std::string_view path, bool follow_fin
   return Walk(dir_canon, last, follow_final, st, &hops);
 }
 
+void PathResolver::ResolveMany(const std::vector<std::string_view>& paths, bool follow_final,
+                               std::vector<Result<std::string>>* out,
+                               std::vector<struct stat>* st) {
+  out->assign(paths.size(), Status::Error(Code::kUnavailable, "not resolved"));
+  st->assign(paths.size(), {});
+  // A relative path whose last component is a plain name (not empty, ".", ".." or too long)
+  // in a directory resolved before is canonical as that directory's canonical path and the
+  // name, unless the name is a symlink to follow: one stat decides.
+  std::vector<size_t> batched;
+  std::vector<std::string> full;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string_view p = paths[i];
+    const size_t slash = p.rfind('/');
+    const std::string_view last = slash == std::string_view::npos ? p : p.substr(slash + 1);
+    const bool plain = !p.empty() && p[0] != '/' && !last.empty() && last != "." &&
+                       last != ".." && last.size() <= kNameMax;
+    const std::string* dir = nullptr;
+    if (plain && slash != std::string_view::npos) {
+      auto it = dir_cache_.find(std::string(p.substr(0, slash)));
+      if (it != dir_cache_.end()) dir = &it->second.first;
+    }
+    if (!plain || (slash != std::string_view::npos && !dir)) {
+      (*out)[i] = Resolve(p, follow_final, &(*st)[i]);  // memoizes its directory
+      continue;
+    }
+    batched.push_back(i);
+    full.push_back(!dir || dir->empty() ? std::string(last) : *dir + "/" + std::string(last));
+  }
+  std::vector<struct stat> bst;
+  std::vector<Status> bstatus;
+  backing_.LstatMany(full, &bst, &bstatus);
+  for (size_t k = 0; k < batched.size(); ++k) {
+    const size_t i = batched[k];
+    if (bstatus[k].ok() && !(S_ISLNK(bst[k].st_mode) && follow_final)) {
+      (*out)[i] = std::move(full[k]);
+      (*st)[i] = bst[k];
+    } else if (StoreUnreachable(bstatus[k])) {
+      (*out)[i] = bstatus[k];  // the store did not answer: no retry path by path
+    } else {
+      (*out)[i] = Resolve(paths[i], follow_final, &(*st)[i]);  // symlinks, errors as usual
+    }
+  }
+}
+
 Result<std::string> PathResolver::Walk(std::string_view start_dir, std::string_view rest,
                                        bool follow_final, struct stat* st, int* hops) {
   std::vector<std::string> stack;

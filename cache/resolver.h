@@ -30,6 +30,12 @@ class PathResolver {
   // name longer than NAME_MAX). Not thread-safe: it memoizes directories.
   Result<std::string> Resolve(std::string_view path, bool follow_final, struct stat* st);
 
+  // Resolve(paths[i], follow_final, &(*st)[i]) for each i into (*out)[i], with the same
+  // results, but the stats of plain names in directories resolved before (most of a
+  // dataset's files) are made together (Backing::LstatMany): one wait for many paths.
+  void ResolveMany(const std::vector<std::string_view>& paths, bool follow_final,
+                   std::vector<Result<std::string>>* out, std::vector<struct stat>* st);
+
   // A resolver over the same tree with an empty memo, for another thread.
   PathResolver Fork() const { return PathResolver(backing_, aliases_); }
 

@@ -4,60 +4,78 @@
 
 namespace clairfs {
 
-void StagingWindow::Reset(uint32_t cursor) {
+void StagingWindow::Reset(const std::vector<Consumption>& streams) {
   entries_.clear();
-  counted_.clear();
   bytes_ = 0;
-  cursor_ = cursor;
+  cursors_.assign(streams.size(), Cursor{});
+  for (size_t s = 0; s < streams.size(); ++s) cursors_[s].next = streams[s].low();
 }
 
-bool StagingWindow::Follow(uint32_t low) {
-  cursor_ = std::max(cursor_, low);
+bool StagingWindow::Release(uint32_t id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || --it->second.pending > 0) return false;
+  Drop(it);
+  return true;
+}
+
+bool StagingWindow::Follow(size_t s, const Consumption& c) {
+  Cursor& cur = cursors_[s];
+  cur.next = std::max(cur.next, c.low());
   bool freed = false;
-  while (!counted_.empty() && counted_.front().first < low) {
-    const auto [pos, id] = counted_.front();
-    counted_.pop_front();
-    // Positions are unique: an entry whose last counted occurrence is pos is this one's.
-    if (auto it = entries_.find(id); it != entries_.end() && it->second.last == pos) {
-      Drop(it);
-      freed = true;
-    }
+  while (!cur.counted.empty() && cur.counted.front().first < c.low()) {
+    const auto [pos, id] = cur.counted.front();
+    cur.counted.pop_front();
+    // A consumed occurrence was released by Take; a given-up one is released here.
+    if (!c.consumed(pos)) freed = Release(id) || freed;
   }
   return freed;
 }
 
-StagingWindow::Step StagingWindow::Next(const Plan& plan, const Consumption& consumption,
+StagingWindow::Step StagingWindow::Next(const Plan& plan, const std::vector<Consumption>& streams,
                                         Tier* peer, Job* job) {
-  while (cursor_ < plan.sequence.size()) {
-    const uint32_t p = cursor_;
-    const uint32_t id = plan.sequence[p];
+  std::vector<bool> waiting(cursors_.size(), false);  // streams awaiting a peer
+  bool any_waiting = false;
+  for (uint32_t steps = 0;; ++steps) {
+    if (steps == kSkipLimit) return Step::kMore;
+    // The stream whose cursor leads its readers the least.
+    size_t s = cursors_.size();
+    uint32_t least = kNoPos;
+    for (size_t i = 0; i < cursors_.size(); ++i) {
+      if (waiting[i] || cursors_[i].next >= plan.streams[i].sequence.size()) continue;
+      const uint32_t lead = cursors_[i].next - std::min(cursors_[i].next, streams[i].low());
+      if (lead < least) least = lead, s = i;
+    }
+    if (s == cursors_.size()) return any_waiting ? Step::kAwaitPeer : Step::kIdle;
+    Cursor& cur = cursors_[s];
+    const uint32_t p = cur.next;
+    const uint32_t id = plan.streams[s].sequence[p];
     const PlanObject& o = plan.objects[id];
-    if (consumption.done(p) || !o.place.Staged()) {
-      ++cursor_;
+    if (streams[s].done(p) || !o.place.Staged()) {
+      ++cur.next;
       continue;
     }
     if (auto it = entries_.find(id); it != entries_.end()) {
       ++it->second.pending;
-      it->second.last = p;
-      counted_.emplace_back(p, id);
-      ++cursor_;
+      cur.counted.emplace_back(p, id);
+      ++cur.next;
       continue;
     }
     if (bytes_ + o.bytes > capacity_) return Step::kFull;
-    if (o.place == kPeer && peer && !peer->Contains(o.key, o.version)) return Step::kAwaitPeer;
-    ++cursor_;
+    if (o.place == kPeer && peer && !peer->Contains(o.key, o.version)) {
+      waiting[s] = any_waiting = true;
+      continue;
+    }
+    ++cur.next;
     Entry& e = entries_[id];
     e.pending = 1;
-    e.last = p;
     e.bytes = o.bytes;
-    counted_.emplace_back(p, id);
+    cur.counted.emplace_back(p, id);
     bytes_ += e.bytes;
     job->id = id;
     job->key = o.key;
     job->version = o.version;
     return Step::kFetch;
   }
-  return Step::kIdle;
 }
 
 void StagingWindow::Attach(uint32_t id, FlightPtr flight) {
@@ -75,17 +93,14 @@ bool StagingWindow::Land(uint32_t id, const FlightPtr& flight, const Result<Blob
   return true;
 }
 
-StagingWindow::Hit StagingWindow::Take(uint32_t id, uint32_t pos) {
+StagingWindow::Hit StagingWindow::Take(uint32_t id, size_t s, uint32_t pos) {
   Hit hit;
   auto it = entries_.find(id);
   // An occurrence at or past the cursor was not counted: the entry serves a later one.
-  if (it == entries_.end() || (pos != kNoPos && pos >= cursor_)) return hit;
+  if (it == entries_.end() || (pos != kNoPos && pos >= cursor(s))) return hit;
   hit.blob = it->second.blob;
   hit.flight = it->second.flight;
-  if (pos != kNoPos && --it->second.pending == 0) {
-    Drop(it);
-    hit.freed = true;
-  }
+  if (pos != kNoPos) hit.freed = Release(id);
   return hit;
 }
 

@@ -1,17 +1,19 @@
-// StagingWindow: a bounded window of staged objects that walks the access string in exact read
-// order ahead of the readers, and drops each object once its counted occurrences were consumed
-// or given up (Consumption).
+// StagingWindow: a bounded window of staged objects that walks each stream's access string in
+// exact read order ahead of its readers, and drops each object once its counted occurrences
+// were consumed or given up (Consumption).
 //
 // Contract:
-// - The cursor walks positions in order from the low-water mark, never behind it. A position
-//   that is done already, or whose object is not staged (Placement::Staged), is skipped. An
-//   object already in the window gets one more counted occurrence; any other object gets an
-//   entry and its bytes reserved, if they fit the capacity (else the walk stops: full).
+// - Each stream has a cursor that walks its positions in order from its low-water mark, never
+//   behind it. Next() advances the stream whose cursor leads its low-water mark the least, so
+//   the streams share the window by progress and none starves. A position that is done
+//   already, or whose object is not staged (Placement::Staged), is skipped. An object already
+//   in the window gets one more counted occurrence; any other object gets an entry and its
+//   bytes reserved, if they fit the capacity (else the walk stops: full).
 // - A kPeer object is staged only once the peer tier holds it (the window never reads an
 //   object another node owns from the backing store; a reader that gets there first fetches it).
-// - An entry lives until every counted occurrence was consumed (Take), or the low-water mark
-//   passed its last counted occurrence (Follow: the rest were given up), or its fetch failed
-//   (Land); its reserved bytes are freed then. bytes() never exceeds the capacity.
+// - An entry lives until every counted occurrence (in any stream) was consumed (Take) or given
+//   up (Follow), or its fetch failed (Land); its reserved bytes are freed then. bytes() never
+//   exceeds the capacity.
 // - The bytes stay alive in the reader's handle after the entry is dropped.
 //
 // Not thread-safe: the owner serializes every call (Prefetcher calls it under its mu_).
@@ -22,6 +24,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "cache/consumption.h"
 #include "cache/object.h"
@@ -35,25 +38,30 @@ class StagingWindow {
  public:
   explicit StagingWindow(uint64_t capacity) : capacity_(capacity) {}
 
-  // A new plan: every entry is dropped and the walk restarts at cursor.
-  void Reset(uint32_t cursor);
-  // The low-water mark is now low: the cursor never stays behind it, and entries whose every
-  // counted occurrence lies before it are dropped. True if bytes were freed.
-  bool Follow(uint32_t low);
+  // A new plan whose streams are followed by streams (in the plan's order): every entry is
+  // dropped and each stream's walk restarts at its low-water mark.
+  void Reset(const std::vector<Consumption>& streams);
+  // Stream s's low-water mark moved: its cursor never stays behind it, and counted
+  // occurrences behind it that were given up are released. True if bytes were freed.
+  bool Follow(size_t s, const Consumption& c);
 
   enum class Step {
     kFetch,      // *job names the object to fetch into its new entry; Attach its flight next
     kFull,       // the next object does not fit until a consumption frees bytes
-    kAwaitPeer,  // the next object waits for its owner's announcement (poll again)
-    kIdle,       // the end of the access string
+    kAwaitPeer,  // the next objects wait for their owners' announcements (poll again)
+    kIdle,       // every stream's cursor is at its end
+    kMore,       // kSkipLimit positions were skipped: call again (after letting others in)
   };
+  // Positions one Next() call skips at most, so that walking past a plan whose objects are all
+  // in tiers (100 million positions) never holds the owner's lock for long.
+  static constexpr uint32_t kSkipLimit = 16384;
   struct Job {
     uint32_t id = 0;
     std::string key;
     FileVersion version;
   };
-  // Advances the cursor as the contract says. peer: may be null.
-  Step Next(const Plan& plan, const Consumption& consumption, Tier* peer, Job* job);
+  // Advances the cursors as the contract says. streams: as for Reset; peer: may be null.
+  Step Next(const Plan& plan, const std::vector<Consumption>& streams, Tier* peer, Job* job);
   // The fetch that fills id's entry (set right after Next returned kFetch).
   void Attach(uint32_t id, FlightPtr flight);
   // flight's fetch for id ended with r: kept in the entry, or on failure the entry is dropped
@@ -66,29 +74,33 @@ class StagingWindow {
     FlightPtr flight;  // else the fetch to wait on (null: the window does not have it)
     bool freed = false;
   };
-  // A reader consumed position pos of id (kNoPos: an open beyond the planned occurrences).
-  // The window's bytes or flight for id if it counted pos (or holds id, for kNoPos); a counted
-  // occurrence is released.
-  Hit Take(uint32_t id, uint32_t pos);
+  // A reader consumed position pos of stream s for id (pos kNoPos: a read beyond the planned
+  // occurrences). The window's bytes or flight for id if it counted pos (or holds id, for
+  // kNoPos); a counted occurrence is released.
+  Hit Take(uint32_t id, size_t s, uint32_t pos);
 
   uint64_t bytes() const { return bytes_; }
-  uint32_t cursor() const { return cursor_; }
+  uint32_t cursor(size_t s) const { return s < cursors_.size() ? cursors_[s].next : 0; }
 
  private:
   struct Entry {
     BlobPtr blob;          // null until the fetch lands
     FlightPtr flight;      // the fetch that fills it
-    uint32_t pending = 0;  // counted occurrences not yet consumed
-    uint32_t last = 0;     // the last counted occurrence
+    uint32_t pending = 0;  // counted occurrences not yet consumed or given up
     uint64_t bytes = 0;    // reserved bytes
   };
+  struct Cursor {
+    uint32_t next = 0;                                  // next position to consider
+    std::deque<std::pair<uint32_t, uint32_t>> counted;  // (position, id), in cursor order
+  };
   void Drop(std::unordered_map<uint32_t, Entry>::iterator it);
+  // One counted occurrence of id is gone; true if that dropped its entry.
+  bool Release(uint32_t id);
 
   const uint64_t capacity_;
   uint64_t bytes_ = 0;
-  uint32_t cursor_ = 0;  // next position to consider
+  std::vector<Cursor> cursors_;  // per stream
   std::unordered_map<uint32_t, Entry> entries_;
-  std::deque<std::pair<uint32_t, uint32_t>> counted_;  // (position, id), in cursor order
 };
 
 }  // namespace clairfs

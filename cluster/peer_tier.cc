@@ -20,9 +20,12 @@ PeerTier::PeerTier(Transport& transport, PeerOptions options, Stats* stats)
       rank_(transport.rank()),
       size_(transport.size()),
       digests_(transport.size()),
+      catalog_sent_(transport.size()),
       down_until_(transport.size()),
       gone_(transport.size(), false),
-      incompatible_(transport.size(), false) {
+      incompatible_(transport.size(), false),
+      catalogs_(transport.size()),
+      digest_error_(transport.size()) {
   transport_.CountErrorsIn(&stats_->mpi_errors);
 }
 
@@ -122,11 +125,10 @@ bool PeerTier::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
   std::unique_lock lock(plan_mu_);
   if (!replan || !registered_) {
     Digest mine = MakeDigest(plan, limits, rank_, ++generation_);
-    const std::vector<char> bytes = EncodeDigest(mine);
+    SendDigestLocked(mine);
     digests_[rank_] = std::move(mine);
     registered_ = true;
     registered_at_ = Clock::now();
-    Broadcast(kPlan, bytes);
   }
   if (!AllRegisteredLocked() && Clock::now() < registered_at_ + options_.plan_timeout) {
     placed_ = false;
@@ -146,7 +148,7 @@ bool PeerTier::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
   local_ = ApplyPlacement(plan, limits, totals_, present, rank_);
   peer_owner_.clear();
   for (const PlanObject& o : plan.objects) {
-    if (o.place == kPeer) peer_owner_.emplace(o.key, totals_.owner.at(o.key));
+    if (o.place == kPeer) peer_owner_.emplace(o.key, totals_.owner.find(o.key)->second);
   }
   placed_ranks_.clear();
   for (const Digest* d : present) placed_ranks_.push_back(d->rank);
@@ -154,6 +156,41 @@ bool PeerTier::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
   placed_ = true;
   dirty_ = false;
   return true;
+}
+
+void PeerTier::SendDigestLocked(const Digest& mine) {
+  const Catalog catalog = EncodeCatalog(mine);
+  std::vector<char> with, without;  // encoded once each, when a rank needs that form
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (gone_[r] || incompatible_[r]) continue;
+    }
+    const bool carry = catalog_sent_[r] != catalog.hash;
+    std::vector<char>& bytes = carry ? with : without;
+    if (bytes.empty()) bytes = EncodeDigest(mine, catalog, carry);
+    transport_.Send(r, kPlan, bytes);
+    plan_bytes_sent_ += bytes.size();
+    catalog_sends_ += carry;
+    catalog_sent_[r] = catalog.hash;
+  }
+}
+
+void PeerTier::RefuseDigest(int r, const std::string& why) {
+  stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
+  if (digest_error_[r] != why) {  // logged once per reason until r sends a good digest
+    spdlog::error("peer rank {}: plan digest refused: {}; its plan is left out of the placement",
+                  r, why);
+    digest_error_[r] = why;
+  }
+  {
+    std::lock_guard lock(plan_mu_);
+    if (!digests_[r]) return;
+    digests_[r].reset();
+    dirty_ = true;
+  }
+  plan_cv_.notify_all();
 }
 
 void PeerTier::Held(const std::string& path, const FileVersion& version) {
@@ -261,8 +298,14 @@ void PeerTier::ReceiveLoop() {
         break;
       }
       case kPlan: {
-        auto d = DecodeDigest(bytes);
-        if (!d || d->rank != src) break;
+        std::string why;
+        auto d = DecodeDigest(bytes, &catalogs_[src], &why);
+        if (d && d->rank != src) why = "it names rank " + std::to_string(d->rank);
+        if (!why.empty()) {
+          RefuseDigest(src, why);
+          break;
+        }
+        digest_error_[src].clear();
         {
           std::lock_guard lock(plan_mu_);
           if (digests_[src] && digests_[src]->generation >= d->generation) break;
@@ -426,12 +469,13 @@ uint64_t PeerTier::capacity() const {
 std::string PeerTier::InfoJson() const {
   using nlohmann::json;
   std::lock_guard lock(plan_mu_);
-  json registered = json::array(), down = json::array();
+  json registered = json::array(), down = json::array(), generations = json::array();
   {
     std::lock_guard l(mu_);
     const auto now = Clock::now();
     for (int r = 0; r < size_; ++r) {
       if (digests_[r]) registered.push_back(r);
+      generations.push_back(digests_[r] ? digests_[r]->generation : 0);
       if (r != rank_ && !LiveLocked(r, now)) down.push_back(r);
     }
   }
@@ -441,6 +485,9 @@ std::string PeerTier::InfoJson() const {
       {"rank", rank_},
       {"ranks", size_},
       {"registered", registered},
+      {"generations", generations},
+      {"plan_bytes_sent", plan_bytes_sent_},
+      {"catalogs_sent", catalog_sends_},
       {"unreachable", down},
       {"state", !registered_ ? "no plan"
                 : placed_    ? "placed"

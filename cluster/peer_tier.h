@@ -1,6 +1,8 @@
 // PeerTier: the other nodes' caches, as one more tier (design.md section 3), over a Transport.
 //
-// Plans. When this node registers a manifest, Place() sends its plan digest to every rank.
+// Plans. When this node registers a manifest, Place() sends its plan digest to every rank,
+// with the node's catalog (its object keys and versions: protocol.h) only where that rank was
+// not sent the same catalog before, as after an epoch appended over the same files.
 // Once every live rank's digest is here, or plan_timeout after this node registered, every
 // node computes the same cluster placement (placement.h) and its prefetcher fills what this
 // node owns. A digest that arrives later (a late node, new epochs), a node that leaves or one
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "cache/plan.h"
+#include "cache/string_map.h"
 #include "cache/stats.h"
 #include "cache/tier.h"
 #include "cluster/placement.h"
@@ -106,6 +109,15 @@ class PeerTier : public Tier {
   // plan_mu_ held: every rank that is live has registered.
   bool AllRegisteredLocked() const;
   void MarkDown(int r);
+  // plan_mu_ held: sends mine to every other rank, with its catalog where that rank was not
+  // sent this catalog yet (a rank skipped as gone or incompatible gets it next time).
+  void SendDigestLocked(const Digest& mine);
+  // Receiver thread: a kPlan from r that does not decode (malformed, a damaged catalog, or a
+  // digest naming a catalog this node does not hold). Counted in
+  // Stats::peer_protocol_errors and logged once per reason; r's earlier digest is dropped, so
+  // r counts as unregistered (placed without it once plan_timeout passed) until it sends a
+  // digest that decodes.
+  void RefuseDigest(int r, const std::string& why);
   // A message from r without this protocol's header: r is treated as down for good (logged
   // once, every such message counted in Stats::peer_protocol_errors).
   void Refuse(int r, HeaderCheck check, uint16_t version);
@@ -122,6 +134,9 @@ class PeerTier : public Tier {
   // Lock order: plan_mu_ before mu_. Transport calls may be made under either.
   mutable std::mutex plan_mu_;
   std::vector<std::optional<Digest>> digests_;  // by rank; this node's own included
+  std::vector<std::optional<uint64_t>> catalog_sent_;  // by rank: hash of the last catalog sent
+  uint64_t plan_bytes_sent_ = 0;  // kPlan bytes sent, all ranks
+  uint64_t catalog_sends_ = 0;    // kPlan messages that carried the catalog
   uint64_t generation_ = 0;
   bool registered_ = false;  // this node has a plan
   std::chrono::steady_clock::time_point registered_at_;
@@ -130,7 +145,7 @@ class PeerTier : public Tier {
   ClusterPlacement totals_;
   LocalPlacement local_;
   std::vector<int> placed_ranks_;
-  std::unordered_map<std::string, int> peer_owner_;  // files read here that another node owns
+  StringMap<int> peer_owner_;  // files read here that another node owns
 
   mutable std::mutex mu_;
   std::condition_variable reply_cv_, serve_cv_, plan_cv_;
@@ -146,6 +161,11 @@ class PeerTier : public Tier {
   std::deque<Message> requests_;  // kRequest and kPush, for the serving threads
   std::vector<std::pair<std::string, FileVersion>> announce_;
   std::vector<std::thread> threads_;
+
+  // Receiver thread only: the last catalog accepted from each rank, and the reason its last
+  // digest was refused (empty: it decoded).
+  std::vector<std::optional<Catalog>> catalogs_;
+  std::vector<std::string> digest_error_;
 };
 
 }  // namespace clairfs::cluster

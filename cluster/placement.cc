@@ -105,11 +105,13 @@ Digest MakeDigest(const Plan& plan, const PlacementLimits& limits, int rank, uin
   d.rank = rank;
   d.generation = generation;
   d.tier_capacity = limits.tier_capacity;
-  const double n = std::max<size_t>(1, plan.sequence.size());
+  const uint64_t span = plan.span();
   for (const PlanObject& o : plan.objects) {
     if (o.freq == 0) continue;
-    d.files.push_back({o.key, o.version, o.freq, o.first / n});
+    d.files.push_back({std::string(o.key), o.version, o.freq, QuantizeFirst(o.first, span)});
   }
+  std::sort(d.files.begin(), d.files.end(),
+            [](const DigestFile& a, const DigestFile& b) { return a.path < b.path; });
   return d;
 }
 
@@ -129,16 +131,14 @@ LocalPlacement ApplyPlacement(Plan& plan, const PlacementLimits& limits,
   }
   // Files it owns but does not read join the plan; the path index is rebuilt after all are
   // appended, since appending may move the strings it refers to.
-  std::vector<PlanObject> extra;
+  std::vector<std::pair<std::string_view, FileVersion>> extra;
   for (const auto& [key, first_version] : owned) {
-    if (plan.Find(key) == kNoPos) {
-      extra.push_back(PlanObject::Of(std::string(key), first_version.second));
-    }
+    if (plan.Find(key) == kNoPos) extra.emplace_back(key, first_version.second);
   }
   if (!extra.empty()) {
     std::sort(extra.begin(), extra.end(),
-              [](const PlanObject& a, const PlanObject& b) { return a.key < b.key; });
-    for (PlanObject& o : extra) plan.objects.push_back(std::move(o));
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [key, version] : extra) plan.AddObject(key, version);
     plan.Finalize();
   }
 

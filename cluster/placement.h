@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "cache/plan.h"
+#include "cache/string_map.h"
 #include "cluster/protocol.h"
 
 namespace clairfs::cluster {
 
 struct ClusterPlacement {
-  std::unordered_map<std::string, int> owner;  // path -> rank whose tiers hold it
+  StringMap<int> owner;                        // path -> rank whose tiers hold it
   uint64_t files = 0, bytes = 0;               // distinct files of all plans
   uint64_t owned_files = 0, owned_bytes = 0;   // of those, with an owner
   // Bytes the whole cluster will read from the backing store: each owned file once, each
@@ -30,7 +31,8 @@ struct ClusterPlacement {
 // has no owner. digests: at most one per rank.
 ClusterPlacement PlaceCluster(const std::vector<const Digest*>& digests);
 
-// This node's digest of plan: its read files, with capacities from limits.
+// This node's digest of plan: its read files (sorted by key, first quantized: protocol.h),
+// with capacities from limits.
 Digest MakeDigest(const Plan& plan, const PlacementLimits& limits, int rank, uint64_t generation);
 
 // What ApplyPlacement decided for this node.

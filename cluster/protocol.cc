@@ -1,84 +1,16 @@
 #include "cluster/protocol.h"
 
 #include <cstring>
-#include <type_traits>
+
+#include "cluster/wire.h"
 
 namespace clairfs::cluster {
-namespace {
 
-class Writer {
- public:
-  Writer() {
-    Put(kMagic);
-    Put(kProtocolVersion);
-    Put<uint16_t>(0);
-  }
-  template <typename T>
-  void Put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const char* p = reinterpret_cast<const char*>(&v);
-    out_.insert(out_.end(), p, p + sizeof(T));
-  }
-  void PutString(std::string_view s) {
-    Put<uint32_t>(static_cast<uint32_t>(s.size()));
-    out_.insert(out_.end(), s.begin(), s.end());
-  }
-  void PutBytes(const char* p, size_t n) { out_.insert(out_.end(), p, p + n); }
-  std::vector<char> Take() { return std::move(out_); }
-
- private:
-  std::vector<char> out_;
-};
-
-// Every Get checks the bounds: a truncated or garbled message decodes to nullopt.
-class Reader {
- public:
-  // A message without this protocol's header reads as empty: every Get fails.
-  explicit Reader(std::string_view in) : in_(in) {
-    uint16_t version;
-    if (CheckHeader(in, &version) == HeaderCheck::kOk) {
-      pos_ = kHeaderBytes;
-    } else {
-      in_ = {};
-    }
-  }
-  template <typename T>
-  bool Get(T* v) {
-    if (in_.size() - pos_ < sizeof(T)) return false;
-    std::memcpy(v, in_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return true;
-  }
-  bool GetString(std::string* s) {
-    uint32_t n;
-    if (!Get(&n) || in_.size() - pos_ < n) return false;
-    s->assign(in_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  std::string_view Rest() const { return in_.substr(pos_); }
-  bool Done() const { return pos_ == in_.size(); }
-  bool Valid() const { return !in_.empty(); }
-
- private:
-  std::string_view in_;
-  size_t pos_ = 0;
-};
-
-constexpr size_t kVersionBytes = 32;  // size, mtime, ctime, inode number
-
-void PutVersion(Writer& w, const FileVersion& v) {
-  w.Put(v.size);
-  w.Put(v.mtime_ns);
-  w.Put(v.ctime_ns);
-  w.Put(v.ino);
-}
-
-bool GetVersion(Reader& r, FileVersion* v) {
-  return r.Get(&v->size) && r.Get(&v->mtime_ns) && r.Get(&v->ctime_ns) && r.Get(&v->ino);
-}
-
-}  // namespace
+using wire::GetVersion;
+using wire::kVersionBytes;
+using wire::PutVersion;
+using wire::Reader;
+using wire::Writer;
 
 HeaderCheck CheckHeader(std::string_view bytes, uint16_t* version) {
   uint32_t magic;
@@ -90,46 +22,6 @@ HeaderCheck CheckHeader(std::string_view bytes, uint16_t* version) {
 }
 
 std::vector<char> EncodeBye() { return Writer().Take(); }
-
-std::vector<char> EncodeDigest(const Digest& d) {
-  Writer w;
-  w.Put<int32_t>(d.rank);
-  w.Put(d.generation);
-  w.Put<uint32_t>(static_cast<uint32_t>(d.tier_capacity.size()));
-  for (uint64_t c : d.tier_capacity) w.Put(c);
-  w.Put<uint64_t>(d.files.size());
-  for (const DigestFile& f : d.files) {
-    w.PutString(f.path);
-    PutVersion(w, f.version);
-    w.Put(f.freq);
-    w.Put(f.first);
-  }
-  return w.Take();
-}
-
-std::optional<Digest> DecodeDigest(std::string_view bytes) {
-  Reader r(bytes);
-  Digest d;
-  int32_t rank;
-  uint32_t ntiers;
-  uint64_t nfiles;
-  if (!r.Get(&rank) || !r.Get(&d.generation) || !r.Get(&ntiers) || ntiers > 64) return {};
-  d.rank = rank;
-  d.tier_capacity.resize(ntiers);
-  for (auto& c : d.tier_capacity) {
-    if (!r.Get(&c)) return {};
-  }
-  if (!r.Get(&nfiles) || nfiles > bytes.size()) return {};
-  d.files.resize(nfiles);
-  for (DigestFile& f : d.files) {
-    if (!r.GetString(&f.path) || !GetVersion(r, &f.version) || !r.Get(&f.freq) ||
-        !r.Get(&f.first)) {
-      return {};
-    }
-  }
-  if (!r.Done()) return {};
-  return d;
-}
 
 std::vector<char> EncodeHave(const Have& h) {
   Writer w;

@@ -36,6 +36,9 @@ struct CacheConfig {
   // How far (in object reads) readers may run out of order before a position they skipped is
   // given up (cache/consumption.h).
   uint32_t consumption_lag = 1u << 16;
+  // Seconds after which a stream nobody reads or registers is removed (a crashed job must not
+  // pin its plan); 0: never.
+  double stream_idle = 3600;
 
   // Seconds one backing-store call (stat, open, a 4 MiB read step) may take; then it fails
   // with ETIMEDOUT and is abandoned (cache/io_executor.h).

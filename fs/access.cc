@@ -182,12 +182,30 @@ void AccessPolicy::Init(fuse_conn_info* conn) {
   } else {
     spdlog::warn("the kernel cannot enforce POSIX ACLs on a FUSE mount: only mode bits count");
   }
+  // The root's ACLs from the start, for a store that stalls before the kernel first asks.
+  (void)RootAcl("system.posix_acl_access");
+  (void)RootAcl("system.posix_acl_default");
+}
+
+Result<std::string> AccessPolicy::RootAcl(const char* name) {
+  const int which = std::string_view(name) == "system.posix_acl_access"    ? 0
+                    : std::string_view(name) == "system.posix_acl_default" ? 1
+                                                                            : -1;
+  auto value = ReadAttr(backing_, "", name);
+  if (which < 0) return value;
+  std::lock_guard lock(root_acl_mu_);
+  if (!StoreUnreachable(value.status())) {
+    root_acl_[which] = value;
+  } else if (root_acl_[which].status().code() != Code::kUnavailable) {
+    return root_acl_[which];
+  }
+  return value;
 }
 
 void AccessPolicy::GetXattr(fuse_req_t req, const std::string& path, const char* name,
-                            size_t size) const {
+                            size_t size) {
   if (!Forwarded(name)) return (void)fuse_reply_err(req, ENODATA);
-  auto value = ReadAttr(backing_, path, name);
+  auto value = path.empty() ? RootAcl(name) : ReadAttr(backing_, path, name);
   if (!value.ok()) return (void)fuse_reply_err(req, ToErrno(value.status()));
   ReplyXattr(req, value.value(), size);
 }

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +47,11 @@ class AccessPolicy {
   // and user.* attributes are served; trusted.* and security.* stay hidden, since the daemon
   // reads them with its own privileges. An object without the attribute (or whose file system
   // has none) answers ENODATA; size 0 asks for the size; a too small size gets ERANGE.
-  void GetXattr(fuse_req_t req, const std::string& path, const char* name, size_t size) const;
+  // The dataset root's ACLs are also remembered (from Init on) and, while the store does not
+  // answer (StoreUnreachable), the last ones read are served: the kernel checks them on every
+  // path walk into the mount, and the control files below the root must stay reachable (the
+  // root's attributes are kept the same way, see ClairFs::GetAttr).
+  void GetXattr(fuse_req_t req, const std::string& path, const char* name, size_t size);
   void ListXattr(fuse_req_t req, const std::string& path, size_t size) const;
 
   // True if the caller of req may open the dataset file at path with flags. Otherwise replies
@@ -64,8 +70,16 @@ class AccessPolicy {
   void ManifestAttr(struct stat* st) const;
 
  private:
+  // The last answer of the store for the root's ACL `name`: its value, or an error (ENODATA).
+  Result<std::string> RootAcl(const char* name);
+
   const PosixBacking& backing_;
   const AccessCheck check_;
+  // The root's system.posix_acl_access and _default as last read (kUnavailable: never read).
+  // root_acl_mu_ is a leaf.
+  std::mutex root_acl_mu_;
+  Result<std::string> root_acl_[2] = {Status::Error(Code::kUnavailable, ""),
+                                      Status::Error(Code::kUnavailable, "")};
   std::atomic<bool> unreachable_logged_{false};  // this unreachable episode was logged
   const std::optional<gid_t> control_gid_;
   Stats& stats_;

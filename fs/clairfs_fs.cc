@@ -85,6 +85,8 @@ void ClairFs::Init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   access_.Init(conn);  // POSIX ACLs enforced by the kernel
   // The root's attributes from the start, for a store that stalls before the first GETATTR.
+  // (Not in the constructor: that runs before the daemon forks, and the I/O executor's
+  // threads would stay behind in the parent.)
   struct stat st;
   if (backing_.Lstat("", &st).ok()) {
     std::lock_guard lock(root_mu_);

@@ -27,7 +27,7 @@ std::unique_ptr<ControlPlane::Writer> ControlPlane::OpenWriter(bool append, bool
 void ControlPlane::SetPending(const Writer& w, bool pending) {
   std::lock_guard lock(pending_mu_);
   if (pending) {
-    pending_[&w] = std::chrono::steady_clock::now();
+    pending_[&w] = {std::chrono::steady_clock::now(), false};
   } else if (pending_.erase(&w) > 0) {
     pending_cv_.notify_all();
   }
@@ -40,7 +40,9 @@ void ControlPlane::AwaitReleases() {
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
     auto until = now;
-    for (const auto& [writer, flushed] : pending_) until = std::max(until, flushed + kReleaseWait);
+    for (const auto& [writer, p] : pending_) {
+      until = std::max(until, p.since + (p.releasing ? kInstallWait : kReleaseWait));
+    }
     if (until <= now) return;
     pending_cv_.wait_until(lock, until);
   }
@@ -57,6 +59,14 @@ Status ControlPlane::Write(Writer& w, std::string_view bytes, uint64_t offset, b
   }
   w.parser_.Feed(bytes);
   w.written_ += bytes.size();
+  // A long text's paths are checked while the rest of it arrives (also the epochs of a
+  // compact text, whose items come first).
+  const std::vector<std::string_view>& paths = w.parser_.paths();
+  const size_t queued = w.ahead_ ? w.ahead_->queued() : 0;
+  if (paths.size() >= kCheckAheadFrom && paths.size() > queued) {
+    if (!w.ahead_) w.ahead_ = std::make_unique<PathCheckAhead>(PathResolver(backing_, aliases_));
+    w.ahead_->Add(std::span(paths).subspan(queued));
+  }
   w.dirty_ = true;
   w.valid_.reset();
   SetPending(w, false);
@@ -68,7 +78,8 @@ Status ControlPlane::Truncate(Writer& w, uint64_t size) {
     return Status::Error(Code::kInvalidArgument, "the manifest can only be truncated to size 0");
   }
   std::lock_guard lock(w.mu_);
-  w.parser_ = ManifestParser();
+  w.ahead_.reset();
+  w.parser_ = ManifestInput();
   w.written_ = 0;
   w.dirty_ = false;
   w.last_ = Status::Ok();
@@ -79,8 +90,18 @@ Status ControlPlane::Truncate(Writer& w, uint64_t size) {
 }
 
 void ControlPlane::Validate(Writer& w) {
+  const auto start = std::chrono::steady_clock::now();
   PathResolver resolver(backing_, aliases_);
-  auto resolved = ResolveManifest(w.parser_.Peek(), resolver);
+  const ParsedManifest& parsed = w.parser_.Peek();
+  // What was checked ahead is used once: a text written on after this validation (through a
+  // dup'ed descriptor) has all its paths checked again.
+  PathChecks checks = w.ahead_ ? w.ahead_->Take() : PathChecks{};
+  w.ahead_.reset();
+  const size_t ahead = checks.size();
+  auto resolved = ResolveManifest(parsed, resolver, std::move(checks));
+  spdlog::debug("manifest validated: {} entries, {} paths, {} checked while written ({:.3f} s)",
+                parsed.sequence.size(), parsed.paths.size(), ahead,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   w.dirty_ = false;
   w.report_ = ++reports_;
   if (!resolved.ok()) {
@@ -112,6 +133,14 @@ Status ControlPlane::Flush(Writer& w) {
 }
 
 void ControlPlane::Release(Writer& w) {
+  {
+    // Its release has come: readers of plan, stats and errors wait for the installation.
+    std::lock_guard lock(pending_mu_);
+    if (auto it = pending_.find(&w); it != pending_.end()) {
+      it->second = {std::chrono::steady_clock::now(), true};
+      pending_cv_.notify_all();
+    }
+  }
   std::lock_guard wlock(w.mu_);
   std::shared_ptr<const ResolvedManifest> text;
   if (w.written_ > 0) {
@@ -124,30 +153,64 @@ void ControlPlane::Release(Writer& w) {
   if (text) {
     const auto start = std::chrono::steady_clock::now();
     std::lock_guard lock(commit_mu_);
-    std::shared_ptr<const Plan> base = w.append_ ? prefetcher_.plan() : nullptr;
-    auto plan = MergePlan(base.get(), *text, prefetcher_.chunk_size(),
-                          prefetcher_.record_chunk_size());
-    if (!plan.ok()) {
+    // The text's storage is reused for the plan's positions when nothing else holds it.
+    w.ahead_.reset();
+    w.parser_ = ManifestInput();
+    w.valid_.reset();
+    const StreamChange change = w.append_ ? StreamChange::kAppend : StreamChange::kReplace;
+    const std::string stream = text->stream.empty() ? std::string(kDefaultStream) : text->stream;
+    const uint64_t entries = text->sequence.size();
+    Status status;
+    uint64_t files = 0, streams = 0;
+    {
+      auto plan = prefetcher_.Update([&](const Plan* current) {
+        return MergePlan(current, std::move(text), change, prefetcher_.chunk_size(),
+                         prefetcher_.record_chunk_size());
+      });
+      if (plan.ok()) {
+        files = plan.value()->files();
+        streams = plan.value()->streams.size();
+      } else {
+        status = plan.status();
+      }
+    }
+    if (!status.ok()) {
       stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("{}", plan.status().message());
-      Report(w.report_, plan.status().message());
+      spdlog::warn("{}", status.message());
+      Report(w.report_, status.message());
     } else {
-      const uint64_t entries = plan.value()->entries;
-      const uint64_t files = plan.value()->files();
-      prefetcher_.Install(std::move(plan.value()), w.append_);
-      w.valid_.reset();
-      w.parser_ = ManifestParser();
-      text.reset();
       malloc_trim(0);  // the parser's and the old plan's memory goes back to the system
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      spdlog::info("manifest {}: {} entries, {} files in the plan ({:.3f} s)",
-                   w.append_ ? "appended" : "installed", entries, files, secs);
+      spdlog::info("stream '{}' {}: {} entries; {} streams, {} files in the plan ({:.3f} s)",
+                   EscapeForReport(stream),
+                   change == StreamChange::kAppend ? "appended" : entries ? "registered" : "removed",
+                   entries, streams, files, secs);
       Report(w.report_, "");
     }
   }
   SetPending(w, false);
 }
+
+namespace {
+
+json StreamsJson(const PrefetchProgress& p) {
+  json streams = json::array();
+  for (const StreamProgress& s : p.streams) {
+    streams.push_back({{"name", s.name},
+                       {"epoch", s.epoch},
+                       {"epochs", s.epochs},
+                       {"position", s.position},
+                       {"positions", s.positions},
+                       {"entries", s.entries},
+                       {"given_up", s.given_up},
+                       {"staging_cursor", s.staging_cursor},
+                       {"idle_seconds", s.idle_seconds}});
+  }
+  return streams;
+}
+
+}  // namespace
 
 std::string ControlPlane::StatsJson() const {
   const auto get = [](const Stats::Counter& c) { return c.load(std::memory_order_relaxed); };
@@ -207,6 +270,7 @@ std::string ControlPlane::StatsJson() const {
         {"positions", p.positions},
         {"given_up", p.given_up},
         {"entries", p.entries},
+        {"streams", StreamsJson(p)},
         {"staging_bytes", p.staging_bytes},
         {"staging_capacity", limits.staging_capacity}}},
       {"tiers", tiers},
@@ -235,6 +299,7 @@ std::string ControlPlane::PlanJson() const {
   if (!plan) {
     PlanSummary empty;
     j = {{"epochs", 0},
+         {"streams", json::array()},
          {"entries", 0},
          {"range_entries", 0},
          {"positions", 0},
@@ -257,7 +322,16 @@ std::string ControlPlane::PlanJson() const {
     tiers.push_back(
         {{"name", t.name}, {"objects", t.objects}, {"bytes", t.bytes}, {"capacity", t.capacity}});
   }
+  json streams = json::array();
+  for (const PlanStream& st : plan->streams) {
+    streams.push_back({{"name", st.name},
+                       {"epochs", st.epochs()},
+                       {"entries", st.entries},
+                       {"range_entries", st.range_entries},
+                       {"positions", st.sequence.size()}});
+  }
   j = {{"epochs", s.epochs},
+       {"streams", streams},
        {"entries", s.entries},
        {"range_entries", s.range_entries},
        {"positions", s.positions},

@@ -1,5 +1,6 @@
 // ControlPlane: the files of <mount>/.clairfs/ (docs/control-interface.md), without FUSE.
-//   manifest  write: a plan, validated at each close(), installed at the last (release)
+//   manifest  write: a stream of the plan (text or compact form), validated at each close(),
+//             installed at the last (release); other streams are kept
 //   errors    read: the report of the last manifest validation (empty if it was accepted)
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
 #pragma once
@@ -14,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/manifest.h"
+#include "cache/compact_manifest.h"
+#include "cache/path_check.h"
 #include "cache/plan.h"
 #include "cache/prefetcher.h"
 #include "cache/stats.h"
@@ -34,13 +36,15 @@ class ControlPlane {
    private:
     friend class ControlPlane;
     std::mutex mu_;  // taken before ControlPlane::commit_mu_, errors_mu_ and pending_mu_
-    ManifestParser parser_;
+    ManifestInput parser_;  // the text or compact form, by its first byte
     const bool append_;     // opened with O_APPEND: the text's epochs are added to the plan
     bool truncate_;         // O_TRUNC or ftruncate(0): even an empty text replaces the plan
     uint64_t written_ = 0;  // bytes of the text, the offset the next non-append write must have
     bool dirty_ = false;    // written since the last validation
     Status last_;           // the last validation's result
     std::shared_ptr<const ResolvedManifest> valid_;  // what it validated, if it was accepted
+    // Checks the paths of a long text while it is written (made at kCheckAheadFrom paths).
+    std::unique_ptr<PathCheckAhead> ahead_;
     uint64_t report_ = 0;  // the sequence number of its last validation (Report)
   };
 
@@ -61,11 +65,17 @@ class ControlPlane {
   // The last close of w: installs w's text if it is valid (reusing the last validation when
   // nothing was written since), or, for a replacement that never wrote, an empty plan.
   void Release(Writer& w);
-  // Waits, up to kReleaseWait after their flush, for writers whose close() succeeded to be
-  // released, so that a read of plan, stats or errors, or an open of a dataset file, just
-  // after close() sees their plan. Without such writers it returns at once, taking no lock.
+  // Waits for writers whose close() succeeded to be released and installed, so that a read
+  // of plan, stats or errors, or an open of a dataset file, just after close() sees their
+  // plan: up to kReleaseWait after their flush for the release to come (a descriptor another
+  // process still holds delays it without end), then up to kInstallWait after it came for the
+  // installation (planning a 100-million-entry manifest takes seconds). Without such writers
+  // it returns at once, taking no lock.
   void AwaitReleases();
   static constexpr std::chrono::milliseconds kReleaseWait{1000};
+  // A text naming this many distinct paths has them checked while it is still written.
+  static constexpr size_t kCheckAheadFrom = 8192;
+  static constexpr std::chrono::milliseconds kInstallWait{120'000};
 
   // A JSON object text shown as "cluster" in the plan (cluster/ provides it). Before serving.
   void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
@@ -96,8 +106,12 @@ class ControlPlane {
   std::mutex pending_mu_;  // leaf
   std::condition_variable pending_cv_;
   // Writers validated and accepted at a close(), with nothing written since and not yet
-  // released, with the time of that close.
-  std::map<const Writer*, std::chrono::steady_clock::time_point> pending_;
+  // installed: since the time of that close, or, releasing, since their release began.
+  struct Pending {
+    std::chrono::steady_clock::time_point since;
+    bool releasing = false;
+  };
+  std::map<const Writer*, Pending> pending_;
   std::atomic<size_t> pending_count_{0};  // pending_.size(), stored under pending_mu_
 };
 

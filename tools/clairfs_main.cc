@@ -251,6 +251,8 @@ int main(int argc, char** argv) {
   popts.chunk_size = config.cache.chunk_size;
   popts.record_chunk_size = config.cache.record_chunk_size;
   popts.consumption_lag = config.cache.consumption_lag;
+  popts.stream_idle =
+      std::chrono::milliseconds(static_cast<int64_t>(config.cache.stream_idle * 1000));
   clairfs::Prefetcher prefetcher(*backing.value(), tier_ptrs, popts, &stats);
   std::vector<std::string> aliases = {data_abs};
   if (mount_abs != data_abs) aliases.push_back(mount_abs);

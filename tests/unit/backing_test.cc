@@ -61,6 +61,46 @@ TEST(PosixBacking, ReadsAFileWithItsVersion) {
 }
 
 // A FIFO swapped in for a file: without O_NONBLOCK open() blocks until a writer appears.
+// LstatMany (one I/O call, by directory) reports exactly what Lstat reports, path by path:
+// files, symlinks (not followed), paths through a symlink or a file, missing names, odd names.
+TEST(PosixBacking, LstatManyAgreesWithLstat) {
+  TempDir dir;
+  const std::string r = dir.path();
+  ASSERT_EQ(mkdir((r + "/a").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((r + "/b").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((r + "/a/deep").c_str(), 0755), 0);
+  WriteFile(r + "/top", "1");
+  WriteFile(r + "/a/x", "22");
+  WriteFile(r + "/b/y", "333");
+  WriteFile(r + "/a/deep/z", "4444");
+  ASSERT_EQ(symlink("x", (r + "/a/link").c_str()), 0);
+  ASSERT_EQ(symlink("../b", (r + "/a/dirlink").c_str()), 0);
+  ASSERT_EQ(symlink("/etc", (r + "/out").c_str()), 0);
+  auto backing = OpenBacking(r);
+  const std::vector<std::string> paths = {
+      "a/x", "b/y", "top", "a/deep/z", "a/link", "a/dirlink", "a/dirlink/y", "out",
+      "out/passwd", "a/missing", "missing/x", "top/x", "a/.", "a/..", "a/", "b/y", "a/deep"};
+  std::vector<struct stat> st;
+  std::vector<Status> status;
+  backing->LstatMany(paths, &st, &status);
+  ASSERT_EQ(st.size(), paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    struct stat one {};
+    const Status s = backing->Lstat(paths[i], &one);
+    ASSERT_EQ(status[i].ok(), s.ok()) << paths[i] << ": " << status[i].ToString() << " vs "
+                                      << s.ToString();
+    if (s.ok()) {
+      EXPECT_EQ(st[i].st_ino, one.st_ino) << paths[i];
+      EXPECT_EQ(st[i].st_mode, one.st_mode) << paths[i];
+      EXPECT_EQ(VersionOf(st[i]), VersionOf(one)) << paths[i];
+    } else {
+      EXPECT_EQ(status[i].code(), s.code()) << paths[i];
+      EXPECT_EQ(status[i].os_errno(), s.os_errno()) << paths[i];
+    }
+  }
+  EXPECT_TRUE(S_ISLNK(st[4].st_mode));  // a/link: the symlink itself
+}
+
 TEST(PosixBacking, FifoIsRefusedWithoutBlocking) {
   TempDir dir;
   ASSERT_EQ(mkfifo((dir.path() + "/fifo").c_str(), 0644), 0);

@@ -106,7 +106,7 @@ TEST(RangeEntries, PeekThenFeedGivesTheSameText) {
   auto m = std::move(p).Finish();
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m.targets.size(), 2u);
-  EXPECT_EQ(m.sequence, (std::vector<uint32_t>{0, 1, 0}));
+  EXPECT_EQ(m.sequence.ToVector(), (std::vector<uint32_t>{0, 1, 0}));
   EXPECT_EQ(m.targets[1].range, (ByteRange{2, 3}));
 }
 
@@ -118,7 +118,8 @@ class ChunkPlanTest : public ::testing::Test {
   }
   Result<std::shared_ptr<Plan>> Build(std::string_view text, const Plan* base = nullptr) {
     PathResolver resolver(backing_, {});
-    return BuildPlan(Parse(text), resolver, base, 4);
+    return BuildPlan(Parse(text), resolver, base,
+                     base ? StreamChange::kAppend : StreamChange::kReplace, 4);
   }
   MemBacking backing_;
 };
@@ -135,10 +136,11 @@ TEST_F(ChunkPlanTest, EntriesBecomeThePositionsOfTheirChunks) {
   ASSERT_NE(c1, kNoPos);
   ASSERT_NE(c2, kNoPos);
   ASSERT_NE(s, kNoPos);  // a range of a file no larger than a chunk reads the whole file
-  EXPECT_EQ(p.sequence, (std::vector<uint32_t>{c0, c1, c2, s, c0, c1, s, c2}));
-  EXPECT_EQ(p.epoch_begin, (std::vector<uint32_t>{0, 4}));
-  EXPECT_EQ(p.entries, 5u);
-  EXPECT_EQ(p.range_entries, 3u);
+  const PlanStream& st = p.streams[0];
+  EXPECT_EQ(st.sequence.ToVector(), (std::vector<uint32_t>{c0, c1, c2, s, c0, c1, s, c2}));
+  EXPECT_EQ(st.epoch_begin, (std::vector<uint32_t>{0, 4}));
+  EXPECT_EQ(p.entries(), 5u);
+  EXPECT_EQ(p.range_entries(), 3u);
   EXPECT_EQ(p.objects[c0].freq, 2u);
   EXPECT_EQ(p.objects[c2].bytes, 2u);
   EXPECT_EQ(p.objects[s].bytes, 3u);
@@ -173,11 +175,12 @@ TEST_F(ChunkPlanTest, AnAppendedPlanKeepsEachFileGrid) {
   auto base = Build("big\n");
   ASSERT_TRUE(base.ok());
   PathResolver resolver(backing_, {});
-  auto appended = BuildPlan(Parse("big\n"), resolver, base.value().get(), 8);
+  auto appended =
+      BuildPlan(Parse("big\n"), resolver, base.value().get(), StreamChange::kAppend, 8);
   ASSERT_TRUE(appended.ok());
   EXPECT_EQ(appended.value()->ChunkedFile("big")->chunk, 4u);
   EXPECT_EQ(appended.value()->objects.size(), 3u);
-  EXPECT_EQ(appended.value()->sequence.size(), 6u);
+  EXPECT_EQ(appended.value()->positions(), 6u);
 }
 
 TEST_F(ChunkPlanTest, FilesReadAsRecordsGetTheRecordGrid) {
@@ -186,7 +189,7 @@ TEST_F(ChunkPlanTest, FilesReadAsRecordsGetTheRecordGrid) {
   PathResolver resolver(backing_, {});
   // big is read whole (grid 8), shard as records (grid 3); small fits any grid.
   auto plan = BuildPlan(Parse("big\nshard\t4+5\nshard\nsmall\t0+1\nwhole\n"), resolver,
-                        nullptr, 8, 3);
+                        nullptr, StreamChange::kReplace, 8, 3);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   const Plan& p = *plan.value();
   EXPECT_EQ(p.ChunkedFile("big")->chunk, 8u);
@@ -196,10 +199,11 @@ TEST_F(ChunkPlanTest, FilesReadAsRecordsGetTheRecordGrid) {
   EXPECT_NE(p.Find(Key("shard", 18, 2)), kNoPos);
   EXPECT_NE(p.Find(Key("big", 8, 2)), kNoPos);
   EXPECT_NE(p.Find("small"), kNoPos);
-  EXPECT_EQ(p.sequence.size(), 2 + 2 + 7 + 1 + 2u);
+  EXPECT_EQ(p.positions(), 2 + 2 + 7 + 1 + 2u);
   // Appending ranges of a file the base holds whole keeps it whole; of a chunked file keeps
   // its grid.
-  auto appended = BuildPlan(Parse("small\t1+1\nbig\t0+1\n"), resolver, plan.value().get(), 8, 3);
+  auto appended = BuildPlan(Parse("small\t1+1\nbig\t0+1\n"), resolver, plan.value().get(),
+                            StreamChange::kAppend, 8, 3);
   ASSERT_TRUE(appended.ok());
   EXPECT_EQ(appended.value()->ChunkedFile("big")->chunk, 8u);
   EXPECT_EQ(appended.value()->ChunkedFile("small"), nullptr);
@@ -209,11 +213,13 @@ TEST_F(ChunkPlanTest, FilesReadAsRecordsGetTheRecordGrid) {
 // A plan of n distinct objects read once each, in order.
 std::shared_ptr<Plan> Line(int n) {
   auto p = std::make_shared<Plan>();
+  PlanStream s{"default", 1, {}, {}};
   for (int i = 0; i < n; ++i) {
-    p->objects.push_back(PlanObject::Of("f" + std::to_string(i), {10, 1}));
-    p->sequence.push_back(i);
+    p->AddObject("f" + std::to_string(i), {10, 1});
+    s.sequence.push_back(i);
   }
-  p->epoch_begin = {0};
+  s.epoch_begin = {0};
+  p->streams.push_back(std::move(s));
   p->Finalize();
   return p;
 }
@@ -221,7 +227,7 @@ std::shared_ptr<Plan> Line(int n) {
 TEST(ConsumptionLag, PositionsFarBehindTheFurthestReadAreGivenUp) {
   auto plan = Line(10);
   Consumption c(3);
-  c.Reset(plan, false);
+  c.Reset(plan->streams[0], plan->objects.size(), false);
   EXPECT_EQ(c.Consume(1), 1u);  // out of order, within the lag: nothing given up
   EXPECT_EQ(c.low(), 0u);
   EXPECT_EQ(c.Consume(5), 5u);  // 0..2 are more than 3 behind position 5
@@ -237,23 +243,25 @@ TEST(ConsumptionLag, PositionsFarBehindTheFurthestReadAreGivenUp) {
 TEST(ConsumptionLag, TheWindowDropsEntriesWhoseOccurrencesWereGivenUp) {
   auto plan = Line(10);
   PlaceObjects(*plan, {{}, {}, 1000});
-  Consumption c(3);
-  c.Reset(plan, false);
+  std::vector<Consumption> cs(1, Consumption(3));
+  Consumption& c = cs[0];
+  c.Reset(plan->streams[0], plan->objects.size(), false);
   StagingWindow window(30);  // three objects of 10 bytes
+  window.Reset(cs);
   StagingWindow::Job job;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(window.Next(*plan, c, nullptr, &job), StagingWindow::Step::kFetch);
+    ASSERT_EQ(window.Next(*plan, cs, nullptr, &job), StagingWindow::Step::kFetch);
     window.Attach(job.id, std::make_shared<Flight>());
   }
-  EXPECT_EQ(window.Next(*plan, c, nullptr, &job), StagingWindow::Step::kFull);
+  EXPECT_EQ(window.Next(*plan, cs, nullptr, &job), StagingWindow::Step::kFull);
   // Readers skip 0 and 1 (the page cache answered them, say) and read 4: the window must not
   // stay full of entries nobody will consume.
   const uint32_t pos = c.Consume(4);
   EXPECT_EQ(pos, 4u);
   EXPECT_EQ(c.low(), 2u);
-  EXPECT_TRUE(window.Follow(c.low()));
+  EXPECT_TRUE(window.Follow(0, c));
   EXPECT_EQ(window.bytes(), 10u);  // object 2 is still ahead of the low-water mark
-  EXPECT_EQ(window.Next(*plan, c, nullptr, &job), StagingWindow::Step::kFetch);
+  EXPECT_EQ(window.Next(*plan, cs, nullptr, &job), StagingWindow::Step::kFetch);
   EXPECT_EQ(job.key, "f3");
 }
 
@@ -275,9 +283,10 @@ TEST(ChunkReads, ServeExactBytesFromTheTierAndNeverReadTheBackingStoreAgain) {
   ManifestParser parser;
   parser.Feed("#epoch\nbig\t5000+3500\n#epoch\nbig\t5000+3500\n");
   PathResolver resolver(backing, {});
-  auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, o.chunk_size);
+  auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, StreamChange::kReplace,
+                        o.chunk_size);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  prefetcher.Install(plan.value(), false);
+  prefetcher.Install(plan.value());
   prefetcher.Start();
   const FileVersion v = backing.Version("big");
   ASSERT_TRUE(WaitFor([&] { return stats.fetched_objects.load() == 2; }));

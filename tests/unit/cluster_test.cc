@@ -25,21 +25,8 @@ namespace {
 using namespace std::chrono_literals;
 using clairfs::testing::MemBacking;
 
+// Digests and catalogs: cluster_digest_test.cc.
 TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
-  Digest d{3, 7, {100, 200}, {{"a/b", {10, 5, 6, 99}, 2, 0.25}, {"c", {1, 2}, 1, 0.5}}};
-  auto bytes = EncodeDigest(d);
-  auto back = DecodeDigest({bytes.data(), bytes.size()});
-  ASSERT_TRUE(back);
-  EXPECT_EQ(back->rank, 3);
-  EXPECT_EQ(back->generation, 7u);
-  EXPECT_EQ(back->tier_capacity, (std::vector<uint64_t>{100, 200}));
-  ASSERT_EQ(back->files.size(), 2u);
-  EXPECT_EQ(back->files[0].path, "a/b");
-  EXPECT_EQ(back->files[0].version, (FileVersion{10, 5, 6, 99}));
-  EXPECT_EQ(back->files[1].first, 0.5);
-  for (size_t cut = 0; cut < bytes.size(); ++cut) {
-    EXPECT_FALSE(DecodeDigest({bytes.data(), cut})) << cut;
-  }
   auto req = EncodeRequest({9, {3, 4}, "x/y"});
   auto q = DecodeRequest({req.data(), req.size()});
   ASSERT_TRUE(q);
@@ -61,7 +48,7 @@ TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
 
 TEST(ProtocolTest, EveryMessageCarriesMagicAndVersion) {
   std::vector<std::vector<char>> all = {
-      EncodeDigest({1, 1, {1}, {}}), EncodeHave({{{"p", {1, 1}}}}),
+      EncodeDigest({1, 1, {1}, {}}, EncodeCatalog({}), true), EncodeHave({{{"p", {1, 1}}}}),
       EncodeRequest({1, {1, 1}, "p"}), EncodeReply({1, 0, 0, {1, 1}}, nullptr, 0), EncodeBye()};
   auto blob = clairfs::testing::MakeBlob("abc");
   all.push_back(EncodePush("p", *blob));
@@ -152,7 +139,7 @@ TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   ManifestParser parser;
   parser.Feed("f\ng\nh\nf\n");
   PathResolver resolver(backing, {});
-  auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, 1ull << 30);
+  auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
   ASSERT_TRUE(plan.ok());
   PlacementLimits limits{{"ram"}, {1000}, 1000};
   Digest mine = MakeDigest(*plan.value(), limits, 0, 1);
@@ -191,19 +178,13 @@ class CorruptingTransport : public Transport {
   Transport& inner_;
 };
 
-// Sends every message as a clairfs of another protocol version would; version 0: without the
-// header, as the unversioned protocol did.
-class OtherVersionTransport : public Transport {
+// A transport that forwards everything to inner; subclasses change what Send sends.
+class ForwardingTransport : public Transport {
  public:
-  OtherVersionTransport(Transport& inner, uint16_t version) : inner_(inner), version_(version) {}
+  explicit ForwardingTransport(Transport& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   void Send(int dst, int tag, std::vector<char> bytes) override {
-    if (version_ == 0) {
-      bytes.erase(bytes.begin(), bytes.begin() + kHeaderBytes);
-    } else {
-      std::memcpy(bytes.data() + 4, &version_, 2);
-    }
     inner_.Send(dst, tag, std::move(bytes));
   }
   std::optional<Message> Receive(std::chrono::milliseconds wait) override {
@@ -213,7 +194,40 @@ class OtherVersionTransport : public Transport {
 
  private:
   Transport& inner_;
+};
+
+// Sends every message as a clairfs of another protocol version would; version 0: without the
+// header, as the unversioned protocol did.
+class OtherVersionTransport : public ForwardingTransport {
+ public:
+  OtherVersionTransport(Transport& inner, uint16_t version)
+      : ForwardingTransport(inner), version_(version) {}
+  void Send(int dst, int tag, std::vector<char> bytes) override {
+    if (version_ == 0) {
+      bytes.erase(bytes.begin(), bytes.begin() + kHeaderBytes);
+    } else {
+      std::memcpy(bytes.data() + 4, &version_, 2);
+    }
+    ForwardingTransport::Send(dst, tag, std::move(bytes));
+  }
+
+ private:
   const uint16_t version_;
+};
+
+// Sends every kPlan without its catalog, as if the receiver had been sent it already.
+class CatalogStrippingTransport : public ForwardingTransport {
+ public:
+  using ForwardingTransport::ForwardingTransport;
+  void Send(int dst, int tag, std::vector<char> bytes) override {
+    if (tag == kPlan) {
+      std::string why;
+      std::optional<Catalog> held;
+      auto d = DecodeDigest({bytes.data(), bytes.size()}, &held, &why);
+      if (d && held) bytes = EncodeDigest(*d, *held, false);
+    }
+    ForwardingTransport::Send(dst, tag, std::move(bytes));
+  }
 };
 
 // One node: its own backing view, RAM tier, prefetcher and peer tier.
@@ -325,7 +339,7 @@ TEST_F(ClusterTest, BackingStoreIsReadOnceAcrossTheCluster) {
   std::vector<std::vector<std::vector<int>>> orders;
   for (int r = 0; r < n; ++r) {
     orders.push_back(Order(r, n, 3));
-    nodes_[r]->prefetcher->Install(PlanOf(orders[r]), false);
+    nodes_[r]->prefetcher->Install(PlanOf(orders[r]));
   }
   // Every file has an owner; wait until the owners hold them and announced them.
   ASSERT_TRUE(WaitFor([&] {
@@ -353,8 +367,8 @@ TEST_F(ClusterTest, ANodeThatNeverRegistersDelaysOthersOnlyUntilTheDeadline) {
   StartNodes(3, kFiles * kSize, po);
   auto order0 = Order(0, 3, 1), order1 = Order(1, 3, 1);
   const auto start = std::chrono::steady_clock::now();
-  nodes_[0]->prefetcher->Install(PlanOf(order0), false);
-  nodes_[1]->prefetcher->Install(PlanOf(order1), false);
+  nodes_[0]->prefetcher->Install(PlanOf(order0));
+  nodes_[1]->prefetcher->Install(PlanOf(order1));
   // Rank 2 never registers: placement waits for it at most plan_timeout.
   ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == 2 * order0[0].size(); }));
   EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
@@ -370,8 +384,8 @@ TEST_F(ClusterTest, ADeadPeerIsMarkedDownAndReadsFallBackToTheBackingStore) {
   const int n = 2;
   StartNodes(n, kFiles * kSize / 2, po, 2 * kSize);  // a small window: most reads come later
   auto all = Order(0, 1, 1);  // both nodes read everything once, in the same order
-  nodes_[0]->prefetcher->Install(PlanOf(all), false);
-  nodes_[1]->prefetcher->Install(PlanOf(all), false);
+  nodes_[0]->prefetcher->Install(PlanOf(all));
+  nodes_[1]->prefetcher->Install(PlanOf(all));
   ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == kFiles; }));
   ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() == TierFetched(1) * kSize; }));
   net_->Kill(1);
@@ -392,8 +406,8 @@ TEST_F(ClusterTest, FilesReadBeforeTheirOwnerHadThemArePushedToIt) {
   nodes_.push_back(std::make_unique<Node>(backing_, net_->at(1), kFiles * kSize / 2, PeerOptions{},
                                           &stats_[1], 64 << 10, 0));
   auto all = Order(0, 1, 1);
-  nodes_[0]->prefetcher->Install(PlanOf(all), false);
-  nodes_[1]->prefetcher->Install(PlanOf(all), false);
+  nodes_[0]->prefetcher->Install(PlanOf(all));
+  nodes_[1]->prefetcher->Install(PlanOf(all));
   ASSERT_TRUE(WaitFor([&] { return TierFetched(0) == kFiles / 2; }));
   // A node that has not placed its plan yet has no tier for a pushed file and drops it.
   ASSERT_TRUE(WaitFor([&] {
@@ -420,8 +434,8 @@ TEST_F(ClusterTest, DamagedRepliesAreNeverServed) {
   nodes_.push_back(std::make_unique<Node>(backing_, net_->at(1), kFiles * kSize / 2, PeerOptions{},
                                           &stats_[1], 2 * kSize));
   auto all = Order(0, 1, 1);
-  nodes_[0]->prefetcher->Install(PlanOf(all), false);
-  nodes_[1]->prefetcher->Install(PlanOf(all), false);
+  nodes_[0]->prefetcher->Install(PlanOf(all));
+  nodes_[1]->prefetcher->Install(PlanOf(all));
   ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == kFiles; }));
   ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() == TierFetched(1) * kSize; }));
   ReadAll(0, all);
@@ -448,8 +462,8 @@ TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
     nodes_.push_back(
         std::make_unique<Node>(backing_, *wrapper_, kFiles * kSize / 2, po, &stats_[1], 2 * kSize));
     auto all = Order(0, 1, 1);
-    nodes_[1]->prefetcher->Install(PlanOf(all), false);
-    nodes_[0]->prefetcher->Install(PlanOf(all), false);
+    nodes_[1]->prefetcher->Install(PlanOf(all));
+    nodes_[0]->prefetcher->Install(PlanOf(all));
     const auto start = std::chrono::steady_clock::now();
     ASSERT_TRUE(WaitFor([&] {
       return nodes_[0]->peer.InfoJson().find("\"state\":\"placed\"") != std::string::npos;
@@ -473,6 +487,83 @@ TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
     EXPECT_NE(text.find(want), std::string::npos) << text;
     EXPECT_EQ(text.find(want), text.rfind(want)) << "logged once: " << text;
   }
+}
+
+TEST_F(ClusterTest, TheCatalogIsSentOnlyWhenItChanges) {
+  net_ = std::make_unique<LoopbackNetwork>(2);
+  Stats stats;
+  PeerTier peer(net_->at(0), PeerOptions{}, &stats);  // not started: Place() alone sends
+  const PlacementLimits limits{{"ram"}, {kFiles * kSize}, 64 << 10};
+  std::optional<Catalog> held;  // what rank 1 keeps
+  // Registers plan and returns the kPlan rank 1 got.
+  auto registered = [&](const std::shared_ptr<Plan>& plan, bool replan = false) {
+    EXPECT_FALSE(peer.Place(*plan, limits, replan));  // rank 1 has not registered
+    auto m = net_->at(1).Receive(1s);
+    EXPECT_TRUE(m && m->tag == kPlan);
+    EXPECT_FALSE(net_->at(1).Receive(0ms)) << "one message per registration";
+    return m ? m->bytes : std::vector<char>{};
+  };
+  auto carries_catalog = [](const std::vector<char>& bytes) {
+    std::optional<Catalog> none;
+    std::string why;
+    return DecodeDigest({bytes.data(), bytes.size()}, &none, &why).has_value();
+  };
+  std::string why;
+  auto first = registered(PlanOf(Order(0, 1, 2)));
+  EXPECT_TRUE(carries_catalog(first));
+  auto d = DecodeDigest({first.data(), first.size()}, &held, &why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_EQ(d->files.size(), static_cast<size_t>(kFiles));
+  // An epoch appended over the same files: the digest alone, at most 8 bytes per object plus
+  // its fixed part.
+  auto second = registered(PlanOf(Order(0, 1, 3)));
+  EXPECT_FALSE(carries_catalog(second));
+  EXPECT_LE(second.size(), 8u * kFiles + 64);
+  d = DecodeDigest({second.data(), second.size()}, &held, &why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_EQ(d->generation, 2u);
+  EXPECT_EQ(d->files[0].freq, 3u);
+  // Another file set: a new catalog travels along.
+  auto third = registered(PlanOf(Order(0, 2, 1)));
+  EXPECT_TRUE(carries_catalog(third));
+  d = DecodeDigest({third.data(), third.size()}, &held, &why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_EQ(d->files.size(), static_cast<size_t>(kFiles / 2));
+}
+
+TEST_F(ClusterTest, ADigestNamingAnUnknownCatalogIsRefusedAndItsRankLeftUnplaced) {
+  std::ostringstream log;
+  auto logger = std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
+  PeerOptions po;
+  po.plan_timeout = 300ms;
+  net_ = std::make_unique<LoopbackNetwork>(2);
+  stats_ = std::vector<Stats>(2);
+  wrapper_ = std::make_unique<CatalogStrippingTransport>(net_->at(1));
+  nodes_.push_back(std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, po,
+                                          &stats_[0], 2 * kSize));
+  nodes_.push_back(
+      std::make_unique<Node>(backing_, *wrapper_, kFiles * kSize / 2, po, &stats_[1], 2 * kSize));
+  auto all = Order(0, 1, 1);
+  nodes_[1]->prefetcher->Install(PlanOf(all));
+  nodes_[1]->prefetcher->Install(PlanOf(Order(0, 1, 2)));  // refused again: logged once
+  ASSERT_TRUE(WaitFor([&] { return stats_[0].peer_protocol_errors.load() >= 2; }));
+  nodes_[0]->prefetcher->Install(PlanOf(all));
+  ASSERT_TRUE(WaitFor([&] {
+    return nodes_[0]->peer.InfoJson().find("\"state\":\"placed\"") != std::string::npos;
+  }));
+  ReadAll(0, all);
+  const std::string info = nodes_[0]->peer.InfoJson();
+  EXPECT_NE(info.find("\"placed_with\":[0]"), std::string::npos) << info;
+  EXPECT_NE(info.find("\"registered\":[0]"), std::string::npos) << info;
+  nodes_.clear();
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  const std::string want = "peer rank 1: plan digest refused: digest names catalog";
+  EXPECT_NE(text.find(want), std::string::npos) << text;
+  EXPECT_EQ(text.find(want), text.rfind(want)) << "logged once: " << text;
 }
 
 }  // namespace

@@ -11,14 +11,23 @@
 #include <optional>
 #include <random>
 
+#include "cache/compact_manifest.h"
 #include "cache/plan.h"
 #include "cache/prefetcher.h"
 #include "cache/ram_tier.h"
 #include "fs/control.h"
+#include "tests/unit/compact_encode.h"
 #include "tests/unit/mem_backing.h"
 
 namespace clairfs {
 namespace {
+
+// The positions of the default stream (empty when the plan has none).
+const PositionList& Positions(const Plan& p) {
+  static const PositionList kNone;
+  const int s = p.FindStream(kDefaultStream);
+  return s < 0 ? kNone : p.streams[s].sequence;
+}
 
 using testing::MemBacking;
 
@@ -240,6 +249,30 @@ ModelResult Model(const std::map<std::string, Node>& tree, std::string_view text
   if (!r.epochs.empty() && r.epochs.back() == r.entries.size()) fail(lines.size());
   if (header && !trailer) fail(lines.size());
   return r;
+}
+
+// The entry lines of a text, by epoch: its compact form (tests/unit/compact_encode.h) says
+// the same if the text is valid.
+std::vector<std::vector<std::string>> EntryLines(std::string_view text) {
+  std::vector<std::vector<std::string>> epochs;
+  bool open = false;
+  for (size_t i = 0; i < text.size();) {
+    size_t j = text.find('\n', i);
+    if (j == std::string_view::npos) j = text.size();
+    const std::string_view line = text.substr(i, j - i);
+    i = j + 1;
+    if (!line.empty() && line[0] == '#') {
+      if (IsMarker(line, "#epoch")) {
+        epochs.emplace_back();
+        open = true;
+      }
+      continue;
+    }
+    if (!open) epochs.emplace_back();
+    open = true;
+    epochs.back().emplace_back(line);
+  }
+  return epochs;
 }
 
 // ---- Generation ----
@@ -466,7 +499,7 @@ TEST_F(ManifestFuzz, ParserAndPlanAgreeWithTheModel) {
   const auto start = std::chrono::steady_clock::now();
   PathResolver resolver(backing_, kAliases);
   Gen gen(0xC1A1F5);
-  int inputs = 0, accepted = 0;
+  int inputs = 0, accepted = 0, compact_checked = 0;
   for (int i = 0; i < kInputs; ++i) {
     const std::string text = gen.Chance(70) ? gen.Text() : gen.RandomText();
     ManifestParser parser;
@@ -474,7 +507,8 @@ TEST_F(ManifestFuzz, ParserAndPlanAgreeWithTheModel) {
       parser.Feed(chunk);
       if (gen.Chance(10)) (void)parser.Peek();  // a close() of a dup mid-text
     }
-    auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, 1ull << 30);
+    auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, StreamChange::kReplace,
+                          1ull << 30);
     const ModelResult want = Model(tree_, text);
     ++inputs;
     ASSERT_EQ(plan.ok(), want.ok) << "input " << i << ": " << ::testing::PrintToString(text) << "\n"
@@ -489,17 +523,41 @@ TEST_F(ManifestFuzz, ParserAndPlanAgreeWithTheModel) {
       continue;
     }
     ++accepted;
-    const Plan& p = *plan.value();
+    const Plan& plan_ = *plan.value();
+    if (want.entries.empty()) {  // an empty replacement removes the stream
+      ASSERT_TRUE(plan_.streams.empty()) << ::testing::PrintToString(text);
+      continue;
+    }
+    ASSERT_EQ(plan_.streams.size(), 1u);
+    const PlanStream& p = plan_.streams[0];
     ASSERT_EQ(p.epoch_begin, want.epochs) << ::testing::PrintToString(text);
     ASSERT_EQ(p.sequence.size(), want.entries.size()) << ::testing::PrintToString(text);
     for (size_t k = 0; k < p.sequence.size(); ++k) {
-      ASSERT_EQ(p.objects[p.sequence[k]].key, want.entries[k]) << ::testing::PrintToString(text);
+      ASSERT_EQ(plan_.objects[p.sequence[k]].key, want.entries[k]) << ::testing::PrintToString(text);
     }
+    // The same entries in the compact form plan the same.
+    CompactManifestParser compact;
+    const std::string bytes = testing::EncodeCompact(testing::CompactOf("", EntryLines(text)));
+    Gen split(static_cast<uint64_t>(i));  // its own: the texts generated stay as they were
+    for (std::string_view chunk : split.Chunks(bytes)) compact.Feed(chunk);
+    auto cplan = BuildPlan(std::move(compact).Finish(), resolver, nullptr, StreamChange::kReplace,
+                           1ull << 30);
+    ASSERT_TRUE(cplan.ok()) << ::testing::PrintToString(text) << cplan.status().message();
+    const Plan& c = *cplan.value();
+    ASSERT_EQ(c.streams.size(), 1u);
+    ASSERT_EQ(c.streams[0].name, p.name);
+    ASSERT_EQ(c.streams[0].epoch_begin, p.epoch_begin) << ::testing::PrintToString(text);
+    ASSERT_EQ(c.streams[0].sequence, p.sequence) << ::testing::PrintToString(text);
+    ASSERT_EQ(c.objects.size(), plan_.objects.size());
+    for (size_t k = 0; k < c.objects.size(); ++k) ASSERT_EQ(c.objects[k].key, plan_.objects[k].key);
+    ++compact_checked;
   }
   EXPECT_EQ(inputs, kInputs);
   EXPECT_GT(accepted, inputs / 10);  // the generator reaches both sides
   EXPECT_GT(inputs - accepted, inputs / 10);
-  std::printf("%d inputs, %d accepted, %.1f s\n", inputs, accepted,
+  EXPECT_GT(compact_checked, accepted / 2);
+  std::printf("%d inputs, %d accepted (%d also as compact), %.1f s\n", inputs, accepted,
+              compact_checked,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
@@ -567,13 +625,13 @@ TEST_F(ManifestFuzz, ControlPlaneInstallsOnlyWholeValidTexts) {
       continue;
     }
     ASSERT_NE(now.get(), before.get());
-    const size_t base = append && before ? before->sequence.size() : 0;
-    ASSERT_EQ(now->sequence.size(), base + want.entries.size());
+    const size_t base = append && before ? Positions(*before).size() : 0;
+    ASSERT_EQ(Positions(*now).size(), base + want.entries.size());
     for (size_t k = 0; k < want.entries.size(); ++k) {
-      ASSERT_EQ(now->objects[now->sequence[base + k]].key, want.entries[k]);
+      ASSERT_EQ(now->objects[Positions(*now)[base + k]].key, want.entries[k]);
     }
     ASSERT_EQ(control.ErrorsText(), "");
-    if (now->sequence.size() > 10'000) {  // keep appends from growing the plan without end
+    if (Positions(*now).size() > 10'000) {  // keep appends from growing the plan without end
       auto clear = control.OpenWriter(false, true);
       control.Release(*clear);
     }
@@ -611,7 +669,7 @@ TEST_F(ManifestFuzz, ALateReleaseNeverClearsALaterRejection) {
   EXPECT_NE(report.find("line 2: 'missing'"), std::string::npos) << report;
   control.Release(*first);  // the late release: installs the first plan
   ASSERT_NE(prefetcher.plan(), nullptr);
-  EXPECT_EQ(prefetcher.plan()->entries, 1u);
+  EXPECT_EQ(prefetcher.plan()->entries(), 1u);
   EXPECT_EQ(control.ErrorsText(), report);
   control.Release(*second);
   EXPECT_EQ(control.ErrorsText(), report);

@@ -17,7 +17,7 @@ ParsedManifest Parse(std::string_view text, size_t chunk = 0) {
 
 std::vector<std::string> Entries(const ParsedManifest& m) {
   std::vector<std::string> out;
-  for (uint32_t id : m.sequence) out.push_back(m.paths[id]);
+  for (uint32_t id : m.sequence) out.emplace_back(m.paths[id]);
   return out;
 }
 

@@ -32,7 +32,8 @@ class PlanTest : public ::testing::Test {
     backing_.AddFifo("fifo");
   }
   Result<std::shared_ptr<Plan>> Build(std::string_view text, const Plan* base = nullptr) {
-    return BuildPlan(Parse(text), resolver_, base, chunk_size_);
+    return BuildPlan(Parse(text), resolver_, base,
+                     base ? StreamChange::kAppend : StreamChange::kReplace, chunk_size_);
   }
   MemBacking backing_;
   PathResolver resolver_;
@@ -143,12 +144,13 @@ TEST_F(PlanTest, AppendKeepsBaseFileIdsAndEpochs) {
   ASSERT_TRUE(base.ok());
   auto plan = Build("#epoch\nb/3\na/1\n#epoch\na/2\n", base.value().get());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  const Plan& p = *plan.value();
+  ASSERT_EQ(plan.value()->streams.size(), 1u);
+  const PlanStream& p = plan.value()->streams[0];
+  EXPECT_EQ(p.serial, base.value()->streams[0].serial);  // the same stream, extended
   EXPECT_EQ(p.epochs(), 3u);
   EXPECT_EQ(p.epoch_begin, (std::vector<uint32_t>{0, 2, 4}));
-  EXPECT_EQ(p.sequence, (std::vector<uint32_t>{0, 1, 2, 0, 1}));
-  EXPECT_EQ(p.objects[0].freq, 2u);
-  EXPECT_EQ(p.next_same, (std::vector<uint32_t>{3, 4, kNoPos, kNoPos, kNoPos}));
+  EXPECT_EQ(p.sequence.ToVector(), (std::vector<uint32_t>{0, 1, 2, 0, 1}));
+  EXPECT_EQ(plan.value()->objects[0].freq, 2u);
   EXPECT_EQ(p.EpochOf(3), 1u);
   EXPECT_EQ(p.EpochOf(4), 2u);
   EXPECT_EQ(p.EpochOf(5), 3u);
@@ -158,7 +160,47 @@ TEST_F(PlanTest, InvalidAppendLeavesBaseUntouched) {
   auto base = Build("a/1\n");
   ASSERT_TRUE(base.ok());
   EXPECT_FALSE(Build("missing\n", base.value().get()).ok());
-  EXPECT_EQ(base.value()->sequence.size(), 1u);
+  EXPECT_EQ(base.value()->streams[0].sequence.size(), 1u);
+}
+
+// Keys view the manifests' paths: a plan keeps a manifest's arena when most of its files are
+// new, and copies the keys of a few new files instead of pinning a big manifest's paths. Keys
+// stay valid after the manifests are gone (AddressSanitizer checks the reads).
+TEST(PlanKeys, ArenasAdoptedOrCopied) {
+  MemBacking backing;
+  std::string big, small = "#stream b\n";
+  for (int i = 0; i < 1000; ++i) {
+    backing.AddFile("d/f" + std::to_string(i), "x");
+    big += "d/f" + std::to_string(i) + "\n";
+    if (i < 990) small += "d/f" + std::to_string(i) + "\n";
+  }
+  for (int i = 0; i < 10; ++i) {
+    backing.AddFile("new/g" + std::to_string(i), "yy");
+    small += "new/g" + std::to_string(i) + "\n";
+  }
+  PathResolver resolver(backing, {});
+  std::shared_ptr<Plan> first;
+  {
+    auto plan = BuildPlan(Parse(big), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    first = plan.value();
+  }
+  // The parser's arena (and the one of rewritten paths) are the plan's.
+  ASSERT_EQ(first->arenas.size(), 2u);
+  EXPECT_GE(first->arenas[0]->bytes(), 1000u * 5);
+  auto second = BuildPlan(Parse(small), resolver, first.get(), StreamChange::kReplace, 1ull << 30);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  const Plan& p = *second.value();
+  // Base's arenas, plus one of its own holding only the ten new keys.
+  ASSERT_EQ(p.arenas.size(), 3u);
+  EXPECT_EQ(p.arenas[2]->bytes(), 10u * std::string("new/g0").size());
+  first.reset();
+  ASSERT_EQ(p.objects.size(), 1010u);
+  EXPECT_EQ(p.objects[999].key, "d/f999");
+  EXPECT_EQ(p.objects[1009].key, "new/g9");
+  EXPECT_EQ(p.Find("new/g3"), 1003u);
+  EXPECT_EQ(p.objects[1003].freq, 1u);
+  EXPECT_EQ(p.objects[5].freq, 2u);
 }
 
 TEST(PlanBatches, ResolutionAcrossBatchesIsInManifestOrder) {
@@ -172,18 +214,19 @@ TEST(PlanBatches, ResolutionAcrossBatchesIsInManifestOrder) {
   backing.AddSymlink("alias", "d3/f3");
   text += "alias\n";  // line 70,001: the same file as line 4, across the batch boundary
   PathResolver resolver(backing, {});
-  auto plan = BuildPlan(Parse(text), resolver, nullptr, 1ull << 30);
+  auto plan = BuildPlan(Parse(text), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(plan.value()->objects.size(), static_cast<size_t>(kFiles));
   for (int i = 0; i < kFiles; i += 9'999) {
     EXPECT_EQ(plan.value()->objects[i].key, "d" + std::to_string(i % 97) + "/f" + std::to_string(i));
   }
-  EXPECT_EQ(plan.value()->sequence.back(), 3u);
+  const PositionList& seq = plan.value()->streams[0].sequence;
+  EXPECT_EQ(seq[seq.size() - 1], 3u);
   EXPECT_EQ(plan.value()->objects[3].freq, 2u);
 
   std::string bad = text + "missing-after\n";
   bad.insert(0, "missing-before\n");  // line 1; the other error is on line 70,003
-  auto rejected = BuildPlan(Parse(bad), resolver, nullptr, 1ull << 30);
+  auto rejected = BuildPlan(Parse(bad), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
   ASSERT_FALSE(rejected.ok());
   const std::string& m = rejected.status().message();
   EXPECT_NE(m.find("2 errors"), std::string::npos) << m;
@@ -197,10 +240,9 @@ class PlacementTest : public ::testing::Test {
   std::shared_ptr<Plan> Make(std::vector<uint64_t> sizes, std::vector<uint32_t> sequence) {
     auto p = std::make_shared<Plan>();
     for (size_t i = 0; i < sizes.size(); ++i) {
-      p->objects.push_back(PlanObject::Of("f" + std::to_string(i), {sizes[i], 1}));
+      p->AddObject("f" + std::to_string(i), {sizes[i], 1});
     }
-    p->sequence = std::move(sequence);
-    p->epoch_begin = {0};
+    p->streams.push_back({"default", 1, PositionList::Of(sequence), {0}});
     p->Finalize();
     return p;
   }

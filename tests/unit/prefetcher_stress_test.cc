@@ -166,8 +166,9 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
     Prefetcher prefetcher(backing, {&ram, ssd.value().get()}, o, &stats);
 
     std::mt19937_64 plan_rng(seed);
-    // A random subset in random orders: 1-3 epochs, each a shuffle (files may repeat).
-    auto random_plan = [&](const Plan* base) {
+    // A random subset in random orders: 1-3 epochs, each a shuffle (files may repeat), as
+    // stream `stream` of base (replaced, or extended by append).
+    auto random_plan = [&](const Plan* base, const std::string& stream, bool append) {
       std::vector<int> subset;
       const double keep = std::uniform_real_distribution<>(0.05, 1.0)(plan_rng);
       for (int i = 0; i < kFiles; ++i) {
@@ -176,9 +177,10 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
       if (subset.empty()) subset.push_back(0);
       std::vector<std::vector<int>> epochs(1 + plan_rng() % 3, subset);
       for (auto& e : epochs) std::shuffle(e.begin(), e.end(), plan_rng);
-      return testing::PlanOfEpochs(backing, epochs, Name, base, kChunk);
+      return testing::PlanOfEpochs(backing, epochs, Name, base, kChunk, stream,
+                                   append ? StreamChange::kAppend : StreamChange::kReplace);
     };
-    prefetcher.Install(random_plan(nullptr), false);
+    prefetcher.Install(random_plan(nullptr, "a", false));
     prefetcher.Start();
 
     std::atomic<bool> done{false};
@@ -189,11 +191,17 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
         int i = static_cast<int>(rng() % kFiles);
         if (rng() % 5 != 0) {
           auto plan = prefetcher.plan();
-          const uint64_t pos = prefetcher.progress().position + rng() % 64;
-          if (plan && !plan->objects.empty()) {
-            // Past the end of the access string: any planned object, as a next epoch would.
-            const std::string_view path = pos < plan->sequence.size()
-                                              ? plan->objects[plan->sequence[pos]].path()
+          const PrefetchProgress progress = prefetcher.progress();
+          if (plan && !plan->objects.empty() && !plan->streams.empty()) {
+            // What some stream reads next; past the end of its access string: any planned
+            // object, as a next epoch would.
+            const PlanStream& s = plan->streams[rng() % plan->streams.size()];
+            uint64_t pos = rng() % 64;
+            for (const StreamProgress& sp : progress.streams) {
+              if (sp.name == s.name) pos += sp.position;
+            }
+            const std::string_view path = pos < s.sequence.size()
+                                              ? plan->objects[s.sequence[pos]].path()
                                               : plan->objects[rng() % plan->objects.size()].path();
             i = std::stoi(std::string(path.substr(path.find("/f") + 2)));
           }
@@ -273,11 +281,20 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
     while (Clock::now() < end) {
       std::this_thread::sleep_for(1s);  // the pace of the test, not a synchronisation
       rss_peak = std::max(rss_peak, RssBytes());
+      // One of three streams (jobs) replaced, extended or removed; the others stay.
       auto current = prefetcher.plan();
-      const bool append = current && current->epochs() < 6 && plan_rng() % 3 == 0;
-      auto next = random_plan(append ? current.get() : nullptr);
+      const std::string stream(1, static_cast<char>('a' + plan_rng() % 3));
+      const int at = current ? current->FindStream(stream) : -1;
+      const bool append = at >= 0 && current->streams[at].epochs() < 6 && plan_rng() % 3 == 0;
+      std::shared_ptr<Plan> next;
+      if (current && plan_rng() % 8 == 0 && current->streams.size() > 1) {
+        next = RemoveStream(*current, stream);
+        if (!next) continue;
+      } else {
+        next = random_plan(current.get(), stream, append);
+      }
       ASSERT_NE(next, nullptr);
-      prefetcher.Install(next, append);
+      prefetcher.Install(next);
       ++installs;
       appends += append;
     }

@@ -84,7 +84,7 @@ TEST_F(PrefetcherTest, RamTierFilledOnceAndServesEveryEpoch) {
   std::shuffle(order.begin(), order.end(), rng);
   auto order2 = order;
   std::reverse(order2.begin(), order2.end());
-  prefetcher_->Install(PlanOf({order, order2}), false);
+  prefetcher_->Install(PlanOf({order, order2}));
   prefetcher_->Start();
   ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() == 20; }));
   for (int i : order) EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kTier);
@@ -99,7 +99,7 @@ TEST_F(PrefetcherTest, RamTierFilledOnceAndServesEveryEpoch) {
 TEST_F(PrefetcherTest, StagingWindowIsBoundedAndDrainsAsReadersConsume) {
   AddFiles(50);
   Make(0, 4 * kSize);  // nothing fits the RAM tier: everything is staged
-  prefetcher_->Install(PlanOf({Range(50)}), false);
+  prefetcher_->Install(PlanOf({Range(50)}));
   prefetcher_->Start();
   ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() == 4; }));
   std::this_thread::sleep_for(50ms);
@@ -117,7 +117,7 @@ TEST_F(PrefetcherTest, StagingWindowIsBoundedAndDrainsAsReadersConsume) {
 TEST_F(PrefetcherTest, OutOfOrderConsumptionIsServedCorrectly) {
   AddFiles(60);
   Make(0, 8 * kSize);
-  prefetcher_->Install(PlanOf({Range(60), Range(60)}), false);
+  prefetcher_->Install(PlanOf({Range(60), Range(60)}));
   prefetcher_->Start();
   // Four "workers" consume each block of 8 in a scrambled order, as multi-worker loaders do.
   std::mt19937 rng(7);
@@ -139,7 +139,7 @@ TEST_F(PrefetcherTest, ReaderAheadOfPrefetchFetchesOnceOnDemand) {
   AddFiles(40);
   backing_.SetDelay(30ms);
   Make(0, 2 * kSize);
-  prefetcher_->Install(PlanOf({Range(40)}), false);
+  prefetcher_->Install(PlanOf({Range(40)}));
   prefetcher_->Start();
   // Eight readers open the same far-ahead file at once: one backing read serves them all.
   // The gate holds the reads until every reader is inside Open; each read then takes 30 ms,
@@ -159,7 +159,7 @@ TEST_F(PrefetcherTest, BackingFaultIsAnErrorNeverWrongBytes) {
   AddFiles(10);
   backing_.FailReads(Name(3));
   Make(10 * kSize, 0);
-  prefetcher_->Install(PlanOf({Range(10)}), false);
+  prefetcher_->Install(PlanOf({Range(10)}));
   prefetcher_->Start();
   ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() == 9; }));
   for (int i = 0; i < 10; ++i) {
@@ -179,7 +179,7 @@ TEST_F(PrefetcherTest, StuckBackingStoreNeverHangsAReader) {
   AddFiles(4);
   Make(0, kSize, 100ms);  // a window of one file: its fetch is stuck behind the gate
   backing_.CloseGate();
-  prefetcher_->Install(PlanOf({Range(4)}), false);
+  prefetcher_->Install(PlanOf({Range(4)}));
   prefetcher_->Start();
   const auto start = std::chrono::steady_clock::now();
   auto r = prefetcher_->Open(Name(0), backing_.Version(Name(0)));
@@ -195,7 +195,7 @@ TEST_F(PrefetcherTest, StuckBackingStoreNeverHangsAReader) {
 TEST_F(PrefetcherTest, ChangedFileIsNeverServedFromCache) {
   AddFiles(3);
   Make(3 * kSize, 0);
-  prefetcher_->Install(PlanOf({Range(3)}), false);
+  prefetcher_->Install(PlanOf({Range(3)}));
   prefetcher_->Start();
   ASSERT_TRUE(WaitFor([&] { return stats_.fetched_objects.load() == 3; }));
   FileVersion moved = backing_.Version(Name(1));
@@ -210,7 +210,7 @@ TEST_F(PrefetcherTest, ChangedFileIsNeverServedFromCache) {
 TEST_F(PrefetcherTest, UnplannedFilesAreReadDirectly) {
   AddFiles(3);
   Make(3 * kSize, 0);
-  prefetcher_->Install(PlanOf({{0, 1}}), false);
+  prefetcher_->Install(PlanOf({{0, 1}}));
   auto r = prefetcher_->Open(Name(2), backing_.Version(Name(2)));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, OpenResult::Source::kDirect);
@@ -221,16 +221,16 @@ TEST_F(PrefetcherTest, ReplaceEvictsWhatTheNewPlanDoesNotPlaceAndAppendKeepsPosi
   AddFiles(10);
   Make(10 * kSize, 0);
   prefetcher_->Start();
-  prefetcher_->Install(PlanOf({Range(10)}), false);
+  prefetcher_->Install(PlanOf({Range(10)}));
   ASSERT_TRUE(WaitFor([&] { return ram_->used_bytes() == 10 * kSize; }));
   for (int i = 0; i < 10; ++i) OpenAndCheck(i);
   EXPECT_EQ(prefetcher_->progress().position, 10u);
   auto appended = PlanOf({{9, 8}}, prefetcher_->plan().get());
-  prefetcher_->Install(appended, true);
+  prefetcher_->Install(appended);
   EXPECT_EQ(prefetcher_->progress().position, 10u);
   EXPECT_EQ(prefetcher_->progress().epoch, 1u);
   EXPECT_EQ(OpenAndCheck(9), OpenResult::Source::kTier);
-  prefetcher_->Install(PlanOf({{0, 1, 2}}), false);
+  prefetcher_->Install(PlanOf({{0, 1, 2}}));
   EXPECT_EQ(prefetcher_->progress().position, 0u);
   EXPECT_EQ(ram_->used_bytes(), 3 * kSize);  // files 3..9 were evicted
   const uint64_t reads = backing_.reads();
@@ -246,35 +246,37 @@ TEST(StagingWindowAlone, CountsOccurrencesAndReleasesOnConsumption) {
   auto name = [](int i) { return "f" + std::to_string(i); };
   auto plan = testing::PlanOfEpochs(backing, {{0, 1, 0, 2}}, name);
   PlaceObjects(*plan, {{}, {}, 20});  // no tiers: all staged, two files fit the window
-  Consumption consumption;
-  consumption.Reset(plan, false);
+  std::vector<Consumption> streams(1);
+  Consumption& consumption = streams[0];
+  consumption.Reset(plan->streams[0], plan->objects.size(), false);
   StagingWindow window(20);
+  window.Reset(streams);
   StagingWindow::Job job;
-  ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
+  ASSERT_EQ(window.Next(*plan, streams, nullptr, &job), StagingWindow::Step::kFetch);
   EXPECT_EQ(job.key, "f0");
   auto flight = std::make_shared<Flight>();
   window.Attach(job.id, flight);
   const uint32_t f0 = job.id;
-  ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
+  ASSERT_EQ(window.Next(*plan, streams, nullptr, &job), StagingWindow::Step::kFetch);
   EXPECT_EQ(job.key, "f1");
   EXPECT_FALSE(window.Land(job.id, flight, Status::Error(Code::kIoError, "x")))
       << "another flight's result is ignored";
   // f0 again (counted, no new entry), then f2 does not fit.
-  EXPECT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFull);
+  EXPECT_EQ(window.Next(*plan, streams, nullptr, &job), StagingWindow::Step::kFull);
   EXPECT_EQ(window.bytes(), 20u);
-  EXPECT_EQ(window.cursor(), 3u);
+  EXPECT_EQ(window.cursor(0), 3u);
   // f0 is opened twice before f1 (out of order): the entry stays until the second open.
   EXPECT_EQ(consumption.Consume(f0), 0u);
-  auto hit = window.Take(f0, 0);
+  auto hit = window.Take(f0, 0, 0);
   EXPECT_EQ(hit.flight, flight);
   EXPECT_FALSE(hit.freed);
   EXPECT_EQ(consumption.Consume(f0), 2u);
-  EXPECT_TRUE(window.Take(f0, 2).freed);
+  EXPECT_TRUE(window.Take(f0, 0, 2).freed);
   EXPECT_EQ(consumption.low(), 1u);
   EXPECT_EQ(window.bytes(), 10u);
-  ASSERT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kFetch);
+  ASSERT_EQ(window.Next(*plan, streams, nullptr, &job), StagingWindow::Step::kFetch);
   EXPECT_EQ(job.key, "f2");
-  EXPECT_EQ(window.Next(*plan, consumption, nullptr, &job), StagingWindow::Step::kIdle);
+  EXPECT_EQ(window.Next(*plan, streams, nullptr, &job), StagingWindow::Step::kIdle);
   EXPECT_EQ(consumption.Consume(f0), kNoPos) << "every occurrence of f0 was consumed";
 }
 
@@ -357,7 +359,7 @@ class PrefetcherRaceTest : public PrefetcherTest {
   // the store go on: the tier must not keep file 5.
   void ReplaceWhilePaused(PausingTier& tier) {
     auto install = std::async(std::launch::async, [&] {
-      prefetcher_->Install(PlanOf({{0, 1, 2}}), false);
+      prefetcher_->Install(PlanOf({{0, 1, 2}}));
     });
     // Unfixed, the eviction runs at once; fixed, it waits for the store (so give it a second).
     tier.WaitRetain(2, 1000ms);
@@ -375,7 +377,7 @@ TEST_F(PrefetcherRaceTest, StopFinishesTheFetchesItOrphansAndReturns) {
   // Files 1 and 0 go to RAM (in that fill order); 2.. are staged, but no thread stages them.
   std::vector<int> order = {1, 0};
   for (int i = 2; i < 30; ++i) order.push_back(i);
-  prefetcher_->Install(PlanOf({order}), false);
+  prefetcher_->Install(PlanOf({order}));
   backing_.CloseGate();
   // Queued before Start: the demand fetches of 0 and then 1 (their readers give up).
   EXPECT_EQ(prefetcher_->Open(Name(0), backing_.Version(Name(0))).status().code(), Code::kTimedOut);
@@ -406,7 +408,7 @@ TEST_F(PrefetcherRaceTest, AFillOfAReplacedPlanNeverLandsInTheTier) {
   AddFiles(10);
   PausingTier tier(10 * kSize, Name(5));
   MakeWith(&tier, 2, 1, 0, 0, 5000ms);
-  prefetcher_->Install(PlanOf({Range(10)}), false);
+  prefetcher_->Install(PlanOf({Range(10)}));
   prefetcher_->Start();
   ASSERT_TRUE(tier.WaitPaused());
   ReplaceWhilePaused(tier);
@@ -423,7 +425,7 @@ TEST_F(PrefetcherRaceTest, APushRacingAPlanChangeIsNotKeptUnderTheOldPlacement) 
   AddFiles(10);
   PausingTier tier(10 * kSize, Name(5));
   MakeWith(&tier, 0, 1, 0, 0, 5000ms);  // no fill threads: only Adopt stores
-  prefetcher_->Install(PlanOf({Range(10)}), false);
+  prefetcher_->Install(PlanOf({Range(10)}));
   prefetcher_->Start();
   auto blob = backing_.Read(Name(5), ByteRange::Whole());
   ASSERT_TRUE(blob.ok());

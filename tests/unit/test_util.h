@@ -42,13 +42,16 @@ inline BlobPtr MakeBlob(const std::string& data, int64_t mtime = 1) {
 }
 
 // The plan of a manifest with an "#epoch" section per element of epochs, whose entries are
-// name(i) for each i; base as for BuildPlan. A failure to build fails the test.
+// name(i) for each i, registering stream (empty: "default"); appended to base's stream when
+// base is given. A failure to build fails the test.
 inline std::shared_ptr<Plan> PlanOfEpochs(const Backing& backing,
                                           const std::vector<std::vector<int>>& epochs,
                                           const std::function<std::string(int)>& name,
                                           const Plan* base = nullptr,
-                                          uint64_t chunk_size = 1ull << 30) {
-  std::string text;
+                                          uint64_t chunk_size = 1ull << 30,
+                                          const std::string& stream = "",
+                                          StreamChange change = StreamChange::kReplace) {
+  std::string text = stream.empty() ? "" : "#stream " + stream + "\n";
   for (const auto& e : epochs) {
     text += "#epoch\n";
     for (int i : e) text += name(i) + "\n";
@@ -56,7 +59,8 @@ inline std::shared_ptr<Plan> PlanOfEpochs(const Backing& backing,
   ManifestParser p;
   p.Feed(text);
   PathResolver resolver(backing, {});
-  auto plan = BuildPlan(std::move(p).Finish(), resolver, base, chunk_size);
+  if (base && stream.empty()) change = StreamChange::kAppend;
+  auto plan = BuildPlan(std::move(p).Finish(), resolver, base, change, chunk_size);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   return plan.ok() ? plan.value() : nullptr;
 }

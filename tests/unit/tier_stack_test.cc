@@ -64,9 +64,9 @@ class TierStackTest : public ::testing::Test {
     ManifestParser p;
     p.Feed(text);
     PathResolver resolver(backing_, {});
-    auto plan = BuildPlan(std::move(p).Finish(), resolver, nullptr, 1ull << 30);
+    auto plan = BuildPlan(std::move(p).Finish(), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
     ASSERT_TRUE(plan.ok());
-    prefetcher_->Install(plan.value(), false);
+    prefetcher_->Install(plan.value());
   }
   void WaitFilled(uint64_t objects) {
     for (int i = 0; i < 2000 && stats_->fetched_objects.load() < objects; ++i)

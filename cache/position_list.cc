@@ -1,0 +1,57 @@
+#include "cache/position_list.h"
+
+#include <algorithm>
+
+namespace clairfs {
+
+void PositionList::truncate(size_t n) {
+  if (n >= size_) return;
+  const size_t keep = (n + kBlock - 1) >> kBlockBits;
+  blocks_.resize(keep);
+  if (keep > 0 && (n & (kBlock - 1)) != 0) {
+    Own(keep - 1);
+    blocks_.back()->resize(n & (kBlock - 1));
+  }
+  size_ = n;
+}
+
+void PositionList::Append(const PositionList& other) {
+  if ((size_ & (kBlock - 1)) == 0) {
+    for (const auto& b : other.blocks_) blocks_.push_back(b);
+    size_ += other.size_;
+    // The last shared block may be partial: it is copied before a push_back changes it.
+    return;
+  }
+  other.ForEachBlock([&](std::span<const uint32_t> s) {
+    for (uint32_t v : s) push_back(v);
+  });
+}
+
+size_t PositionList::capacity_bytes() const {
+  size_t n = 0;
+  for (const auto& b : blocks_) n += b->capacity() * sizeof(uint32_t);
+  return n;
+}
+
+std::vector<uint32_t> PositionList::ToVector() const {
+  std::vector<uint32_t> out;
+  out.reserve(size_);
+  ForEachBlock([&](std::span<const uint32_t> s) { out.insert(out.end(), s.begin(), s.end()); });
+  return out;
+}
+
+PositionList PositionList::Of(const std::vector<uint32_t>& values) {
+  PositionList l;
+  for (uint32_t v : values) l.push_back(v);
+  return l;
+}
+
+bool PositionList::operator==(const PositionList& o) const {
+  if (size_ != o.size_) return false;
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (blocks_[b] != o.blocks_[b] && *blocks_[b] != *o.blocks_[b]) return false;
+  }
+  return true;
+}
+
+}  // namespace clairfs

@@ -1,0 +1,148 @@
+// PathCheckAhead and CheckPaths: paths checked while a manifest is written give exactly the
+// validation (files, targets, report) of checking them all at close().
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cache/manifest.h"
+#include "cache/plan.h"
+#include "tests/unit/mem_backing.h"
+
+namespace clairfs {
+namespace {
+
+using testing::MemBacking;
+
+// The dataset: files in 37 directories, plus names that are not plain files.
+void Fill(MemBacking& b, int files) {
+  for (int i = 0; i < files; ++i) {
+    b.AddFile("d" + std::to_string(i % 37) + "/f" + std::to_string(i), std::string(i % 50, 'x'));
+  }
+  b.AddSymlink("alias", "d3/f3");
+  b.AddSymlink("d5/up", "../d7/f7");
+  b.AddSymlink("out", "../../etc/passwd");
+  b.AddFifo("fifo");
+}
+
+// A text of every file, with aliases, odd spellings and (bad) errors spread over it.
+std::string Text(int files, bool bad, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string t = "#stream s\n";
+  for (int i = 0; i < files; ++i) {
+    t += "d" + std::to_string(i % 37) + "/f" + std::to_string(i) + "\n";
+    switch (rng() % 500) {
+      case 0: t += "alias\n"; break;
+      case 1: t += "./d5/up\n"; break;
+      case 2: t += "d9//f9\n"; break;
+      case 3: t += "d1/../d2/f2\n"; break;
+      case 4: t += "d4/f4\t0+1\n"; break;
+      case 5: if (bad) t += "missing" + std::to_string(i) + "\n"; break;
+      case 6: if (bad) t += "fifo\n"; break;
+      case 7: if (bad) t += "out\n"; break;
+      case 8: if (bad) t += "d6\n"; break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+ParsedManifest ParseWhole(const std::string& text) {
+  ManifestParser p;
+  p.Feed(text);
+  return std::move(p).Finish();
+}
+
+// Feeds text in random pieces, handing new paths to ahead after each piece as ControlPlane
+// does, with a Peek() now and then (a close() of a dup'ed descriptor).
+ParsedManifest ParseAhead(const std::string& text, PathCheckAhead& ahead, uint32_t seed) {
+  std::mt19937 rng(seed);
+  ManifestParser p;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t n = std::min<size_t>(text.size() - at, 1 + rng() % 70'000);
+    p.Feed(std::string_view(text).substr(at, n));
+    at += n;
+    const auto& paths = p.paths();
+    if (paths.size() > ahead.queued()) ahead.Add(std::span(paths).subspan(ahead.queued()));
+    if (rng() % 4 == 0) (void)p.Peek();
+  }
+  return std::move(p).Finish();
+}
+
+void ExpectSame(const Result<std::shared_ptr<const ResolvedManifest>>& a,
+                const Result<std::shared_ptr<const ResolvedManifest>>& b) {
+  ASSERT_EQ(a.ok(), b.ok());
+  if (!a.ok()) {
+    EXPECT_EQ(a.status().message(), b.status().message());
+    return;
+  }
+  const ResolvedManifest& x = *a.value();
+  const ResolvedManifest& y = *b.value();
+  ASSERT_EQ(x.files.size(), y.files.size());
+  for (size_t i = 0; i < x.files.size(); ++i) {
+    ASSERT_EQ(x.files[i].path, y.files[i].path) << i;
+    ASSERT_EQ(x.files[i].version, y.files[i].version) << i;
+  }
+  ASSERT_EQ(x.targets.size(), y.targets.size());
+  for (size_t i = 0; i < x.targets.size(); ++i) {
+    ASSERT_EQ(x.targets[i].file, y.targets[i].file) << i;
+    ASSERT_EQ(x.targets[i].range, y.targets[i].range) << i;
+  }
+  EXPECT_EQ(x.sequence, y.sequence);
+  EXPECT_EQ(x.epoch_begin, y.epoch_begin);
+  EXPECT_EQ(x.range_entries, y.range_entries);
+}
+
+TEST(PathCheckAhead, GivesTheValidationOfCheckingAtClose) {
+  constexpr int kFiles = 60'000;  // the checker works in batches of 8,192 and 32,768 paths
+  MemBacking backing;
+  Fill(backing, kFiles);
+  PathResolver resolver(backing, {});
+  for (bool bad : {false, true}) {
+    for (uint32_t seed : {1u, 2u}) {
+      SCOPED_TRACE(std::string(bad ? "bad" : "good") + " text, seed " + std::to_string(seed));
+      const std::string text = Text(kFiles, bad, seed);
+      const auto at_close = ResolveManifest(ParseWhole(text), resolver);
+      EXPECT_EQ(at_close.ok(), !bad) << (at_close.ok() ? "" : at_close.status().message());
+      PathCheckAhead ahead(resolver);
+      const ParsedManifest m = ParseAhead(text, ahead, seed);
+      EXPECT_GT(ahead.queued(), static_cast<size_t>(kFiles));  // the aliases' spellings too
+      PathChecks checks = ahead.Take();
+      EXPECT_EQ(checks.size(), ahead.queued());
+      ExpectSame(at_close, ResolveManifest(m, resolver, std::move(checks)));
+    }
+  }
+}
+
+TEST(PathCheckAhead, PartlyCheckedTextsAreCompletedAtClose) {
+  MemBacking backing;
+  Fill(backing, 20'000);
+  PathResolver resolver(backing, {});
+  const std::string text = Text(20'000, true, 3);
+  const ParsedManifest m = ParseWhole(text);
+  const auto at_close = ResolveManifest(m, resolver);
+  ASSERT_FALSE(at_close.ok());
+  PathCheckAhead ahead(resolver);
+  ahead.Add(std::span(m.paths).subspan(0, 12'345));
+  ExpectSame(at_close, ResolveManifest(m, resolver, ahead.Take()));
+  // Checks of more paths than the text has are not its own: everything is checked again.
+  PathChecks foreign;
+  foreign.paths.resize(m.paths.size() + 1);
+  ExpectSame(at_close, ResolveManifest(m, resolver, std::move(foreign)));
+}
+
+TEST(PathCheckAhead, TakeWithoutPathsAndDestructionWhileBusy) {
+  MemBacking backing;
+  Fill(backing, 50'000);
+  PathResolver resolver(backing, {});
+  {
+    PathCheckAhead idle(resolver);
+    EXPECT_EQ(idle.Take().size(), 0u);
+  }
+  const ParsedManifest m = ParseWhole(Text(50'000, false, 4));
+  PathCheckAhead busy(resolver);
+  busy.Add(m.paths);  // destroyed at once: the worker stops after its batch, joined
+}
+
+}  // namespace
+}  // namespace clairfs
