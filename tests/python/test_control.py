@@ -104,6 +104,19 @@ class ControlTest(harness.ClairfsCase):
         self.assertEqual(clairfs.write_manifest(self.data, [[clairfs.manifest_line("a/1.bin")] * 3]), 3)
         self.assertEqual(clairfs.plan(self.data)["entries"], 3)
 
+    def test_a_named_stream_and_unregister(self):
+        # Accepted by every clairfs that parses '#stream' (test_streams checks that other
+        # streams are untouched, on a daemon with streams).
+        self.assertEqual(clairfs.register_paths(self.data, [self.files], stream="job-1"), 4)
+        self.assertEqual(clairfs.errors(self.data), "")
+        self.assertEqual(clairfs.plan(self.data)["entries"], 4)
+        self.assertEqual(clairfs.unregister(self.data, "job-1"), 0)
+        self.assertEqual(clairfs.errors(self.data), "")
+        self.assertEqual(clairfs.plan(self.data)["entries"], 0)
+        with self.assertRaisesRegex(ValueError, "outside"):
+            clairfs.register_paths(self.data, [self.files], stream="job 1")
+        self.assertEqual(clairfs.stats(self.data)["errors"]["manifest_rejected"], 0)
+
     def test_stats_count_opens(self):
         clairfs.register_paths(self.data, [self.files])
         before = clairfs.stats(self.data)

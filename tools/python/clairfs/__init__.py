@@ -1,8 +1,11 @@
 """clairfs from Python: tell a clairfs mount the order a training job will read its files in.
 
 Without torch (standard library only):
-    register_paths(mount, [[paths of epoch 0], [paths of epoch 1], ...])
+    register_paths(mount, [[paths of epoch 0], [paths of epoch 1], ...], stream=None, compact=False)
+    unregister(mount, stream)                         # remove one stream of the plan
+    default_stream_name()                             # "p<pid>" or "rank<R>-p<pid>"
     stats(mount), plan(mount), errors(mount); ManifestError when clairfs rejects a manifest
+    clairfs.compact.write_compact(f, items, epochs)   # the compact (binary) form, to any file
 
 Records inside big files (standard library only; docs/records.md):
     manifest_line(path, offset, length)               # a record-range entry
@@ -16,8 +19,9 @@ With torch (imported on first use of these names):
 
 docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
 """
-from .control import (ManifestError, control_path, errors, manifest_line, plan, register_paths,
-                      relative_path, stats, write_manifest)
+from .control import (ManifestError, check_stream_name, control_path, default_stream_name, errors,
+                      manifest_line, plan, register_paths, relative_path, stats, unregister,
+                      write_compact_manifest, write_manifest)
 
 _TORCH_NAMES = ("dataset_paths", "loader_orders", "register_dataset", "register_loader",
                 "sampler_orders")
@@ -26,8 +30,9 @@ _RECORDS_NAMES = ("Record", "fixed_records", "iter_tfrecord", "lmdb_data_path",
                   "read_tfrecord_at", "register_records", "tar_members", "tfrecord_records",
                   "write_tfrecord")
 
-__all__ = ["ManifestError", "control_path", "errors", "manifest_line", "plan", "register_paths",
-           "relative_path", "stats", "write_manifest", *_RECORDS_NAMES, *_TORCH_NAMES]
+__all__ = ["ManifestError", "check_stream_name", "control_path", "default_stream_name", "errors",
+           "manifest_line", "plan", "register_paths", "relative_path", "stats", "unregister",
+           "write_compact_manifest", "write_manifest", *_RECORDS_NAMES, *_TORCH_NAMES]
 
 
 def __getattr__(name):

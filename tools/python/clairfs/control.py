@@ -3,12 +3,18 @@
 Standard library only. The contract these functions rely on is docs/control-interface.md.
 """
 import errno
+import itertools
 import json
+import operator
 import os
 
 CONTROL_DIR = ".clairfs"
 _CHUNK = 1 << 20  # bytes handed to one write(); the daemon parses the text as it arrives
 _MAX_OFF = (1 << 63) - 1  # off_t: no byte of any file lies past it
+MAX_STREAM_NAME = 128
+_STREAM_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@:+-")
+_RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+_INIT_PID_NS = 0xEFFFFFFC  # the kernel's initial pid namespace (PROC_PID_INIT_INO)
 
 
 class ManifestError(ValueError):
@@ -117,12 +123,122 @@ def relative_path(path, root):
     return os.path.relpath(p, root)
 
 
-def write_manifest(mount, epochs, append=False):
+def check_stream_name(name):
+    """`name` (a str) if it can name a stream, else ValueError saying why.
+
+    A stream name is 1 to 128 bytes of [A-Za-z0-9._@:+-], not beginning with '.' or '-'
+    (the daemon's rule, docs/control-interface.md, "Streams").
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"a stream name must be a str, not {type(name).__name__} ({name!r})")
+    b = name.encode("utf-8", "surrogateescape")
+    if not b:
+        raise ValueError("empty stream name")
+    if len(b) > MAX_STREAM_NAME:
+        raise ValueError(f"stream name {name!r} is longer than {MAX_STREAM_NAME} bytes")
+    if b[:1] in (b".", b"-"):
+        raise ValueError(f"stream name {name!r}: a stream name cannot begin with '.' or '-'")
+    if not _STREAM_BYTES.issuperset(b):
+        raise ValueError(f"stream name {name!r} has a character outside [A-Za-z0-9._@:+-]")
+    return name
+
+
+def default_stream_name():
+    """The stream name this process registers under when none is given (register_loader etc.).
+
+    "p<pid>", or "rank<R>-p<pid>" when a launcher set the process's rank (torchrun's RANK,
+    Open MPI's OMPI_COMM_WORLD_RANK, MPICH's PMI_RANK, PMIx's PMIX_RANK, Slurm's SLURM_PROCID,
+    the first of them that is a decimal number). In a pid namespace other than the host's (a
+    container) "-ns<inode of /proc/self/ns/pid>" is added, as two containers on one node can
+    run processes with the same pid. So two live processes sharing a mount never get the same
+    name, and one process registering again replaces its own stream.
+    """
+    name = f"p{os.getpid()}"
+    for var in _RANK_VARS:
+        v = os.environ.get(var, "").strip()
+        if v.isdigit() and v.isascii():
+            name = f"rank{int(v)}-{name}"
+            break
+    try:
+        ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        ns = _INIT_PID_NS
+    return name if ns == _INIT_PID_NS else f"{name}-ns{ns}"
+
+
+class _ManifestFile:
+    """One writer of `<mount>/.clairfs/manifest`: write() all of a buffer, then commit()
+    (close; EINVAL becomes ManifestError) or spoil() (an empty line first, so the daemon
+    rejects what was written and the active plan stays)."""
+
+    def __init__(self, mount, append):
+        self.mount = mount
+        path = control_path(mount, "manifest")
+        self.fd = os.open(path, os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC))
+
+    def write(self, data):
+        view = memoryview(data).cast("B")
+        n = len(view)
+        while view:
+            view = view[os.write(self.fd, view):]
+        return n
+
+    def spoil(self):
+        try:
+            os.write(self.fd, b"\n\n")  # an empty line (or bytes after a compact trailer)
+        except OSError:
+            pass
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+    def commit(self):
+        try:
+            os.close(self.fd)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            raise ManifestError(self.mount, errors(self.mount)) from None
+
+
+def _commit(mount, append, produce):
+    f = _ManifestFile(mount, append)
+    try:
+        result = produce(f)
+    except BaseException:
+        f.spoil()
+        raise
+    f.commit()
+    return result
+
+
+def relative_paths(paths, root):
+    """[relative_path(p, root) for p in paths], quick for the common case (absolute,
+    normalized str paths under root, as an ImageFolder over the mount holds): same result."""
+    root = os.path.abspath(os.fspath(root))
+    prefix = root if root.endswith("/") else root + "/"
+    paths = paths if isinstance(paths, list) else list(paths)
+    if paths and set(map(type, paths)) == {str}:
+        # All at once (C loops) when every path is prefix + a normalized relative path: no
+        # '.' or '..' or empty component, no trailing '/' (so none is the root itself).
+        rep = itertools.repeat
+        if (all(map(str.startswith, paths, rep(prefix))) and not any(map(str.endswith, paths, rep("/")))
+                and not any(map(operator.contains, paths, rep("/.")))
+                and not any(map(operator.contains, paths, rep("//")))):
+            cut = len(prefix)
+            return [p[cut:] for p in paths]
+    return [relative_path(p, root) for p in paths]
+
+
+def write_manifest(mount, epochs, append=False, stream=None):
     """Writes a manifest of `epochs` to `<mount>/.clairfs/manifest` and commits it.
 
     epochs: an iterable of epochs, each an iterable of manifest lines as bytes ending in a
       newline (see manifest_line()); consumed lazily, so a long plan is never held whole.
-    append: False replaces the active plan (O_TRUNC); True adds these epochs after it.
+    append: False replaces the stream's plan (O_TRUNC); True adds these epochs after it.
+    stream: the stream this manifest registers (a `#stream NAME` line; see
+      check_stream_name); None: the stream "default". Other streams are not touched.
 
     Returns the number of entries written. Raises ManifestError (with the daemon's reason)
     when clairfs rejects the text. The text starts with `#begin` and ends with the trailer
@@ -131,18 +247,13 @@ def write_manifest(mount, epochs, append=False):
     raises, the trailer is not written and the write is spoiled on purpose (an empty line), so
     the daemon rejects it, and the original exception propagates.
     """
-    path = control_path(mount, "manifest")
-    fd = os.open(path, os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC))
-    entries = 0
-    buf = bytearray(b"#begin\n")
+    head = b"#begin\n"
+    if stream is not None:
+        head += b"#stream %s\n" % check_stream_name(stream).encode()
 
-    def flush():
-        view = memoryview(bytes(buf))
-        buf.clear()
-        while view:
-            view = view[os.write(fd, view):]
-
-    try:
+    def produce(f):
+        entries = 0
+        buf = bytearray(head)
         for i, epoch in enumerate(epochs):
             if isinstance(epoch, (str, bytes)):
                 raise TypeError("each epoch must be an iterable of lines, not one string")
@@ -152,32 +263,52 @@ def write_manifest(mount, epochs, append=False):
                 buf += line
                 n += 1
                 if len(buf) >= _CHUNK:
-                    flush()
+                    f.write(buf)
+                    buf.clear()
             if n == 0:
                 raise ValueError(f"epoch {i} is empty: clairfs rejects empty epochs")
             entries += n
         buf += b"#end %d\n" % entries
-        flush()
-    except BaseException:
-        try:
-            os.write(fd, b"\n\n")  # an empty line: the daemon rejects the whole text
-        except OSError:
-            pass
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-        raise
-    try:
-        os.close(fd)
-    except OSError as e:
-        if e.errno != errno.EINVAL:
-            raise
-        raise ManifestError(mount, errors(mount)) from None
-    return entries
+        f.write(buf)
+        return entries
+
+    return _commit(mount, append, produce)
 
 
-def register_paths(mount, epochs, root=None, append=False):
+def write_compact_manifest(mount, items, epochs, append=False, stream=None, *,
+                           epoch_count=None, entry_count=None):
+    """Writes a manifest in the compact (binary) form and commits it; see clairfs.compact.
+
+    items: the files (relative paths) or ranges ((path, offset, length)) the epochs refer to.
+    epochs: per epoch, the item indexes (0-based) in read order: lists, array('I'), numpy
+      arrays or torch tensors. With epoch_count and entry_count given they are produced and
+      written one at a time; otherwise a list of epochs is checked whole first, and any other
+      iterable is spooled to a temporary file (the header needs both counts).
+    append, stream: as for write_manifest; stream=None: the stream "default".
+
+    Everything the encoder can check (items, stream name, indexes) is checked before the
+    first byte is written, except for epochs produced lazily with the counts given: there an
+    error spoils the write (the daemon rejects it) and propagates. Returns the entry count;
+    raises ValueError for bad input, ManifestError when clairfs rejects the manifest.
+    """
+    from . import compact
+    enc = compact.prepare(items, epochs, stream=stream, epoch_count=epoch_count,
+                          entry_count=entry_count)
+    return _commit(mount, append, enc.write_to)
+
+
+def unregister(mount, stream):
+    """Removes the stream `stream` (a name, e.g. default_stream_name()) from the mount's plan.
+
+    Writes a replacement that names the stream and has no entries; other streams are
+    untouched. "default" removes the stream of manifests written without a name. Removing a
+    stream that does not exist changes nothing.
+    """
+    check_stream_name(stream)
+    return write_manifest(mount, [], stream=stream)
+
+
+def register_paths(mount, epochs, root=None, append=False, stream=None, compact=False):
     """Registers the read order given as paths, one list per epoch.
 
     mount: the clairfs mount point.
@@ -185,7 +316,10 @@ def register_paths(mount, epochs, root=None, append=False):
       opened. A relative path is relative to the dataset root, as in the manifest itself; an
       absolute path must lie under `root` and is made relative to it.
     root: the directory absolute paths are made relative to; default: the mount point.
-    append: add these epochs to the active plan instead of replacing it.
+    append: add these epochs to the stream's plan instead of replacing it.
+    stream: the stream to register (see write_manifest); None: the stream "default".
+    compact: write the compact (binary) form: each distinct path once, then 4 bytes per
+      entry (needs a clairfs that understands it, docs/control-interface.md).
 
     Returns the number of entries registered. Raises ValueError for a path outside the root
     (before anything is written), TypeError when `epochs` is a flat list of strings (wrap one
@@ -195,10 +329,37 @@ def register_paths(mount, epochs, root=None, append=False):
     epochs = list(epochs)
     if epochs and isinstance(epochs[0], (str, bytes, os.PathLike)):
         raise TypeError("epochs must be a list of lists of paths; for one epoch pass [paths]")
-    lines = []
     for epoch in epochs:
         if isinstance(epoch, (str, bytes, os.PathLike)):
             raise TypeError("epochs must be a list of lists of paths; for one epoch pass [paths]")
-        lines.append([manifest_line(p if not os.path.isabs(os.fspath(p)) else relative_path(p, root))
-                      for p in epoch])
-    return write_manifest(mount, lines, append=append)
+
+    def rel(p):
+        p = os.fspath(p)
+        return relative_path(p, root) if os.path.isabs(p) else p
+
+    if compact:
+        return _register_compact(mount, epochs, rel, append, stream)
+    if stream is not None:
+        check_stream_name(stream)
+    lines = [[manifest_line(rel(p)) for p in epoch] for epoch in epochs]
+    return write_manifest(mount, lines, append=append, stream=stream)
+
+
+def _register_compact(mount, epochs, item_of, append, stream):
+    """Compact registration of epochs of hashable entries: item_of(entry) is the item (a
+    relative path or a (path, offset, length) triple), computed once per distinct entry."""
+    from array import array
+    index, items, orders = {}, [], []
+    for epoch in epochs:
+        order = array("L" if array("I").itemsize < 4 else "I")
+        for e in epoch:
+            key = os.fspath(e) if isinstance(e, os.PathLike) else e
+            if isinstance(key, list):
+                key = tuple(key)  # a [path, offset, length] entry
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(items)
+                items.append(item_of(e))
+            order.append(i)
+        orders.append(order)
+    return write_compact_manifest(mount, items, orders, append=append, stream=stream)

@@ -25,7 +25,7 @@ import struct
 import tarfile
 
 from ._record import Record
-from .control import manifest_line, relative_path, write_manifest
+from .control import _register_compact, check_stream_name, manifest_line, relative_path, write_manifest
 from .lmdb_pages import lmdb_data_path, lmdb_ranges_for_keys, lmdb_records
 from .tfrecord import (crc32c, iter_tfrecord, masked_crc32c, read_tfrecord_at, tfrecord_records,
                        write_tfrecord)
@@ -237,7 +237,7 @@ def _is_entry(x):
     return isinstance(x, tuple) and x and isinstance(x[0], (str, bytes, os.PathLike))
 
 
-def register_records(mount, epochs, root=None, append=False):
+def register_records(mount, epochs, root=None, append=False, stream=None, compact=False):
     """Registers a read order of byte ranges, one list per epoch, like register_paths().
 
     mount: the clairfs mount point.
@@ -245,7 +245,10 @@ def register_records(mount, epochs, root=None, append=False):
       job will read them; (path, None, None) names a whole file. A relative path is relative
       to the dataset root; an absolute one must lie under `root` and is made relative to it.
     root: the directory absolute paths are made relative to; default: the mount point.
-    append: add these epochs to the active plan instead of replacing it.
+    append: add these epochs to the stream's plan instead of replacing it.
+    stream: the stream to register (clairfs.write_manifest); None: the stream "default".
+    compact: write the compact (binary) form: each distinct range once, then 4 bytes per
+      entry (needs a clairfs that understands it, docs/control-interface.md).
 
     Returns the number of entries registered. Every entry is checked before anything is
     written: ValueError for a bad range or a path outside the root, TypeError for an entry
@@ -259,21 +262,25 @@ def register_records(mount, epochs, root=None, append=False):
         raise TypeError("epochs must be a list of lists of (path, offset, length); "
                         "for one epoch pass [entries]")
     rel = {}
-    lines = []
+
+    def item(entry):
+        try:
+            path, offset, length = entry
+        except (TypeError, ValueError):
+            raise TypeError(f"an entry must be (path, offset, length), got {entry!r}") from None
+        key = os.fspath(path)
+        p = rel.get(key)
+        if p is None:
+            p = rel[key] = relative_path(key, root) if os.path.isabs(key) else key
+        return p, offset, length
+
     for epoch in epochs:
         if isinstance(epoch, (str, bytes, os.PathLike)) or _is_entry(epoch):
             raise TypeError("epochs must be a list of lists of (path, offset, length); "
                             "for one epoch pass [entries]")
-        out = []
-        for entry in epoch:
-            try:
-                path, offset, length = entry
-            except (TypeError, ValueError):
-                raise TypeError(f"an entry must be (path, offset, length), got {entry!r}") from None
-            key = os.fspath(path)
-            p = rel.get(key)
-            if p is None:
-                p = rel[key] = relative_path(key, root) if os.path.isabs(key) else key
-            out.append(manifest_line(p, offset, length))
-        lines.append(out)
-    return write_manifest(mount, lines, append=append)
+    if compact:
+        return _register_compact(mount, epochs, item, append, stream)
+    if stream is not None:
+        check_stream_name(stream)
+    lines = [[manifest_line(*item(entry)) for entry in epoch] for epoch in epochs]
+    return write_manifest(mount, lines, append=append, stream=stream)

@@ -5,6 +5,11 @@ starts: this module iterates *copies* of the sampler (its torch.Generator object
 get_state/set_state), never the user's, so the training loop later yields exactly the indices
 registered here. Written against torch 1.13; tests/python checks it against the real loader.
 
+The common samplers (SequentialSampler, RandomSampler with a generator, DistributedSampler,
+and BatchSampler around them, of exactly these classes) are computed with torch tensor ops
+(_fast_order) instead of being iterated; tests/python/test_orders.py checks that they agree
+with iteration, generator states included. Anything else is iterated.
+
 Importing this module imports torch; `clairfs` imports it only when one of its names is used.
 """
 import contextlib
@@ -13,11 +18,12 @@ import operator
 import random
 
 import torch
-from torch.utils.data import (ConcatDataset, IterableDataset, RandomSampler, Sampler,
-                              SequentialSampler, Subset, SubsetRandomSampler,
-                              WeightedRandomSampler)
+from torch.utils.data import (BatchSampler, ConcatDataset, DistributedSampler, IterableDataset,
+                              RandomSampler, Sampler, SequentialSampler, Subset,
+                              SubsetRandomSampler, WeightedRandomSampler)
 
-from .control import manifest_line, relative_path, write_manifest
+from .control import (default_stream_name, manifest_line, plan, relative_paths,
+                      write_compact_manifest, write_manifest)
 
 # Samplers whose order comes from `self.generator`, or from a fresh seed drawn from torch's
 # global RNG at every iteration when it is None (unknowable in advance).
@@ -42,6 +48,8 @@ def dataset_paths(dataset):
     if samples is None:
         raise TypeError(f"{type(dataset).__name__} has no .samples (as ImageFolder and "
                         f"DatasetFolder have); register its paths with clairfs.register_paths")
+    if isinstance(samples, list) and set(map(type, samples)) == {tuple}:
+        return list(map(operator.itemgetter(0), samples))  # ImageFolder's (path, target)s, quickly
     return [s[0] if isinstance(s, (tuple, list)) else s for s in samples]
 
 
@@ -73,6 +81,109 @@ def _unseeded(sampler, seen=None):
     return None
 
 
+# ---------------------------------------------------------------- fast paths
+
+_RANDPERM_32 = (1 << 32) // 20  # below this torch's CPU randperm draws n - 1 32-bit numbers
+_skip_checked = None
+
+
+def _skip_randperm_ok():
+    """Whether drawing n - 1 int32 numbers moves a CPU generator exactly as randperm(n) does
+    (as in torch 1.13); checked once per process on a few sizes, so another torch falls back
+    to computing the permutation it will discard."""
+    global _skip_checked
+    if _skip_checked is None:
+        ok = True
+        for n in (2, 3, 31, 1000, 4097):
+            a, b = torch.Generator(), torch.Generator()
+            a.manual_seed(n)
+            b.manual_seed(n)
+            torch.randperm(n, generator=a)
+            torch.empty(n - 1, dtype=torch.int32).random_(generator=b)
+            ok = ok and torch.equal(a.get_state(), b.get_state())
+        _skip_checked = ok
+    return _skip_checked
+
+
+def _discarded_randperm(n, g):
+    """Moves g as torch.randperm(n, generator=g) would, without the permutation if possible."""
+    if n <= 1:
+        return
+    if n < _RANDPERM_32 and _skip_randperm_ok():
+        torch.empty(n - 1, dtype=torch.int32).random_(generator=g)
+    else:
+        torch.randperm(n, generator=g)
+
+
+def _random_order(s):
+    # RandomSampler without replacement: num_samples // n whole permutations, then the first
+    # num_samples % n of one more, which torch draws even when it keeps none of it.
+    n, g = len(s.data_source), s.generator
+    whole, rest = divmod(s.num_samples, n)
+    parts = [torch.randperm(n, generator=g) for _ in range(whole)]
+    if rest:
+        parts.append(torch.randperm(n, generator=g)[:rest])
+    else:
+        _discarded_randperm(n, g)
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _distributed_order(s):
+    # DistributedSampler: a permutation seeded by seed + epoch (or 0..n-1), repeated to
+    # total_size (or cut to it with drop_last), then every num_replicas-th from rank.
+    n = len(s.dataset)
+    if s.shuffle:
+        g = torch.Generator()
+        g.manual_seed(s.seed + s.epoch)
+        order = torch.randperm(n, generator=g)
+    else:
+        order = torch.arange(n)
+    if s.total_size > n:
+        order = order.repeat(-(-s.total_size // n))
+    return order[:s.total_size][s.rank::s.num_replicas]
+
+
+def _fast_order(s):
+    """A function returning the next iteration of sampler `s` (a copy, see _Replay) as an int64
+    tensor, moving its generator exactly as iterating it would; None when `s` is not one of
+    the classes modelled here (a subclass may iterate differently) or a case torch refuses."""
+    t = type(s)
+    if t is SequentialSampler:
+        return lambda: torch.arange(len(s.data_source))
+    if t is RandomSampler:
+        g = s.generator
+        if (s.replacement or not isinstance(g, torch.Generator) or g.device.type != "cpu"
+                or len(s.data_source) < 1 or s.num_samples < 1):
+            return None
+        return lambda: _random_order(s)
+    if t is DistributedSampler:
+        n = len(s.dataset)
+        ok = (n >= 1 and s.num_replicas >= 1 and 0 <= s.rank < s.num_replicas
+              and s.total_size == s.num_samples * s.num_replicas
+              and (s.total_size <= n if s.drop_last else s.total_size >= n))
+        return (lambda: _distributed_order(s)) if ok else None
+    if t is BatchSampler:
+        inner = _fast_order(s.sampler)
+        bs = s.batch_size
+        if inner is None or not isinstance(bs, int) or bs < 1:
+            return None
+        if s.drop_last:  # the sampler is read to its end, the tail batch is not handed out
+            return lambda: (lambda o: o[:len(o) // bs * bs])(inner())
+        return inner
+    return None
+
+
+def _fast_length(s):
+    """The length of every iteration of a sampler _fast_order handles."""
+    t = type(s)
+    if t is SequentialSampler:
+        return len(s.data_source)
+    if t is RandomSampler or t is DistributedSampler:
+        return s.num_samples
+    n = _fast_length(s.sampler)  # BatchSampler
+    return n // s.batch_size * s.batch_size if s.drop_last else n
+
+
 class _Replay:
     """A copy of a sampler (and of the samplers it wraps) with cloned generators, iterated
     epoch after epoch as the DataLoader would iterate the original."""
@@ -90,6 +201,7 @@ class _Replay:
         gen = getattr(loader, "generator", None)
         self._seed_generator = self._generators.get(id(gen)) if gen is not None else None
         self._made_iterators = getattr(loader, "_iterator", None) is not None
+        self.fast = _fast_order(self._root)
 
     def _copy(self, s):
         if not hasattr(s, "__dict__"):
@@ -111,7 +223,8 @@ class _Replay:
         return c
 
     def next_epoch(self):
-        """The indices of the next epoch, in the order the loader hands them to its workers."""
+        """The indices of the next epoch, in the order the loader hands them to its workers:
+        an int64 tensor on the fast path, else a list."""
         for s in self._samplers:
             if callable(getattr(s, "set_epoch", None)):
                 s.set_epoch(self._epoch)
@@ -121,6 +234,8 @@ class _Replay:
             torch.empty((), dtype=torch.int64).random_(generator=self._seed_generator)
         self._made_iterators = True
         self._epoch += 1
+        if self.fast is not None:
+            return self.fast()
         out = []
         for item in self._root:
             try:
@@ -130,8 +245,28 @@ class _Replay:
         return out
 
 
+class _Orders:
+    """The orders of `epochs` epochs, produced one at a time when iterated (each an int64
+    tensor on the fast path, else a list); `entries`: their total when known in advance."""
+
+    def __init__(self, index_sampler, epochs, first_epoch, loader):
+        self._args = (index_sampler, loader, first_epoch)
+        self.epochs = epochs
+        replay = _Replay(*self._args)
+        self.entries = epochs * _fast_length(replay._root) if replay.fast is not None else None
+
+    def __iter__(self):
+        replay = _Replay(*self._args)
+        for _ in range(self.epochs):
+            with _global_rng_kept():
+                yield replay.next_epoch()
+
+    def lists(self):
+        return [o.tolist() if isinstance(o, torch.Tensor) else o for o in self]
+
+
 def _orders(index_sampler, epochs, first_epoch, loader):
-    """Checks that the order is knowable, then returns an iterator of per-epoch index lists."""
+    """Checks that the order is knowable, then returns an _Orders."""
     if epochs < 1:
         raise ValueError("epochs must be at least 1")
     bad = _unseeded(index_sampler)
@@ -141,6 +276,9 @@ def _orders(index_sampler, epochs, first_epoch, loader):
             f"every epoch, so its order cannot be known in advance. Give it one: "
             f"generator=torch.Generator().manual_seed(SEED) (for DataLoader(shuffle=True), pass "
             f"generator= to the DataLoader)")
+    orders = _Orders(index_sampler, epochs, first_epoch, loader)
+    if orders.entries is not None:
+        return orders  # computed by _fast_order: reproducible by construction
     with _global_rng_kept():  # two copies must agree, or the sampler has hidden randomness
         a = _Replay(index_sampler, loader, first_epoch).next_epoch()
         b = _Replay(index_sampler, loader, first_epoch).next_epoch()
@@ -148,15 +286,7 @@ def _orders(index_sampler, epochs, first_epoch, loader):
         raise ValueError(f"{type(index_sampler).__name__} gave two different orders from the same "
                          f"state: it is not reproducible (is its randomness in a torch.Generator "
                          f"attribute?)")
-
-    def gen():
-        replay = _Replay(index_sampler, loader, first_epoch)
-        for _ in range(epochs):
-            with _global_rng_kept():
-                order = replay.next_epoch()
-            yield order
-
-    return gen()
+    return orders
 
 
 def sampler_orders(sampler, epochs, first_epoch=0):
@@ -173,7 +303,7 @@ def sampler_orders(sampler, epochs, first_epoch=0):
     Iterating a sampler directly is what this models; a DataLoader can shift a shared
     generator between epochs: for a loader use loader_orders.
     """
-    return list(_orders(sampler, epochs, first_epoch, None))
+    return _orders(sampler, epochs, first_epoch, None).lists()
 
 
 def loader_orders(loader, epochs, first_epoch=0):
@@ -190,24 +320,47 @@ def loader_orders(loader, epochs, first_epoch=0):
     if isinstance(loader.dataset, IterableDataset):
         raise TypeError("an IterableDataset decides its own order: register it with register_paths")
     index_sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
-    return list(_orders(index_sampler, epochs, first_epoch, loader))
+    return _orders(index_sampler, epochs, first_epoch, loader).lists()
 
 
-def _register(mount, dataset, orders, root, append):
+def _register(mount, dataset, orders, root, append, stream, compact):
+    absolute = dataset_paths(dataset)
     root = mount if root is None else root
-    lines = [manifest_line(relative_path(p, root)) for p in dataset_paths(dataset)]
-    return write_manifest(mount, ([lines[i] for i in order] for order in orders), append=append)
+    if stream is None:
+        stream = default_stream_name()
+    if compact is None:
+        compact = "streams" in plan(mount)  # a clairfs with streams reads the compact form
+    if compact:
+        from . import compact as form
+        items = form.items_under(absolute, root)
+        if items is None:
+            items = relative_paths(absolute, root)
+        return write_compact_manifest(mount, items, iter(orders), append=append, stream=stream,
+                                      epoch_count=orders.epochs if orders.entries else None,
+                                      entry_count=orders.entries)
+    lines = [manifest_line(p) for p in relative_paths(absolute, root)]
+
+    def epochs():
+        for order in orders:
+            yield [lines[i] for i in (order.tolist() if isinstance(order, torch.Tensor) else order)]
+
+    return write_manifest(mount, epochs(), append=append, stream=stream)
 
 
 def register_dataset(mount, dataset, sampler=None, epochs=1, *, first_epoch=0, root=None,
-                     append=False):
+                     append=False, stream=None, compact=None):
     """Registers with the clairfs mount `mount` the files `sampler` makes `dataset` read.
 
     dataset: see dataset_paths. Its paths must lie under `root` (default: the mount point),
       i.e. the dataset should be built over the mount.
     sampler: see sampler_orders; None means SequentialSampler (DataLoader's shuffle=False).
     epochs, first_epoch: how many epochs to register; first_epoch is passed to set_epoch.
-    append: add the epochs to the active plan instead of replacing it.
+    append: add the epochs to the stream's plan instead of replacing it.
+    stream: the name of the stream to register (docs/control-interface.md, "Streams"):
+      None, the default, is clairfs.default_stream_name(), unique to this process (and rank),
+      so each process of a job has its own stream and registering again replaces only it.
+    compact: True writes the compact (binary) form, False the text form; None, the default,
+      the compact form if the mount's clairfs has streams (its plan lists "streams").
 
     Every path is checked to be under `root` before anything is written. Returns the number of
     entries registered. Raises ValueError (outside root, unknowable order), TypeError (dataset
@@ -216,17 +369,26 @@ def register_dataset(mount, dataset, sampler=None, epochs=1, *, first_epoch=0, r
     """
     if sampler is None:
         sampler = SequentialSampler(dataset)
-    return _register(mount, dataset, _orders(sampler, epochs, first_epoch, None), root, append)
+    orders = _orders(sampler, epochs, first_epoch, None)
+    return _register(mount, dataset, orders, root, append, stream, compact)
 
 
-def register_loader(mount, loader, epochs=1, *, first_epoch=0, root=None, append=False):
+def register_loader(mount, loader, epochs=1, *, first_epoch=0, root=None, append=False,
+                    stream=None, compact=None):
     """Registers the files the DataLoader `loader` will read in its next `epochs` epochs.
 
     Like register_dataset with loader.dataset and the loader's (batch) sampler, including the
     loader's own use of its generator (see loader_orders). Call it before iterating `loader`.
+    Under torchrun or mpiexec every rank calls it with its own DistributedSampler and
+    registers its own stream (default_stream_name() includes the rank).
+    stream: the name of the stream to register (docs/control-interface.md, "Streams"):
+      None, the default, is clairfs.default_stream_name(), unique to this process (and rank),
+      so each process of a job has its own stream and registering again replaces only it.
+    compact: True writes the compact (binary) form, False the text form; None, the default,
+      the compact form if the mount's clairfs has streams (its plan lists "streams").
     """
     if isinstance(loader.dataset, IterableDataset):
         raise TypeError("an IterableDataset decides its own order: register it with register_paths")
     index_sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
     orders = _orders(index_sampler, epochs, first_epoch, loader)
-    return _register(mount, loader.dataset, orders, root, append)
+    return _register(mount, loader.dataset, orders, root, append, stream, compact)
