@@ -33,6 +33,7 @@ meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit --suit
 # passed, N failed, N expected to fail": an expected failure counts as skipped).
 import json, re, sys
 passed = failed = skipped = 0
+failures = []  # "build/test: case" for each failed case, printed above the count
 for path in sys.argv[1:]:
     try:
         lines = open(path).read().splitlines()
@@ -54,7 +55,15 @@ for path in sys.argv[1:]:
             p, f, s = (1, 0, 0) if t["result"] == "OK" else (0, 0, 1) if t["result"] == "SKIP" else (0, 1, 0)
         if t["result"] not in ("OK", "SKIP") and f == 0:
             f = 1  # crashed or timed out before reporting
+        if f:
+            where = f"{path.split('/')[0]}/{t['name']}"
+            cases = re.findall(r"^(?:FAIL|ERROR): (.+)$", out, re.M)
+            cases += re.findall(r"^\[  FAILED  \] (\S+) \(", out, re.M)
+            cases += re.findall(r"^(\S+: FAIL \(.*)$", out, re.M)  # fault matrix rows
+            failures += [f"{where}: {c}" for c in cases] or [f"{where}: {t['result']}"]
         passed, failed, skipped = passed + p, failed + f, skipped + s
+for line in failures:
+    print(f"failed: {line}")
 print(f"tests: {passed} passed, {failed} failed, {skipped} skipped")
 PY
 exit $status

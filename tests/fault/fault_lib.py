@@ -236,16 +236,27 @@ class Ctx:
         """The daemon runs and serves .clairfs/stats (which needs no backend) within the hang
         deadline."""
         if d.proc is None or d.proc.poll() is not None:
+            code = None if d.proc is None else d.proc.returncode
+            tail = harness.read_tail(d.log_path, 5).strip().replace("\n", " | ")
+            self.row.notes.append(f"daemon not running (exit {code}); log: {tail}")
             return False
         p = subprocess.Popen([PY, "-c", "import sys; open(sys.argv[1]).read()",
                               os.path.join(d.mountpoint, ".clairfs", "stats")],
                              stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+                             stderr=subprocess.PIPE, start_new_session=True)
+        start = time.monotonic()
         try:
-            return p.wait(timeout=self.p["hang"]) == 0
+            _, err = p.communicate(timeout=self.p["hang"])
         except subprocess.TimeoutExpired:
             p.kill()
+            p.communicate()
+            self.row.notes.append(f"stats not read within {self.p['hang']} s")
             return False
+        if p.returncode != 0:  # say why, so that a failure in CI explains itself
+            last = err.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+            self.row.notes.append(f"stats read failed after {time.monotonic() - start:.1f} s "
+                                  f"(exit {p.returncode}): {last[0]}")
+        return p.returncode == 0
 
     def stops(self, d, held_by_kernel=False):
         """SIGTERM; true when the daemon exits within STOP_GRACE (the fault still active).

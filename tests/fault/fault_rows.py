@@ -89,6 +89,10 @@ def stall_row(ctx, cached):
     if cached:
         r.goals["cached files read"] = r.collateral == 0
     r.goals["alive"] = r.alive = ctx.alive(d)
+    # Again once the root's attributes (kept 1 s while the store does not answer) expired:
+    # the kernel then asks for them and for the root's ACLs on the way to the control files.
+    time.sleep(1.5)
+    r.goals["alive after the root's attributes expired"] = ctx.alive(d)
     r.goals["stops"] = ctx.stops(d, held_by_kernel=True)   # with the backend still stalled
     if not cached:
         r.goals["logged"] = bool(read_log(d, warn_only=True))
@@ -100,6 +104,49 @@ def row_stall_cached(ctx):
 
 def row_stall_uncached(ctx):
     stall_row(ctx, cached=False)
+
+
+# Opens the files named after the mountpoint, prints "open", waits for a line on stdin, then
+# reads and closes them all at once, one thread each, and prints what each read gave.
+HOLD_OPEN = r"""
+import os, sys, threading
+mnt, names = sys.argv[1], sys.argv[2:]
+fds = [os.open(os.path.join(mnt, n), os.O_RDONLY) for n in names]
+print("open", flush=True)
+sys.stdin.readline()
+def read(fd):
+    try:
+        os.read(fd, 1 << 20)
+        os.close(fd)
+        print("ok", flush=True)
+    except OSError as e:
+        print(e.errno, flush=True)
+for t in [threading.Thread(target=read, args=(fd,)) for fd in fds]:
+    t.start()
+"""
+
+
+def row_stall_open(ctx):
+    """Files opened from the backing store (nothing planned) before the store stalls, read
+    and closed during the stall, more of them at once than the daemon has FUSE threads."""
+    r = ctx.row
+    backend, d = backend_row(ctx)
+    names = sorted(ctx.files)[:8]  # fuse.threads is 4 in these tests
+    holder = subprocess.Popen([PY, "-c", HOLD_OPEN, d.mountpoint] + names, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              start_new_session=True, text=True)
+    harness.register_proc(holder)
+    try:
+        opened = holder.stdout.readline().strip() == "open"  # ends with the process at worst
+        r.goals["files opened before the stall"] = opened
+        ctx.set_rules("all * stall\n")
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        time.sleep(ctx.p["run"])  # the reads run into the stall for this long
+        r.goals["alive"] = r.alive = ctx.alive(d)
+        r.goals["stops"] = ctx.stops(d, held_by_kernel=True)
+    finally:
+        holder.kill()
 
 
 def row_slow_backend(ctx):
@@ -463,6 +510,8 @@ ROWS = [
     ("backend_enotconn", row_backend_enotconn, "faultfs killed -9 under clairfs (ENOTCONN)"),
     ("stall_cached", row_stall_cached, "faultfs stalls every request; files already in RAM"),
     ("stall_uncached", row_stall_uncached, "faultfs stalls every request; nothing cached"),
+    ("stall_open", row_stall_open, "faultfs stalls every request while 8 files opened from "
+     "it are read and closed"),
     ("slow_backend", row_slow_backend, "faultfs delays every read 20 ms"),
     ("ssd_full", row_ssd_full, "the SSD tier's file system (tmpfs) filled by another writer"),
     ("swap_fifo", row_swap_fifo, "a planned file replaced by a FIFO"),

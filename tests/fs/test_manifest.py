@@ -359,3 +359,71 @@ class ManifestCommitTest(ManifestCase):
         self.assertIn("\\x1b[2J\\x07bad\\\\name\\xff\u00e9", report)
         self.assertFalse(any(ord(c) < 0x20 and c != "\n" for c in report), repr(report))
         self.assertEqual(self.entries(), 1)
+
+
+class ManifestCheckAheadTest(ClairfsCase):
+    """A text of more than 8,192 paths has them checked while it is written (PathCheckAhead):
+    the same errors, lines and plan as checking them all at close(), through dup'ed closes."""
+
+    FILES = 12_000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ds = os.path.join(cls.class_tmpdir("ahead"), "ds")
+        for d in range(20):
+            os.makedirs(os.path.join(cls.ds, f"d{d}"))
+        for i in range(cls.FILES):
+            tu.write_file(os.path.join(cls.ds, cls.name(i)), b"a" * (i % 7))
+        os.makedirs(os.path.join(cls.ds, "sub"))
+
+    @staticmethod
+    def name(i):
+        return f"d{i % 20}/f{i}"
+
+    def setUp(self):
+        super().setUp()
+        self.mnt = os.path.join(self.tmpdir("mnt"), "m")
+        os.mkdir(self.mnt)
+        self.mount(self.ds, self.mnt)
+        self.manifest = os.path.join(self.mnt, ".clairfs", "manifest")
+
+    def write_in_pieces(self, lines, dup_close_at=None):
+        """Writes lines in 64 KiB pieces; a dup'ed descriptor is closed after the piece that
+        holds line dup_close_at (its validation of the partial text is ignored here)."""
+        data = "".join(line + "\n" for line in lines).encode()
+        cut = len("".join(line + "\n" for line in lines[:dup_close_at])) if dup_close_at else -1
+        fd = os.open(self.manifest, os.O_WRONLY | os.O_TRUNC)
+        try:
+            for at in range(0, len(data), 65536):
+                os.write(fd, data[at:at + 65536])
+                if at <= cut < at + 65536:
+                    try:
+                        os.close(os.dup(fd))
+                    except OSError:
+                        pass  # the text so far may end mid-line
+        finally:
+            os.close(fd)
+
+    def test_errors_by_line_and_the_plan_as_without_it(self):
+        names = [self.name(i) for i in range(self.FILES)]
+        self.write_manifest(self.mnt, "d0/f0\n")
+        before = self.plan(self.mnt)
+        bad = names[:199] + ["sub"] + names[199:9_498] + ["d3/missing"] + names[9_498:]
+        with self.assertRaises(OSError) as cm:
+            self.write_in_pieces(bad, dup_close_at=9_000)
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        self.assertEqual(self.plan(self.mnt), before)
+        report = self.control_read(self.mnt, "errors")
+        self.assertIn("2 errors", report)
+        self.assertLess(report.index("line 200: 'sub'"), report.index("line 9500: 'd3/missing'"),
+                        report)
+
+        good = ["#stream ahead"] + names + ["d5/../d5/f5", "d7//f7"] + names[:100]
+        self.write_in_pieces(good, dup_close_at=5_000)
+        plan = self.plan(self.mnt)
+        self.assertEqual(self.control_read(self.mnt, "errors"), "")
+        self.assertEqual(plan["files"], self.FILES, plan)  # the default stream reads d0/f0 too
+        stream = next(s for s in plan["streams"] if s["name"] == "ahead")
+        self.assertEqual(stream["entries"], self.FILES + 102, stream)
+        with open(os.path.join(self.mnt, "d5", "f5"), "rb") as f:
+            self.assertEqual(f.read(), b"a" * 5)

@@ -186,6 +186,54 @@ class ClusterTest(harness.ClairfsCase):
     def test_two_ranks_read_the_backing_store_once(self):
         self.run_epochs(2)
 
+    def wait_generations(self, c, want, timeout=30):
+        """Until every rank holds every rank's plan digest of generation want, placed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            plans = [self.plan(m)["cluster"] for m in c.mounts]
+            if all(p["generations"] == [want] * c.ranks and p["state"] == "placed"
+                   for p in plans):
+                return plans
+            self.assertLess(time.monotonic(), deadline,
+                            f"digests of generation {want} not placed: {plans}")
+            time.sleep(0.05)
+
+    def test_a_catalog_travels_only_when_the_file_set_changes(self):
+        """Issue 12: a rank's catalog (its keys and versions) goes to each other rank once;
+        an epoch appended over the same files sends the digest alone, about 5 bytes per
+        object; another file set sends a new catalog. Every digest decodes on every rank."""
+        ranks = 2
+        c = self.cluster(ranks)
+        manifests = self.manifests(ranks, epochs=2)
+        self.register(c, manifests)
+        first = self.wait_generations(c, 1)
+        extra = []
+        for m, text in zip(c.mounts, manifests):
+            epoch = list(reversed(self.entries(text.split("#epoch")[1])))
+            extra.append(epoch)
+            self.write_manifest(m, "#epoch\n" + "\n".join(epoch) + "\n", append=True)
+        second = self.wait_generations(c, 2)
+        for a, b in zip(first, second):
+            self.assertEqual(b["catalogs_sent"], 1, b)  # one peer, one catalog
+            lean = b["plan_bytes_sent"] - a["plan_bytes_sent"]
+            self.assertLessEqual(lean, 8 * b["cluster_objects"] + 64, (a, b))
+            self.assertGreater(a["plan_bytes_sent"], 2 * lean, (a, b))
+        errors = []
+        threads = [threading.Thread(target=self.read_all,
+                                    args=(m, self.entries(t) + e, errors))
+                   for m, t, e in zip(c.mounts, manifests, extra)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        # Another file set (one epoch of a new shuffle, half the files each): a new catalog.
+        for m, text in zip(c.mounts, self.manifests(ranks, epochs=1, seed=8)):
+            self.write_manifest(m, text)
+        third = self.wait_generations(c, 3)
+        self.assertEqual([p["catalogs_sent"] for p in third], [2] * ranks)
+        self.assertEqual(sum(self.stats(m)["peer_protocol_errors"] for m in c.mounts), 0)
+
     def test_four_ranks_read_the_backing_store_once(self):
         self.run_epochs(4)
 
