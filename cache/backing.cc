@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/limits.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
@@ -180,16 +182,44 @@ Result<std::unique_ptr<PosixBacking>> PosixBacking::Open(const std::string& root
                                                          Stats* stats, OnDisconnect on_disconnect) {
   int fd = open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "cannot open dataset directory '" + root_dir + "'");
-  return std::unique_ptr<PosixBacking>(new PosixBacking(std::make_shared<const RootDir>(fd), io,
+  auto root = std::make_shared<const RootDir>(fd);
+  RootAtOpen at_open;
+  if (fstat(fd, &at_open.st) != 0) {
+    return Status::FromErrno(errno, "cannot stat dataset directory '" + root_dir + "'");
+  }
+  at_open.acl_access = FdXattr(fd, "system.posix_acl_access", root_dir);
+  at_open.acl_default = FdXattr(fd, "system.posix_acl_default", root_dir);
+  return std::unique_ptr<PosixBacking>(new PosixBacking(std::move(root), std::move(at_open), io,
                                                         stats, root_dir, on_disconnect));
 }
 
-PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, IoOptions io, Stats* stats,
-                           std::string root_path, OnDisconnect on_disconnect)
+PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_open, IoOptions io,
+                           Stats* stats, std::string root_path, OnDisconnect on_disconnect)
     : root_path_(std::move(root_path)),
+      root_at_open_(std::move(at_open)),
       on_disconnect_(on_disconnect),
       root_(std::move(root)),
       io_(io, stats) {}
+
+Result<std::string> FdXattr(int fd, const char* name, const std::string& what) {
+  const Status none = Status::FromErrno(ENODATA, what);
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  std::string buf;
+  for (size_t cap : {size_t{4096}, size_t{XATTR_SIZE_MAX}}) {
+    buf.resize(cap);
+    const ssize_t n = name ? getxattr(proc.c_str(), name, buf.data(), cap)
+                           : listxattr(proc.c_str(), buf.data(), cap);
+    if (n >= 0) {
+      buf.resize(static_cast<size_t>(n));
+      return buf;
+    }
+    if (errno == ERANGE && cap < XATTR_SIZE_MAX) continue;
+    // The kernel takes any error but ENODATA on an ACL read as a failed permission check.
+    if (errno == ENOTSUP) return name ? Result<std::string>(none) : std::string();
+    return Status::FromErrno(errno, what);
+  }
+  return Status::FromErrno(E2BIG, what);
+}
 
 bool StoreUnreachable(const Status& s) {
   if (s.code() == Code::kTimedOut) return true;

@@ -54,6 +54,21 @@ class Backing {
 // network file system: ENOTCONN, ECONNABORTED...), rather than answering about the file.
 bool StoreUnreachable(const Status& s);
 
+// The value of extended attribute name (nullptr: the list of names) of the object fd refers
+// to, read through /proc/self/fd/N (which also works for O_PATH descriptors). A file system
+// without attributes answers ENODATA for a name and an empty list. what names the object in
+// errors. A direct system call, without a deadline: the caller decides where it runs.
+Result<std::string> FdXattr(int fd, const char* name, const std::string& what);
+
+// The dataset root as Open found it: its attributes and POSIX ACLs, read on the calling thread
+// before any I/O thread exists (the mount's first requests, the kernel's INIT included, then
+// need no answer from the store). An ACL the root does not have is an ENODATA status.
+struct RootAtOpen {
+  struct stat st {};
+  Result<std::string> acl_access = Status::Error(Code::kUnavailable, "");
+  Result<std::string> acl_default = Status::Error(Code::kUnavailable, "");
+};
+
 class PosixBacking final : public Backing {
  public:
   // What to do when the dataset's file system answers ENOTCONN or ECONNABORTED (a FUSE or
@@ -99,6 +114,9 @@ class PosixBacking final : public Backing {
   // switch is per thread, so it is made there, around the walk. kPermissionDenied if refused.
   Status CheckAccess(const std::string& path, int mask, AsIdentity as) const;
 
+  // The root's attributes and ACLs as read by Open (see RootAtOpen). Never changes.
+  const RootAtOpen& root_at_open() const { return root_at_open_; }
+
   // Fails every pending and later call with kUnavailable at once; never waits for a stuck call.
   void Stop();
   // I/O threads not exited: after Stop(), those still inside a call on the store.
@@ -106,8 +124,8 @@ class PosixBacking final : public Backing {
 
  private:
   struct RootDir;
-  PosixBacking(std::shared_ptr<const RootDir> root, IoOptions io, Stats* stats,
-               std::string root_path, OnDisconnect on_disconnect);
+  PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_open, IoOptions io,
+               Stats* stats, std::string root_path, OnDisconnect on_disconnect);
   std::shared_ptr<const RootDir> Root() const;
   // Passes r through; logs a device fault (EIO, rate-limited); a disconnected store first gets
   // its root reopened (OnDisconnect).
@@ -116,6 +134,7 @@ class PosixBacking final : public Backing {
   void Reopen(const Status& cause) const;
 
   const std::string root_path_;
+  const RootAtOpen root_at_open_;
   const OnDisconnect on_disconnect_;
   // Lock order: a leaf. Guards root_ (swapped by Reopen) and reopen_state_.
   mutable std::mutex root_mu_;

@@ -57,22 +57,7 @@ Result<std::string> ReadAttr(const PosixBacking& backing, const std::string& pat
   if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
   const Status none = Status::FromErrno(ENODATA, path);
   if (S_ISLNK(st.st_mode)) return name ? Result<std::string>(none) : std::string();
-  const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
-  std::string buf;
-  for (size_t cap : {size_t{4096}, size_t{XATTR_SIZE_MAX}}) {
-    buf.resize(cap);
-    const ssize_t n = name ? getxattr(proc.c_str(), name, buf.data(), cap)
-                           : listxattr(proc.c_str(), buf.data(), cap);
-    if (n >= 0) {
-      buf.resize(static_cast<size_t>(n));
-      return buf;
-    }
-    if (errno == ERANGE && cap < XATTR_SIZE_MAX) continue;
-    // The kernel takes any error but ENODATA on an ACL read as a failed permission check.
-    if (errno == ENOTSUP) return name ? Result<std::string>(none) : std::string();
-    return Status::FromErrno(errno, path);
-  }
-  return Status::FromErrno(E2BIG, path);
+  return FdXattr(fd.get(), name, path);
 }
 
 // Answers a getxattr/listxattr of size bytes (0: the size is asked) with bytes.
@@ -164,6 +149,8 @@ AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options
       control_gid_(options.control_gid),
       stats_(stats),
       root_(geteuid() == 0 && CanSwitchIdentity()) {
+  root_acl_[0] = backing.root_at_open().acl_access;
+  root_acl_[1] = backing.root_at_open().acl_default;
   if (geteuid() == 0 && !root_ && check_ == AccessCheck::kOpen) {
     spdlog::warn(
         "no CAP_SETUID/CAP_SETGID: opens are not re-checked with the caller's "
@@ -182,9 +169,6 @@ void AccessPolicy::Init(fuse_conn_info* conn) {
   } else {
     spdlog::warn("the kernel cannot enforce POSIX ACLs on a FUSE mount: only mode bits count");
   }
-  // The root's ACLs from the start, for a store that stalls before the kernel first asks.
-  (void)RootAcl("system.posix_acl_access");
-  (void)RootAcl("system.posix_acl_default");
 }
 
 Result<std::string> AccessPolicy::RootAcl(const char* name) {

@@ -47,7 +47,7 @@ class AccessPolicy {
   // and user.* attributes are served; trusted.* and security.* stay hidden, since the daemon
   // reads them with its own privileges. An object without the attribute (or whose file system
   // has none) answers ENODATA; size 0 asks for the size; a too small size gets ERANGE.
-  // The dataset root's ACLs are also remembered (from Init on) and, while the store does not
+  // The dataset root's ACLs are also remembered (from PosixBacking::Open on) and, while the store does not
   // answer (StoreUnreachable), the last ones read are served: the kernel checks them on every
   // path walk into the mount, and the control files below the root must stay reachable (the
   // root's attributes are kept the same way, see ClairFs::GetAttr).
@@ -75,7 +75,7 @@ class AccessPolicy {
 
   const PosixBacking& backing_;
   const AccessCheck check_;
-  // The root's system.posix_acl_access and _default as last read (kUnavailable: never read).
+  // The root's system.posix_acl_access and _default as last read (first: root_at_open()).
   // root_acl_mu_ is a leaf.
   std::mutex root_acl_mu_;
   Result<std::string> root_acl_[2] = {Status::Error(Code::kUnavailable, ""),

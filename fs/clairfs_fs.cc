@@ -69,7 +69,8 @@ ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& co
       aliases_(std::move(root_aliases)),
       access_(backing, options_, stats),
       uid_(getuid()),
-      gid_(getgid()) {
+      gid_(getgid()),
+      root_st_(backing.root_at_open().st) {
   clock_gettime(CLOCK_REALTIME, &started_);
 }
 
@@ -84,14 +85,7 @@ void ClairFs::Init(fuse_conn_info* conn) {
   // (InvalidateAttrs); this covers the attributes refreshed by lookup and getattr between.
   if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   access_.Init(conn);  // POSIX ACLs enforced by the kernel
-  // The root's attributes from the start, for a store that stalls before the first GETATTR.
-  // (Not in the constructor: that runs before the daemon forks, and the I/O executor's
-  // threads would stay behind in the parent.)
-  struct stat st;
-  if (backing_.Lstat("", &st).ok()) {
-    std::lock_guard lock(root_mu_);
-    root_st_ = st;
-  }
+  // No call on the store here: every request of the mount waits for the answer to INIT.
 }
 
 void ClairFs::ControlAttr(fuse_ino_t ino, struct stat* st) const {

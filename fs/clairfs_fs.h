@@ -100,8 +100,9 @@ class ClairFs {
   struct timespec started_;
   std::atomic<fuse_session*> session_{nullptr};
   std::atomic<bool> unverified_logged_{false};  // this unreachable-store episode was logged
-  // The dataset root's last attributes from the store, answered while it does not answer
-  // (for kUnreachableAttrTimeout seconds). root_mu_ is a leaf.
+  // The dataset root's last attributes from the store (first: as PosixBacking::Open found
+  // them), answered while it does not answer (for kUnreachableAttrTimeout seconds). root_mu_ is
+  // a leaf.
   static constexpr double kUnreachableAttrTimeout = 1.0;
   std::mutex root_mu_;
   struct stat root_st_ {};
