@@ -2,9 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <linux/limits.h>
 #include <sys/syscall.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
@@ -13,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <optional>
 
 namespace clairfs {
 namespace {
@@ -200,26 +199,6 @@ PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_op
       on_disconnect_(on_disconnect),
       root_(std::move(root)),
       io_(io, stats) {}
-
-Result<std::string> FdXattr(int fd, const char* name, const std::string& what) {
-  const Status none = Status::FromErrno(ENODATA, what);
-  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  std::string buf;
-  for (size_t cap : {size_t{4096}, size_t{XATTR_SIZE_MAX}}) {
-    buf.resize(cap);
-    const ssize_t n = name ? getxattr(proc.c_str(), name, buf.data(), cap)
-                           : listxattr(proc.c_str(), buf.data(), cap);
-    if (n >= 0) {
-      buf.resize(static_cast<size_t>(n));
-      return buf;
-    }
-    if (errno == ERANGE && cap < XATTR_SIZE_MAX) continue;
-    // The kernel takes any error but ENODATA on an ACL read as a failed permission check.
-    if (errno == ENOTSUP) return name ? Result<std::string>(none) : std::string();
-    return Status::FromErrno(errno, what);
-  }
-  return Status::FromErrno(E2BIG, what);
-}
 
 bool StoreUnreachable(const Status& s) {
   if (s.code() == Code::kTimedOut) return true;
@@ -418,25 +397,120 @@ Result<BlobPtr> PosixBacking::Read(const std::string& path, ByteRange range) con
       }));
 }
 
-Result<int> PosixBacking::OpenAt(const std::string& path, int flags) const {
-  auto r = Note(io_.Run<Fd>(path, [root = Root(), path, flags](IoProgress&) -> Result<Fd> {
-    // O_DIRECTORY fails with ENOTDIR before a FIFO or device is opened; O_PATH opens nothing.
-    const bool any_type = (flags & (O_DIRECTORY | O_PATH)) != 0;
-    Fd fd(OpenBeneath(root->fd, path, any_type ? flags : flags | O_NONBLOCK));
+Result<PosixBacking::Opened> PosixBacking::OpenFile(const std::string& path) const {
+  auto r = Note(io_.Run<Opened>(path, [root = Root(), path, post = io_.poster()](IoProgress&)
+                                          -> Result<Opened> {
+    Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_NONBLOCK));
     if (fd.get() < 0) return Status::FromErrno(errno, path);
-    if (any_type) return fd;
-    struct stat st;
-    if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
-    if (!S_ISREG(st.st_mode)) {
+    Opened out;
+    if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
+    if (!S_ISREG(out.st.st_mode)) {
       return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
     }
-    if (!(flags & O_NONBLOCK)) {
-      if (Status s = ClearNonblock(fd.get(), path); !s.ok()) return s;
+    out.handle = StoreHandle::Make(fd.release(), nullptr, post);
+    return out;
+  }));
+  return r;
+}
+
+Result<PosixBacking::Opened> PosixBacking::OpenDir(const std::string& path) const {
+  auto r = Note(io_.Run<Opened>(path, [root = Root(), path, post = io_.poster()](IoProgress&)
+                                          -> Result<Opened> {
+    // O_DIRECTORY fails with ENOTDIR before a FIFO or device is opened.
+    Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_DIRECTORY));
+    if (fd.get() < 0) return Status::FromErrno(errno, path);
+    Opened out;
+    if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
+    DIR* dir = fdopendir(fd.get());
+    if (!dir) return Status::FromErrno(errno, path);
+    const int owned = fd.release();  // the stream owns it now
+    out.handle = StoreHandle::Make(owned, dir, post);
+    return out;
+  }));
+  return r;
+}
+
+Result<PosixBacking::Bytes> PosixBacking::ReadAt(const StoreHandlePtr& h, const std::string& path,
+                                                 size_t n, uint64_t off) const {
+  return Note(io_.Run<Bytes>(path, [h, path, n, off](IoProgress& progress) -> Result<Bytes> {
+    Bytes out;
+    out.data = std::make_unique_for_overwrite<char[]>(n == 0 ? 1 : n);
+    while (out.size < n) {
+      const ssize_t r = pread(h->fd(), out.data.get() + out.size, n - out.size,
+                              static_cast<off_t>(off + out.size));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Status::FromErrno(errno, path);
+      if (r == 0) break;
+      out.size += static_cast<size_t>(r);
+      progress.Touch();
     }
-    return fd;
+    return out;
+  }));
+}
+
+Status PosixBacking::Fstat(const StoreHandlePtr& h, const std::string& path,
+                           struct stat* st) const {
+  auto r = Note(io_.Run<struct stat>(path, [h, path](IoProgress&) -> Result<struct stat> {
+    struct stat s;
+    if (fstat(h->fd(), &s) != 0) return Status::FromErrno(errno, path);
+    return s;
   }));
   if (!r.ok()) return r.status();
-  return r.value().release();
+  *st = r.value();
+  return Status::Ok();
+}
+
+Result<std::vector<PosixBacking::DirEntry>> PosixBacking::ReadDir(const StoreHandlePtr& h,
+                                                                  const std::string& path,
+                                                                  off_t off, size_t bytes) const {
+  using Entries = std::vector<DirEntry>;
+  // The stream is used by one call at a time: a call abandoned inside readdir() makes the next
+  // one on its key fail at once (IoExecutor), which the root's key "" would not.
+  const std::string key = path.empty() ? "." : path;
+  return Note(io_.Run<Entries>(key, [h, path, off, bytes](IoProgress&) -> Result<Entries> {
+    DIR* dir = h->dir();
+    if (off != h->dir_pos) {
+      if (off == 0) {
+        rewinddir(dir);
+      } else {
+        seekdir(dir, off);
+      }
+      h->dir_pos = off;
+    }
+    Entries out;
+    size_t used = 0;
+    for (;;) {
+      errno = 0;
+      struct dirent* d = readdir(dir);
+      if (!d) {
+        if (errno != 0 && out.empty()) return Status::FromErrno(errno, path);
+        break;
+      }
+      h->dir_pos = telldir(dir);
+      out.push_back({d->d_name, d->d_ino, d->d_type, h->dir_pos});
+      // A FUSE directory entry: 24 bytes and the name, 8-byte aligned.
+      used += (24 + out.back().name.size() + 7) & ~size_t{7};
+      if (used >= bytes) break;
+    }
+    return out;
+  }));
+}
+
+Result<std::string> PosixBacking::Xattr(const std::string& path, const char* name) const {
+  // The name is copied: the call may outlive this caller.
+  std::optional<std::string> wanted;
+  if (name) wanted = name;
+  return Note(io_.Run<std::string>(path, [root = Root(), path, wanted](IoProgress&)
+                                            -> Result<std::string> {
+    Fd fd(OpenBeneath(root->fd, path, O_PATH));
+    if (fd.get() < 0) return Status::FromErrno(errno, path);
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
+    if (S_ISLNK(st.st_mode)) {
+      return wanted ? Result<std::string>(Status::FromErrno(ENODATA, path)) : std::string();
+    }
+    return FdXattr(fd.get(), wanted ? wanted->c_str() : nullptr, path);
+  }));
 }
 
 Status PosixBacking::CheckAccess(const std::string& path, int mask, AsIdentity as) const {

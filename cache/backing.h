@@ -17,6 +17,7 @@
 #include "cache/object_key.h"
 #include "cache/stats.h"
 #include "cache/status.h"
+#include "cache/store_handle.h"
 
 namespace clairfs {
 
@@ -53,12 +54,6 @@ class Backing {
 // Whether s says that the backing store did not answer (a deadline passed; a dead FUSE or
 // network file system: ENOTCONN, ECONNABORTED...), rather than answering about the file.
 bool StoreUnreachable(const Status& s);
-
-// The value of extended attribute name (nullptr: the list of names) of the object fd refers
-// to, read through /proc/self/fd/N (which also works for O_PATH descriptors). A file system
-// without attributes answers ENODATA for a name and an empty list. what names the object in
-// errors. A direct system call, without a deadline: the caller decides where it runs.
-Result<std::string> FdXattr(int fd, const char* name, const std::string& what);
 
 // The dataset root as Open found it: its attributes and POSIX ACLs, read on the calling thread
 // before any I/O thread exists (the mount's first requests, the kernel's INIT included, then
@@ -98,11 +93,40 @@ class PosixBacking final : public Backing {
   // always holds exactly the bytes of the version it names.
   Result<BlobPtr> Read(const std::string& path, ByteRange range) const override;
 
-  // A new descriptor for path opened with flags (O_NOFOLLOW and O_CLOEXEC are added); the
-  // caller owns it. Used for directories (flags with O_DIRECTORY) and for files served without
-  // caching; without O_DIRECTORY or O_PATH the object must be a regular file (else
-  // kInvalidArgument), and it is opened with O_NONBLOCK, cleared afterwards unless asked for.
-  Result<int> OpenAt(const std::string& path, int flags) const;
+  // A file or directory of the dataset opened for a handle of the mount, with the attributes
+  // of exactly what was opened (fstat), in one call on an I/O thread; no symlink is followed.
+  // A file must be regular (else kInvalidArgument) and is opened O_NONBLOCK, so that a FIFO
+  // swapped in for it never blocks; a directory is opened as a stream.
+  struct Opened {
+    StoreHandlePtr handle;
+    struct stat st {};
+  };
+  Result<Opened> OpenFile(const std::string& path) const;
+  Result<Opened> OpenDir(const std::string& path) const;
+  // Up to n bytes at off of h's file (fewer at its end), read on an I/O thread; path names the
+  // file (the executor's key, errors). Each step of a long read renews the deadline.
+  struct Bytes {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+  };
+  Result<Bytes> ReadAt(const StoreHandlePtr& h, const std::string& path, size_t n,
+                       uint64_t off) const;
+  // fstat of h's descriptor, on an I/O thread.
+  Status Fstat(const StoreHandlePtr& h, const std::string& path, struct stat* st) const;
+  // The entries of h's directory from position off (a cookie of a `next` returned before; 0:
+  // its start), as many as fill about `bytes` of FUSE directory entries (at least one), on an
+  // I/O thread; none at its end.
+  struct DirEntry {
+    std::string name;
+    ino_t ino = 0;
+    unsigned char type = DT_UNKNOWN;
+    off_t next = 0;  // the position after this entry
+  };
+  Result<std::vector<DirEntry>> ReadDir(const StoreHandlePtr& h, const std::string& path,
+                                        off_t off, size_t bytes) const;
+  // Extended attribute name (nullptr: the list of names) of the object at path, read on an
+  // I/O thread (FdXattr's rules); a symlink has none (ENODATA, an empty list).
+  Result<std::string> Xattr(const std::string& path, const char* name) const;
   Status StatFs(struct statvfs* st) const;
 
   // Runs a check under another identity: calls its argument (which does the check) with that

@@ -40,6 +40,7 @@ struct IoExecutor::Call {
   Phase phase = Phase::kQueued;
   bool abandoned = false;  // the caller left: the result is dropped
   bool stuck = false;      // abandoned at its deadline: counted in State::stuck and stuck_keys
+  bool posted = false;     // queued by Post(): nobody waits for it (abandoned from the start)
 };
 
 struct IoExecutor::State {
@@ -74,6 +75,10 @@ struct IoExecutor::State {
     if (stats) stats->errors.backing_timeout.fetch_add(1, std::memory_order_relaxed);
   }
   void Loop(Worker* self);
+  // Queues a call nobody waits for (IoExecutor::Post); once stopped, runs it detached.
+  void Post(const std::shared_ptr<State>& me, std::function<void()> fn);
+  // Runs calls one after the other on a new detached thread (inline if none can be started).
+  static void RunDetached(std::vector<std::shared_ptr<Call>> calls);
   // Starts one thread; false if the system refused (logged).
   bool Spawn(const std::shared_ptr<State>& me);
 };
@@ -145,11 +150,15 @@ IoExecutor::~IoExecutor() { Stop(); }
 
 void IoExecutor::Stop() {
   std::vector<std::thread> idle;
+  std::vector<std::shared_ptr<Call>> posted;  // queued by Post(): run detached, never dropped
   {
     std::lock_guard lock(state_->mu);
     if (state_->stopped) return;
     state_->stopped = true;
-    for (auto& call : state_->queue) call->done_cv.notify_all();
+    for (auto& call : state_->queue) {
+      call->done_cv.notify_all();
+      if (call->posted) posted.push_back(call);
+    }
     state_->queue.clear();
     for (auto& w : state_->workers) {
       if (!w.thread.joinable()) continue;
@@ -163,6 +172,53 @@ void IoExecutor::Stop() {
   }
   state_->work_cv.notify_all();
   for (auto& t : idle) t.join();
+  State::RunDetached(std::move(posted));
+}
+
+void IoExecutor::State::Post(const std::shared_ptr<State>& me, std::function<void()> fn) {
+  auto call = std::make_shared<Call>();
+  call->abandoned = true;  // nobody waits: it never becomes stuck
+  call->posted = true;
+  call->body = [fn = std::move(fn)](IoProgress&) { fn(); };
+  {
+    std::lock_guard lock(mu);
+    if (!stopped) {
+      queue.push_back(std::move(call));
+      if (static_cast<size_t>(idle) < queue.size() && live < options.max_threads) {
+        (void)Spawn(me);
+      }
+      work_cv.notify_one();
+      return;
+    }
+  }
+  RunDetached({std::move(call)});
+}
+
+void IoExecutor::State::RunDetached(std::vector<std::shared_ptr<Call>> calls) {
+  if (calls.empty()) return;
+  auto run = [](std::vector<std::shared_ptr<Call>>& all) {
+    for (auto& c : all) {
+      c->body(c->progress);
+      c->body = nullptr;
+    }
+  };
+  try {
+    std::thread([run, calls]() mutable { run(calls); }).detach();
+  } catch (const std::system_error&) {
+    run(calls);
+  }
+}
+
+void IoExecutor::Post(std::function<void()> fn) { state_->Post(state_, std::move(fn)); }
+
+void IoExecutor::Poster::operator()(std::function<void()> fn) const {
+  state_->Post(state_, std::move(fn));
+}
+
+IoExecutor::Poster IoExecutor::poster() const {
+  Poster p;
+  p.state_ = state_;
+  return p;
 }
 
 int IoExecutor::stuck_threads() const {

@@ -56,6 +56,8 @@ class IoProgress {
 };
 
 class IoExecutor {
+  struct State;
+
  public:
   // stats (optional) must outlive the executor: errors.backing_timeout counts kTimedOut returns
   // (only callers count, never an I/O thread).
@@ -87,6 +89,26 @@ class IoExecutor {
     return std::move(**out);
   }
 
+  // Runs fn on an I/O thread some time later and never waits for it: for work nobody waits on
+  // that may block on the store (the close() of a descriptor: FLUSH on a FUSE store, a CLOSE
+  // RPC on a network one). fn has no deadline and holds its thread while it runs; it must own
+  // all it uses. After Stop(), fn (and every posted fn still queued at Stop()) runs on a
+  // detached thread of its own, so neither Stop() nor its caller waits for it. Callable through
+  // a Poster after this executor is gone. Thread-safe.
+  void Post(std::function<void()> fn);
+
+  // Posts to this executor's threads; copyable, valid after the executor is destroyed (then
+  // like Post() after Stop()).
+  class Poster {
+   public:
+    void operator()(std::function<void()> fn) const;
+
+   private:
+    friend class IoExecutor;
+    std::shared_ptr<State> state_;
+  };
+  Poster poster() const;
+
   // Fails queued calls and wakes every waiter with kUnavailable, joins the idle threads and
   // detaches the busy ones. Never waits for a call. Idempotent; Run() afterwards: kUnavailable.
   void Stop();
@@ -100,7 +122,6 @@ class IoExecutor {
 
  private:
   struct Call;
-  struct State;
   Status Execute(const std::string& key, std::function<void(IoProgress&)> body);
 
   const std::shared_ptr<State> state_;  // shared with the I/O threads, which may outlive this

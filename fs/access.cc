@@ -21,20 +21,6 @@ namespace {
 // passes on; such an open needs execute permission, not read permission.
 constexpr int kFmodeExec = 0x20;
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // Attributes served: the POSIX ACLs (the kernel reads them to enforce them) and user.*, which
 // the kernel gates by read permission as on the dataset. trusted.* is readable only with
 // CAP_SYS_ADMIN and security.* takes effect on the mount (file capabilities, labels): served
@@ -44,20 +30,11 @@ bool Forwarded(std::string_view name) {
          name.starts_with("user.");
 }
 
-// The value of attribute name (or, for nullptr, the list of names) of the object at path. The
-// object is pinned by an O_PATH descriptor opened beneath the dataset root without following
-// any symlink, and read through /proc/self/fd/N, which names exactly that object. A symlink,
-// or an object on a file system without attributes, has none (ENODATA, or an empty list).
+// The value of attribute name (or, for nullptr, the list of names) of the object at path,
+// read on the store's I/O threads with their deadline (PosixBacking::Xattr).
 Result<std::string> ReadAttr(const PosixBacking& backing, const std::string& path,
                              const char* name) {
-  auto opened = backing.OpenAt(path, O_PATH);
-  if (!opened.ok()) return opened.status();
-  Fd fd(opened.value());
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
-  const Status none = Status::FromErrno(ENODATA, path);
-  if (S_ISLNK(st.st_mode)) return name ? Result<std::string>(none) : std::string();
-  return FdXattr(fd.get(), name, path);
+  return backing.Xattr(path, name);
 }
 
 // Answers a getxattr/listxattr of size bytes (0: the size is asked) with bytes.

@@ -49,14 +49,12 @@ struct ClairFs::FileHandle : OpenContents {
   std::unique_ptr<ControlPlane::Writer> writer;
 };
 
+// An open directory: a stream on the store (read on its I/O threads, closed there when the
+// handle goes), or the control directory.
 struct ClairFs::DirHandle {
-  DIR* dir = nullptr;
+  StoreHandlePtr store;
   std::string path;
-  off_t offset = 0;
   bool control = false;
-  ~DirHandle() {
-    if (dir) closedir(dir);
-  }
 };
 
 ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control, Stats& stats,
@@ -213,9 +211,17 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (h && h->dataset && h->st.st_mode != 0) {
     // Asked through an open file (a read checking the size): the attributes of the file that
     // handle reads, also when its path names another file by now. (An open served unverified
-    // has none: the path's are asked for.)
+    // has none: the path's are asked for.) While the store does not answer: the attributes at
+    // open, those of the bytes the handle serves.
     st = h->st;
-    if (h->fd >= 0 && fstat(h->fd, &st) != 0) return (void)fuse_reply_err(req, errno);
+    if (h->store) {
+      Status got = backing_.Fstat(h->store, h->path, &st);
+      if (!got.ok() && StoreUnreachable(got)) {
+        st = h->st;
+      } else if (!got.ok()) {
+        return (void)fuse_reply_err(req, ToErrno(got));
+      }
+    }
   } else if (ino == FUSE_ROOT_ID) {
     // The root's attributes stay available while the store does not answer, so that the
     // control files below it (stats, errors) can still be reached: the last ones it gave.
@@ -305,7 +311,7 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // its version.
   auto h = std::make_unique<FileHandle>();
   h->dataset = true;
-  auto fd = backing_.OpenAt(node.path, O_RDONLY | O_NONBLOCK);
+  auto fd = backing_.OpenFile(node.path);
   if (!fd.ok() && fd.status().code() == Code::kInvalidArgument) {
     // Not a regular file (any more): another object at this path is ESTALE, so the kernel
     // looks the name up again and learns what it is now.
@@ -319,8 +325,9 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   if (!fd.ok()) return (void)fuse_reply_err(req, PathErrno(fd.status()));
   unverified_logged_.store(false, std::memory_order_relaxed);
-  h->fd = fd.value();
-  if (fstat(h->fd, &h->st) != 0) return (void)fuse_reply_err(req, errno);
+  h->store = std::move(fd.value().handle);
+  h->st = fd.value().st;
+  h->path = node.path;
   if (!CheckIdentity(req, ino, node, h->st)) return;
   if (!S_ISREG(h->st.st_mode)) return (void)fuse_reply_err(req, EINVAL);
   const FileVersion version = VersionOf(h->st);
@@ -330,18 +337,14 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return (void)fuse_reply_err(req, ToErrno(opened.status()));
   }
   h->chunked = opened.value().source == OpenResult::Source::kChunked;
-  if (h->chunked) {  // keeps fd for the chunks the plan does not name
-    h->path = node.path;
-    h->chunk_size = opened.value().chunk;
-  }
+  if (h->chunked) h->chunk_size = opened.value().chunk;  // keeps store for unplanned chunks
   h->blob = std::move(opened.value().blob);
   if (h->blob && h->blob->version() != version) {
     stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);
     h->blob.reset();
   }
   if (h->blob) {
-    close(h->fd);  // a cached file holds no descriptor
-    h->fd = -1;
+    h->store.reset();  // a cached file holds no descriptor (closed on an I/O thread)
   } else if (!h->chunked) {
     stats_.served_backing.fetch_add(1, std::memory_order_relaxed);
     stats_.backing_reads.fetch_add(1, std::memory_order_relaxed);
@@ -394,7 +397,8 @@ void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
   // The reply may complete the reader's read() before fuse_reply_iov returns here, and its
   // close() may release the handle meanwhile: `reply` keeps the bytes alive until then.
   ReadReply reply;
-  Status s = ReadContents(*h, prefetcher_, stats_, size, static_cast<uint64_t>(off), &reply);
+  Status s = ReadContents(*h, backing_, prefetcher_, stats_, size, static_cast<uint64_t>(off),
+                          &reply);
   if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
 }
@@ -431,21 +435,10 @@ void ClairFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     InodeTable::NodeInfo node;
     if (!NodeOf(req, ino, &node)) return;
     h->path = node.path;
-    auto fd = backing_.OpenAt(h->path, O_RDONLY | O_DIRECTORY);
-    if (!fd.ok()) return (void)fuse_reply_err(req, PathErrno(fd.status()));
-    struct stat st;
-    if (fstat(fd.value(), &st) != 0) {
-      const int err = errno;
-      close(fd.value());
-      return (void)fuse_reply_err(req, err);
-    }
-    if (!CheckIdentity(req, ino, node, st)) return (void)close(fd.value());
-    h->dir = fdopendir(fd.value());
-    if (!h->dir) {
-      int err = errno;
-      close(fd.value());
-      return (void)fuse_reply_err(req, err);
-    }
+    auto opened = backing_.OpenDir(h->path);
+    if (!opened.ok()) return (void)fuse_reply_err(req, PathErrno(opened.status()));
+    if (!CheckIdentity(req, ino, node, opened.value().st)) return;
+    h->store = std::move(opened.value().handle);
   }
   fi->fh = reinterpret_cast<uint64_t>(h.get());
   fi->cache_readdir = options_.entry_timeout > 0 && !h->control;
@@ -468,36 +461,34 @@ void ClairFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fu
     }
     return (void)fuse_reply_buf(req, buf.data(), used);
   }
-  if (off != h->offset) {
-    seekdir(h->dir, off);
-    h->offset = off;
-  }
-  for (;;) {
-    errno = 0;
-    struct dirent* d = readdir(h->dir);
-    if (!d) {
-      if (errno != 0 && used == 0) return (void)fuse_reply_err(req, errno);
-      break;
-    }
-    const off_t next = telldir(h->dir);
-    const bool dots = std::strcmp(d->d_name, ".") == 0 || std::strcmp(d->d_name, "..") == 0;
-    bool hide = ino == FUSE_ROOT_ID && std::strcmp(d->d_name, kControlDirName) == 0;
-    if (!dots && d->d_type == DT_LNK) {
-      struct stat lst {};
-      lst.st_mode = S_IFLNK;
-      hide = hide || !Visible(Child(h->path, d->d_name), lst);
-    }
-    if (!hide) {
-      st.st_ino = d->d_ino;
-      st.st_mode = static_cast<mode_t>(d->d_type) << 12;
-      size_t n = fuse_add_direntry(req, buf.data() + used, size - used, d->d_name, &st, next);
-      if (n > size - used) {
-        seekdir(h->dir, h->offset);  // this entry did not fit: return it next time
-        break;
+  // Entries come in batches read on an I/O thread; one whose entries are all hidden is
+  // followed by the next, so that an empty reply only ever means the end.
+  bool full = false;
+  while (used == 0 && !full) {
+    auto batch = backing_.ReadDir(h->store, h->path, off, size);
+    if (!batch.ok()) return (void)fuse_reply_err(req, ToErrno(batch.status()));
+    if (batch.value().empty()) break;
+    for (const auto& d : batch.value()) {
+      const bool dots = d.name == "." || d.name == "..";
+      bool hide = ino == FUSE_ROOT_ID && d.name == kControlDirName;
+      if (!dots && d.type == DT_LNK) {
+        struct stat lst {};
+        lst.st_mode = S_IFLNK;
+        hide = hide || !Visible(Child(h->path, d.name.c_str()), lst);
       }
-      used += n;
+      if (!hide) {
+        st.st_ino = d.ino;
+        st.st_mode = static_cast<mode_t>(d.type) << 12;
+        size_t n = fuse_add_direntry(req, buf.data() + used, size - used, d.name.c_str(), &st,
+                                     d.next);
+        if (n > size - used) {  // returned next time, from the last entry's next
+          full = true;
+          break;
+        }
+        used += n;
+      }
+      off = d.next;
     }
-    h->offset = next;
   }
   fuse_reply_buf(req, buf.data(), used);
 }

@@ -7,25 +7,17 @@
 
 namespace clairfs {
 
-OpenContents::~OpenContents() {
-  if (fd >= 0) close(fd);
-}
-
 namespace {
 
-// pread of [off, off+n) into a new buffer appended to out; the bytes read (fewer at the end).
-Result<size_t> ReadDirect(int fd, size_t n, uint64_t off, ReadReply* out) {
-  auto buf = std::make_unique_for_overwrite<char[]>(n == 0 ? 1 : n);
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = pread(fd, buf.get() + done, n - done, static_cast<off_t>(off + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Status::FromErrno(errno, "read");
-    if (r == 0) break;
-    done += static_cast<size_t>(r);
-  }
-  out->iov.push_back({buf.get(), done});
-  out->bufs.push_back(std::move(buf));
+// [off, off+n) of f's descriptor, read on an I/O thread, appended to out; the bytes read
+// (fewer at the end).
+Result<size_t> ReadDirect(const OpenContents& f, const PosixBacking& backing, size_t n,
+                          uint64_t off, ReadReply* out) {
+  auto r = backing.ReadAt(f.store, f.path, n, off);
+  if (!r.ok()) return r.status();
+  const size_t done = r.value().size;
+  out->iov.push_back({r.value().data.get(), done});
+  out->bufs.push_back(std::move(r.value().data));
   out->bytes += done;
   return done;
 }
@@ -37,8 +29,8 @@ void AddBlob(const BlobPtr& blob, size_t begin, size_t n, ReadReply* out) {
   out->bytes += n;
 }
 
-Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t size,
-                   uint64_t off, ReadReply* out) {
+Status ReadChunked(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,
+                   Stats& stats, size_t size, uint64_t off, ReadReply* out) {
   const FileVersion version = VersionOf(f.st);
   const uint64_t end = std::min<uint64_t>(version.size, off + size);
   const uint64_t chunk = f.chunk_size ? f.chunk_size : UINT64_MAX;  // 0: never (Open sets it)
@@ -71,7 +63,7 @@ Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t
       f.chunk = r.value().blob;
       f.chunk_offset = range.offset;
     } else {
-      auto n = ReadDirect(f.fd, piece_end - pos, pos, out);
+      auto n = ReadDirect(f, backing, piece_end - pos, pos, out);
       if (!n.ok()) return n.status();
       read_directly = true;
       direct += n.value();
@@ -83,7 +75,7 @@ Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t
     stats.backing_bytes.fetch_add(direct, std::memory_order_relaxed);
     // The chunks come from the version opened: bytes read directly must be of it too.
     struct stat now;
-    if (fstat(f.fd, &now) != 0) return Status::FromErrno(errno, f.path);
+    if (Status s = backing.Fstat(f.store, f.path, &now); !s.ok()) return s;
     if (VersionOf(now) != version) {
       stats.errors.stale.fetch_add(1, std::memory_order_relaxed);
       return Status::Error(Code::kIoError, f.path + ": changed since it was opened", ESTALE);
@@ -94,16 +86,16 @@ Status ReadChunked(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t
 
 }  // namespace
 
-Status ReadContents(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t size,
-                    uint64_t off, ReadReply* out) {
+Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,
+                    Stats& stats, size_t size, uint64_t off, ReadReply* out) {
   Status s = Status::Ok();
   if (f.chunked) {
-    s = ReadChunked(f, prefetcher, stats, size, off, out);
-  } else if (f.fd < 0) {
+    s = ReadChunked(f, backing, prefetcher, stats, size, off, out);
+  } else if (!f.store) {
     const size_t total = f.blob ? f.blob->size() : 0;
     if (off < total) AddBlob(f.blob, off, std::min<uint64_t>(size, total - off), out);
   } else {
-    auto n = ReadDirect(f.fd, size, off, out);
+    auto n = ReadDirect(f, backing, size, off, out);
     if (!n.ok()) return n.status();
     stats.backing_bytes.fetch_add(n.value(), std::memory_order_relaxed);
   }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/backing.h"
 #include "cache/object.h"
 #include "cache/prefetcher.h"
 #include "cache/stats.h"
@@ -22,14 +23,15 @@
 namespace clairfs {
 
 // The contents side of an open file. Exactly one of: blob (whole contents), chunked (reads go
-// through Prefetcher::ReadChunk; fd serves the chunks the plan does not name), or fd alone
-// (read directly).
+// through Prefetcher::ReadChunk; store serves the chunks the plan does not name), or store
+// alone (read directly). Every call on store runs on the backing's I/O threads, with their
+// deadline, and its last reference closes it there (cache/store_handle.h).
 struct OpenContents {
   BlobPtr blob;
-  int fd = -1;
+  StoreHandlePtr store;
   bool chunked = false;
   bool dataset = false;  // a dataset file: its reads count in bytes_read
-  std::string path;      // chunked: the file's canonical path
+  std::string path;      // a dataset file: its canonical path
   uint64_t chunk_size = 0;  // chunked: the file's grid when opened
   struct stat st {};     // a dataset file: the stat of the file opened, at open
   // chunked: the chunk (its offset) the last read began in; a read beginning in another one
@@ -45,7 +47,6 @@ struct OpenContents {
   OpenContents() = default;
   OpenContents(const OpenContents&) = delete;
   OpenContents& operator=(const OpenContents&) = delete;
-  ~OpenContents();
 };
 
 // The pieces of one READ's reply, kept alive until the reply was sent.
@@ -57,9 +58,10 @@ struct ReadReply {
 };
 
 // The bytes [off, off+size) of f (fewer at its end), into *out. Errors: the backing store's
-// (direct reads), a chunk fetch's (kTimedOut...), or kStale when a chunked file's backing
-// file no longer has the version it was opened at (never mixing versions in one file).
-Status ReadContents(OpenContents& f, Prefetcher& prefetcher, Stats& stats, size_t size,
-                    uint64_t off, ReadReply* out);
+// (direct reads through backing, kTimedOut at its deadline), a chunk fetch's, or kStale when a
+// chunked file's backing file no longer has the version it was opened at (never mixing
+// versions in one file).
+Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,
+                    Stats& stats, size_t size, uint64_t off, ReadReply* out);
 
 }  // namespace clairfs

@@ -45,11 +45,7 @@ from run_fs_tests import skip_reason  # noqa: E402
 # Rows that miss a goal for a known reason not fixed yet, each with that reason. A listed row
 # that fails is reported "xfail" and does not fail the run; a listed row that passes is
 # reported "XPASS": remove its entry once the fix is merged.
-EXPECTED_FAIL = {
-    "stall_open": "reads and closes of descriptors opened on the store run on FUSE threads "
-                  "without a deadline (pread, fstat, close): a stall mid-read holds every "
-                  "thread, so the control files stop answering and SIGTERM cannot finish",
-}
+EXPECTED_FAIL: dict[str, str] = {}
 
 PARAMS = {
     "quick": dict(files=96, lo=8 << 10, hi=24 << 10, run=1.5, hang=10.0, kills=3, readers=2),

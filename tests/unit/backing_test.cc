@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -116,26 +117,38 @@ TEST(PosixBacking, FifoIsRefusedWithoutBlocking) {
   auto blob = backing->Read("fifo", ByteRange::Whole());
   EXPECT_EQ(blob.status().code(), Code::kInvalidArgument) << blob.status().ToString();
   EXPECT_NE(blob.status().message().find("not a regular file"), std::string::npos);
-  auto fd = backing->OpenAt("fifo", O_RDONLY);
+  auto fd = backing->OpenFile("fifo");
   EXPECT_EQ(fd.status().code(), Code::kInvalidArgument) << fd.status().ToString();
   EXPECT_LT(Since(start), 1000ms);
 
   // A directory is no file to read, but still opens as a directory.
   EXPECT_EQ(backing->Read("sub", ByteRange::Whole()).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(backing->OpenAt("sub", O_RDONLY).status().code(), Code::kInvalidArgument);
-  auto dfd = backing->OpenAt("sub", O_RDONLY | O_DIRECTORY);
-  ASSERT_TRUE(dfd.ok()) << dfd.status().ToString();
-  ASSERT_EQ(fstat(dfd.value(), &st), 0);
-  EXPECT_TRUE(S_ISDIR(st.st_mode));
-  close(dfd.value());
+  EXPECT_EQ(backing->OpenFile("sub").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(backing->OpenDir("fifo").status().os_errno(), ENOTDIR);
+  auto d = backing->OpenDir("sub");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(S_ISDIR(d.value().st.st_mode));
+  std::vector<std::string> names;
+  for (off_t off = 0;;) {  // one entry per batch (bytes 1): every position is resumed from
+    auto batch = backing->ReadDir(d.value().handle, "sub", off, 1);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    if (batch.value().empty()) break;
+    ASSERT_EQ(batch.value().size(), 1u);
+    names.push_back(batch.value()[0].name);
+    off = batch.value()[0].next;
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{".", "..", "f"}));
 
-  // A regular file opens as asked: blocking, readable.
-  auto ffd = backing->OpenAt("sub/f", O_RDONLY);
-  ASSERT_TRUE(ffd.ok()) << ffd.status().ToString();
-  EXPECT_EQ(fcntl(ffd.value(), F_GETFL) & O_NONBLOCK, 0);
-  char buf[8];
-  EXPECT_EQ(pread(ffd.value(), buf, sizeof(buf), 0), 4);
-  close(ffd.value());
+  // A regular file opens with its attributes and reads through its handle.
+  auto f = backing->OpenFile("sub/f");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f.value().st.st_size, 4);
+  auto bytes = backing->ReadAt(f.value().handle, "sub/f", 8, 1);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(std::string(bytes.value().data.get(), bytes.value().size), "ata");
+  ASSERT_TRUE(backing->Fstat(f.value().handle, "sub/f", &st).ok());
+  EXPECT_EQ(st.st_ino, f.value().st.st_ino);
 }
 
 // A file rewritten in place while it is read: every blob holds exactly one version's bytes.
@@ -304,9 +317,7 @@ TEST(PosixBacking, StalledFileFailsAtItsDeadlineWhileOthersAreServed) {
   EXPECT_EQ(backing->Lstat("slow/y", &st).code(), Code::kTimedOut);
   EXPECT_LT(Since(start), kTimeout / 2);
   EXPECT_TRUE(backing->Lstat("a", &st).ok());
-  auto fd = backing->OpenAt("a", O_RDONLY);
-  ASSERT_TRUE(fd.ok());
-  close(fd.value());
+  EXPECT_TRUE(backing->OpenFile("a").ok());
   // Another path below the stalled mount gets its own deadline, then fails.
   start = Clock::now();
   EXPECT_EQ(backing->Lstat("slow/x", &st).code(), Code::kTimedOut);
@@ -316,6 +327,49 @@ TEST(PosixBacking, StalledFileFailsAtItsDeadlineWhileOthersAreServed) {
   // Destruction does not wait for the two calls still stuck.
   start = Clock::now();
   backing.reset();
+  EXPECT_LT(Since(start), 1000ms);
+}
+
+// The calls on a descriptor held open by a handle of the mount (reads, fstat, readdir) have
+// the deadline of every call, and dropping the handle never waits for close().
+TEST(PosixBacking, HandlesOnAStalledStoreFailAtTheDeadlineAndCloseWithoutWaiting) {
+  TempDir dir, src;
+  WriteFile(src.path() + "/x", std::string(8 << 20, 'x'));
+  ASSERT_EQ(mkdir((src.path() + "/d").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((dir.path() + "/slow").c_str(), 0755), 0);
+  StalledMount mount(src.path(), dir.path() + "/slow");
+  if (!mount.ok()) GTEST_SKIP() << "no FUSE or bindfs: cannot stall a file system";
+  constexpr auto kTimeout = 500ms;
+  auto backing = OpenBacking(dir.path(), {.timeout = kTimeout, .max_threads = 8});
+  auto f = backing->OpenFile("slow/x");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto d = backing->OpenDir("slow/d");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  // Read near the start only: the range read below is beyond the kernel's readahead.
+  ASSERT_TRUE(backing->ReadAt(f.value().handle, "slow/x", 10, 0).ok());
+  mount.Stop();
+
+  auto start = Clock::now();
+  auto r = backing->ReadAt(f.value().handle, "slow/x", 4096, 7 << 20);
+  EXPECT_EQ(r.status().code(), Code::kTimedOut) << r.status().ToString();
+  EXPECT_GE(Since(start), kTimeout);
+  EXPECT_LT(Since(start), kTimeout + 2s);
+  // The same path now fails at once while its read is stuck; the handle stays alive for it.
+  struct stat st;
+  start = Clock::now();
+  EXPECT_EQ(backing->Fstat(f.value().handle, "slow/x", &st).code(), Code::kTimedOut);
+  EXPECT_LT(Since(start), kTimeout);
+  auto entries = backing->ReadDir(d.value().handle, "slow/d", 0, 4096);
+  EXPECT_EQ(entries.status().code(), Code::kTimedOut) << entries.status().ToString();
+
+  // Dropping the last references posts the closes (a FLUSH to the stopped daemon) to I/O
+  // threads: this thread goes on at once.
+  start = Clock::now();
+  f = Status::Error(Code::kUnavailable, "dropped");
+  d = Status::Error(Code::kUnavailable, "dropped");
+  EXPECT_LT(Since(start), 200ms);
+  start = Clock::now();
+  backing.reset();  // nor does destruction wait for the stuck calls or closes
   EXPECT_LT(Since(start), 1000ms);
 }
 

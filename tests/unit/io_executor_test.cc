@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -223,6 +224,42 @@ TEST(IoExecutor, StopAndDestructionDoNotWaitForAStuckCall) {
   gate->Open();  // it returns into state it owns; under ASan a use-after-free would show here
   auto io2 = std::make_unique<IoExecutor>(IoOptions{.timeout = 60s, .max_threads = 1});
   ASSERT_TRUE(io2->Run<int>("y", [](IoProgress&) -> Result<int> { return 1; }).ok());
+}
+
+TEST(IoExecutor, PostRunsLaterWithoutWaitingAndSurvivesStop) {
+  auto gate = std::make_shared<Gate>();
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  auto io = std::make_unique<IoExecutor>(IoOptions{.timeout = 60s, .max_threads = 1});
+  // A post that blocks (a close() on a stalled store) does not hold its poster.
+  auto start = Clock::now();
+  io->Post([gate, ran] {
+    gate->Wait();
+    ++*ran;
+  });
+  EXPECT_LT(Since(start), 500ms);
+  ASSERT_TRUE(gate->WaitEntered(1));
+  // The only thread is busy: a second post queues; a Poster outlives the executor.
+  const IoExecutor::Poster post = io->poster();
+  post([ran] { ++*ran; });
+  EXPECT_EQ(ran->load(), 0);
+  // Stop() neither waits for the running post nor drops the queued one: it runs detached.
+  start = Clock::now();
+  io->Stop();
+  io.reset();
+  EXPECT_LT(Since(start), 1000ms);
+  EXPECT_TRUE(WaitFor([&] { return ran->load() == 1; }));
+  // After Stop(), a post runs on a thread of its own: the caller goes on at once.
+  auto gate2 = std::make_shared<Gate>();
+  start = Clock::now();
+  post([gate2, ran] {
+    gate2->Wait();
+    ++*ran;
+  });
+  EXPECT_LT(Since(start), 500ms);
+  ASSERT_TRUE(gate2->WaitEntered(1));
+  gate2->Open();
+  gate->Open();
+  EXPECT_TRUE(WaitFor([&] { return ran->load() == 3; }));
 }
 
 TEST(IoExecutor, AStalledStoreCostsLaterCallsOnlyTheStalledTimeout) {
