@@ -134,7 +134,7 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
     }
     consumption_ = std::move(consumption);
     active_ = std::move(active);
-    window_.Reset(consumption_);
+    window_.Reset(*placed, consumption_);
     ++generation_;
     hold_ = !ready;
     std::fill(tier_next_.begin(), tier_next_.end(), 0);

@@ -4,9 +4,16 @@
 
 namespace clairfs {
 
-void StagingWindow::Reset(const std::vector<Consumption>& streams) {
+void StagingWindow::Reset(const Plan& plan, const std::vector<Consumption>& streams) {
   entries_.clear();
   bytes_ = 0;
+  staged_.assign((plan.objects.size() + 63) / 64, 0);
+  staged_count_ = 0;
+  for (size_t id = 0; id < plan.objects.size(); ++id) {
+    if (!plan.objects[id].place.Staged()) continue;
+    staged_[id >> 6] |= uint64_t{1} << (id & 63);
+    ++staged_count_;
+  }
   cursors_.assign(streams.size(), Cursor{});
   for (size_t s = 0; s < streams.size(); ++s) cursors_[s].next = streams[s].low();
 }
@@ -36,7 +43,7 @@ StagingWindow::Step StagingWindow::Next(const Plan& plan, const std::vector<Cons
   std::vector<bool> waiting(cursors_.size(), false);  // streams awaiting a peer
   bool any_waiting = false;
   for (uint32_t steps = 0;; ++steps) {
-    if (steps == kSkipLimit) return Step::kMore;
+    if (steps >= kSkipLimit) return Step::kMore;
     // The stream whose cursor leads its readers the least.
     size_t s = cursors_.size();
     uint32_t least = kNoPos;
@@ -47,13 +54,24 @@ StagingWindow::Step StagingWindow::Next(const Plan& plan, const std::vector<Cons
     }
     if (s == cursors_.size()) return any_waiting ? Step::kAwaitPeer : Step::kIdle;
     Cursor& cur = cursors_[s];
-    const uint32_t p = cur.next;
-    const uint32_t id = plan.streams[s].sequence[p];
-    const PlanObject& o = plan.objects[id];
-    if (streams[s].done(p) || !o.place.Staged()) {
-      ++cur.next;
+    const PositionList& seq = plan.streams[s].sequence;
+    const uint32_t end = static_cast<uint32_t>(seq.size());
+    if (staged_count_ == 0) {  // nothing to stage: every walk is over at once
+      cur.next = end;
       continue;
     }
+    // Skips what needs no entry (done, or not staged); the lead changed, so choose again.
+    uint32_t p = cur.next;
+    while (p < end && steps < kSkipLimit && (streams[s].done(p) || !Staged(seq[p]))) {
+      ++p;
+      ++steps;
+    }
+    if (p != cur.next) {
+      cur.next = p;
+      continue;
+    }
+    const uint32_t id = seq[p];
+    const PlanObject& o = plan.objects[id];
     if (auto it = entries_.find(id); it != entries_.end()) {
       ++it->second.pending;
       cur.counted.emplace_back(p, id);

@@ -247,7 +247,7 @@ TEST(ConsumptionLag, TheWindowDropsEntriesWhoseOccurrencesWereGivenUp) {
   Consumption& c = cs[0];
   c.Reset(plan->streams[0], plan->objects.size(), false);
   StagingWindow window(30);  // three objects of 10 bytes
-  window.Reset(cs);
+  window.Reset(*plan, cs);
   StagingWindow::Job job;
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(window.Next(*plan, cs, nullptr, &job), StagingWindow::Step::kFetch);

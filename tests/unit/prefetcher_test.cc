@@ -250,7 +250,7 @@ TEST(StagingWindowAlone, CountsOccurrencesAndReleasesOnConsumption) {
   Consumption& consumption = streams[0];
   consumption.Reset(plan->streams[0], plan->objects.size(), false);
   StagingWindow window(20);
-  window.Reset(streams);
+  window.Reset(*plan, streams);
   StagingWindow::Job job;
   ASSERT_EQ(window.Next(*plan, streams, nullptr, &job), StagingWindow::Step::kFetch);
   EXPECT_EQ(job.key, "f0");
@@ -278,6 +278,45 @@ TEST(StagingWindowAlone, CountsOccurrencesAndReleasesOnConsumption) {
   EXPECT_EQ(job.key, "f2");
   EXPECT_EQ(window.Next(*plan, streams, nullptr, &job), StagingWindow::Step::kIdle);
   EXPECT_EQ(consumption.Consume(f0), kNoPos) << "every occurrence of f0 was consumed";
+}
+
+// A plan whose objects are all in tiers is not walked; in a mostly tiered one the walk skips
+// the tiered positions in a bounded number of calls and stages what the tiers do not hold.
+TEST(StagingWindowAlone, SkipsTieredPositionsInBoundedSteps) {
+  MemBacking backing;
+  for (int i = 0; i < 4; ++i) backing.AddFile("f" + std::to_string(i), std::string(10, 'x'));
+  auto name = [](int i) { return "f" + std::to_string(i); };
+  const size_t tiered = 3 * StagingWindow::kSkipLimit + 5;
+  std::vector<int> order;
+  for (size_t p = 0; p < tiered; ++p) order.push_back(static_cast<int>(p % 3));
+  order.push_back(3);  // read once, at the end: the only object the RAM tier leaves out
+  auto plan = testing::PlanOfEpochs(backing, {order}, name);
+  PlaceObjects(*plan, {{"ram"}, {30}, 100});
+  ASSERT_EQ(plan->objects[plan->Find("f3")].place, kStaging);
+  std::vector<Consumption> streams(1);
+  streams[0].Reset(plan->streams[0], plan->objects.size(), false);
+  StagingWindow window(100);
+  window.Reset(*plan, streams);
+  StagingWindow::Job job;
+  int more = 0;
+  StagingWindow::Step step;
+  while ((step = window.Next(*plan, streams, nullptr, &job)) == StagingWindow::Step::kMore) {
+    ASSERT_LE(++more, 3) << "each call skips up to kSkipLimit positions";
+  }
+  ASSERT_EQ(step, StagingWindow::Step::kFetch);
+  EXPECT_EQ(job.key, "f3");
+  EXPECT_EQ(window.cursor(0), tiered + 1);
+  EXPECT_EQ(window.Next(*plan, streams, nullptr, &job), StagingWindow::Step::kIdle);
+
+  auto all = testing::PlanOfEpochs(backing, {order}, name);
+  PlaceObjects(*all, {{"ram"}, {40}, 100});
+  std::vector<Consumption> all_streams(1);
+  all_streams[0].Reset(all->streams[0], all->objects.size(), false);
+  StagingWindow idle(100);
+  idle.Reset(*all, all_streams);
+  EXPECT_EQ(idle.Next(*all, all_streams, nullptr, &job), StagingWindow::Step::kIdle)
+      << "nothing is staged: no walk";
+  EXPECT_EQ(idle.cursor(0), order.size());
 }
 
 // A RAM tier whose Put of one path stops until Release(): it holds a store between the

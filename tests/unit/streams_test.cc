@@ -155,7 +155,7 @@ TEST_F(StreamPlanTest, TheWindowAdvancesTheStreamThatLeadsItsReadersLeast) {
   std::vector<Consumption> cs(2);
   for (size_t s = 0; s < 2; ++s) cs[s].Reset(p->streams[s], p->objects.size(), false);
   StagingWindow window(1000);
-  window.Reset(cs);
+  window.Reset(*p, cs);
   StagingWindow::Job job;
   std::vector<std::string> order;
   for (int i = 0; i < 6; ++i) {
