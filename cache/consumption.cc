@@ -20,13 +20,19 @@ void Consumption::Reset(const PlanStream& stream, size_t objects, bool keep) {
   last_pos_.assign(objects, kNoPos);
   link_.clear();
   horizon_ = low_;
-  size_t p = low_;
-  seq_.ForEachSpan(low_, n, [&](std::span<const uint32_t> s) {
-    for (uint32_t id : s) {
-      if (!consumed(static_cast<uint32_t>(p))) last_pos_[id] = static_cast<uint32_t>(p);
-      ++p;
-    }
-  });
+  // Each object's last not-consumed position: walked from the end, so that a plan of many
+  // epochs stops within its last epoch once every object the stream reads was met (the count
+  // is unknown without Finalize: then, or when some object is consumed to its end, the walk
+  // goes down to low_).
+  const uint32_t want = stream.distinct;
+  uint32_t met = 0;
+  for (size_t p = n; p > low_ && (want == 0 || met < want);) {
+    --p;
+    const uint32_t id = seq_[p];
+    if (last_pos_[id] != kNoPos || consumed(static_cast<uint32_t>(p))) continue;
+    last_pos_[id] = static_cast<uint32_t>(p);
+    ++met;
+  }
   high_ = low_;  // the give-up floor restarts with the index
 }
 

@@ -8,6 +8,13 @@
 
 namespace clairfs {
 
+namespace {
+
+// A stream this long is counted by two threads (Plan::Finalize).
+constexpr size_t kParallelCountFrom = size_t{1} << 23;
+
+}  // namespace
+
 void Plan::Finalize() {
   KeyIndex index;
   index.Reset(objects.size());
@@ -33,29 +40,62 @@ void Plan::Finalize(KeyIndex index) {
     }
   }
   entries_ = range_entries_ = positions_ = span_ = 0;
-  // Counted in arrays of their own: a pass over every position touches 8 bytes per object
-  // instead of a whole PlanObject, which keeps a big plan's random accesses in the caches.
-  std::vector<uint32_t> freq(objects.size(), 0), first(objects.size(), kNoPos);
-  for (const PlanStream& s : streams) {
-    entries_ += s.entries;
-    range_entries_ += s.range_entries;
-    positions_ += s.sequence.size();
-    span_ = std::max<uint64_t>(span_, s.sequence.size());
-    uint32_t p = 0;
-    s.sequence.ForEachBlock([&](std::span<const uint32_t> block) {
-      for (uint32_t id : block) {
-        ++freq[id];
-        first[id] = std::min(first[id], p);
+  // Each object's reads and first reference, stream by stream. A pass over every position
+  // touches one 8-byte count per object (not a whole PlanObject), and a long stream is
+  // counted in two halves on two threads, each into counts of its own: 115 M positions over
+  // 1.28 M objects are mostly cache misses, which two cores overlap.
+  struct Count {
+    uint32_t freq = 0;
+    uint32_t first = kNoPos;  // lowest position
+  };
+  const size_t n = objects.size();
+  for (PlanObject& o : objects) {
+    o.freq = 0;
+    o.first = kNoPos;
+  }
+  std::vector<Count> a, b;
+  const auto count = [](const PositionList& seq, size_t begin, size_t end, std::vector<Count>& c) {
+    uint32_t p = static_cast<uint32_t>(begin);
+    seq.ForEachSpan(begin, end, [&](std::span<const uint32_t> span) {
+      for (uint32_t id : span) {
+        Count& k = c[id];
+        if (k.freq++ == 0) k.first = p;  // positions ascend: the first seen is the lowest
         ++p;
       }
     });
+  };
+  for (PlanStream& s : streams) {
+    entries_ += s.entries;
+    range_entries_ += s.range_entries;
+    const size_t len = s.sequence.size();
+    positions_ += len;
+    span_ = std::max<uint64_t>(span_, len);
+    a.assign(n, Count{});
+    const size_t half = len >= kParallelCountFrom ? len / 2 : len;
+    if (half < len) {
+      b.assign(n, Count{});
+      std::thread other([&] { count(s.sequence, half, len, b); });
+      count(s.sequence, 0, half, a);
+      other.join();
+    } else {
+      count(s.sequence, 0, len, a);
+    }
+    uint32_t distinct = 0;
+    for (size_t id = 0; id < n; ++id) {
+      uint32_t f = a[id].freq, at = a[id].first;
+      if (half < len && b[id].freq > 0) {
+        f += b[id].freq;
+        if (at == kNoPos) at = b[id].first;
+      }
+      if (f == 0) continue;
+      ++distinct;
+      objects[id].freq += f;
+      objects[id].first = std::min(objects[id].first, at);
+    }
+    s.distinct = distinct;
   }
   dead_ = 0;
-  for (size_t i = 0; i < objects.size(); ++i) {
-    objects[i].freq = freq[i];
-    objects[i].first = first[i];
-    dead_ += freq[i] == 0;
-  }
+  for (const PlanObject& o : objects) dead_ += o.freq == 0;
 }
 
 uint32_t Plan::AddObject(std::string_view key, const FileVersion& version) {

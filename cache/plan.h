@@ -73,6 +73,9 @@ struct PlanStream {
   std::vector<uint32_t> epoch_begin;  // position where each epoch starts
   uint64_t entries = 0;               // manifest entries behind the sequence
   uint64_t range_entries = 0;         // of those, entries naming a byte range
+  // Distinct objects the sequence reads (set by Plan::Finalize; 0 with a non-empty sequence:
+  // not counted).
+  uint32_t distinct = 0;
 
   // 0-based epoch of a position (epochs() if past the end).
   uint32_t EpochOf(uint32_t pos) const;

@@ -288,5 +288,46 @@ TEST_F(PlacementTest, SummaryPredictsBackingTraffic) {
   EXPECT_EQ(s.predicted_backing_bytes, 10u + 2 * 20u + 2 * 30u);
 }
 
+// A stream long enough to be counted in two halves on two threads: every object's reads,
+// first reference and the stream's distinct objects as a plain count gives them.
+TEST(PlanFinalize, CountsLongStreamsExactly) {
+  Plan plan;
+  const uint32_t objects = 5000;
+  for (uint32_t i = 0; i < objects; ++i) {
+    plan.AddObject("f" + std::to_string(i), FileVersion{1, 0, 0, i + 1});
+  }
+  PlanStream big{"big", 1, {}, {}};
+  const size_t len = (size_t{1} << 23) + 12345;  // past the two-thread threshold
+  // Object 0 only in the second half; object 1 never; the rest spread pseudo-randomly.
+  uint64_t x = 88172645463325252ull;
+  big.sequence.Extend(len, [&](size_t p) -> uint32_t {
+    if (p == len - 7) return 0;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return 2 + static_cast<uint32_t>(x % (objects - 2));
+  });
+  big.entries = len;
+  PlanStream small{"small", 2, PositionList::Of({1, 3, 3}), {0}, 3};
+  plan.streams = {big, small};
+  plan.Finalize();
+  std::vector<uint32_t> freq(objects, 0), first(objects, kNoPos);
+  for (const PlanStream* s : {&big, &small}) {
+    uint32_t p = 0;
+    for (uint32_t id : s->sequence) {
+      ++freq[id];
+      first[id] = std::min(first[id], p++);
+    }
+  }
+  for (uint32_t i = 0; i < objects; ++i) {
+    ASSERT_EQ(plan.objects[i].freq, freq[i]) << i;
+    ASSERT_EQ(plan.objects[i].first, first[i]) << i;
+  }
+  EXPECT_EQ(plan.objects[0].first, len - 7);
+  EXPECT_EQ(plan.objects[1].freq, 1u);
+  EXPECT_EQ(plan.streams[0].distinct, objects - 1);
+  EXPECT_EQ(plan.streams[1].distinct, 2u);
+  EXPECT_EQ(plan.dead_objects(), 0u);
+  EXPECT_EQ(plan.positions(), len + 3);
+}
+
 }  // namespace
 }  // namespace clairfs
