@@ -101,5 +101,55 @@ TEST(PositionListTest, AppendSharesAlignedBlocksAndCopiesOtherwise) {
   }
 }
 
+// Values are packed at the width the largest needs; a wider value re-encodes the list (also
+// midway through Extend, whose generator is still called once per value, and in Transform),
+// and lists of different widths append into each other.
+TEST(PositionListTest, PacksAtTheWidthOfTheLargestValueAndWidensWhenNeeded) {
+  PositionList l;
+  std::vector<uint32_t> want;
+  for (uint32_t i = 0; i < 300; ++i) l.push_back(i), want.push_back(i);
+  EXPECT_EQ(l.width(), 9u);
+  uint32_t calls = 0;
+  l.Extend(kB + 10, [&](size_t k) {
+    ++calls;
+    return static_cast<uint32_t>(k == kB / 2 ? 1u << 20 : k % 1000);
+  });
+  for (size_t k = 0; k < kB + 10; ++k) want.push_back(k == kB / 2 ? 1u << 20 : k % 1000);
+  EXPECT_EQ(calls, kB + 10);
+  EXPECT_EQ(l.width(), 21u);
+  EXPECT_EQ(l.ToVector(), want);
+  // A 21-bit list of two full blocks takes 21/32 of what 4 bytes per value would.
+  PositionList big;
+  big.Extend(2 * kB, [](size_t k) { return static_cast<uint32_t>((k * 7919) % 1281167); });
+  EXPECT_EQ(big.width(), 21u);
+  EXPECT_LE(big.capacity_bytes(), 2 * kB * 21 / 8 + 64);
+  EXPECT_EQ(big[kB + 3], ((kB + 3) * 7919) % 1281167);
+  // Transform to wider values, on a copy: the original keeps its values and width.
+  PositionList wide = l;
+  wide.Transform([](uint32_t v) { return v * 1024u + 1u; });
+  EXPECT_EQ(wide.width(), 31u);  // (1 << 20) * 1024 + 1
+  for (size_t i = 0; i < want.size(); i += 997) EXPECT_EQ(wide[i], want[i] * 1024u + 1u) << i;
+  EXPECT_EQ(l.ToVector(), want);
+  EXPECT_EQ(l.width(), 21u);
+  // Narrow after wide and wide after narrow, aligned on a block boundary or not.
+  for (size_t n1 : {size_t{5}, kB}) {
+    PositionList narrow;
+    for (size_t i = 0; i < n1; ++i) narrow.push_back(static_cast<uint32_t>(i % 3));
+    PositionList a = narrow;
+    a.Append(l);
+    std::vector<uint32_t> a_want = narrow.ToVector();
+    a_want.insert(a_want.end(), want.begin(), want.end());
+    EXPECT_EQ(a.ToVector(), a_want);
+    EXPECT_EQ(a.width(), 21u);
+    EXPECT_EQ(narrow.width(), 2u) << "the appended-to copy was widened, not the original";
+    PositionList b = l;
+    b.Append(narrow);
+    std::vector<uint32_t> b_want = want;
+    for (size_t i = 0; i < n1; ++i) b_want.push_back(static_cast<uint32_t>(i % 3));
+    EXPECT_EQ(b.ToVector(), b_want);
+    EXPECT_TRUE(b == PositionList::Of(b_want));
+  }
+}
+
 }  // namespace
 }  // namespace clairfs
