@@ -192,8 +192,16 @@ Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedMani
   // Files: the distinct canonical paths in order of first appearance, compacted in place (two
   // written paths may name one file: "a/b" and "a/./b").
   std::vector<CheckedPath>& files = checks.paths;
-  std::vector<uint32_t> raw_to_id(n, kNoPos);
-  {
+  // The common case needs no index: every path is a regular file written canonically, so the
+  // written paths (distinct) are the files, in order.
+  bool plain = true;
+  for (size_t i = 0; i < n && plain; ++i) {
+    plain = files[i].ok() && files[i].path.data() == m.paths[i].data() &&
+            files[i].path.size() == m.paths[i].size();
+  }
+  std::vector<uint32_t> raw_to_id;
+  if (!plain) {
+    raw_to_id.assign(n, kNoPos);
     KeyIndex canon;  // file id by canonical path
     canon.Reset(n);
     const auto canon_key = [&](uint32_t id) { return files[id].path; };
@@ -215,7 +223,7 @@ Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedMani
   // errors join the list by line.
   out->targets.reserve(m.targets.size());
   for (const ManifestTarget& t : m.targets) {
-    const uint32_t file = raw_to_id[t.path];
+    const uint32_t file = plain ? t.path : raw_to_id[t.path];
     if (file == kNoPos) {
       out->targets.push_back({});
       continue;  // the path's own error is reported
