@@ -442,6 +442,22 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const 
   return plan;
 }
 
+Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange change,
+                  uint32_t max_streams) {
+  const bool adds = change == StreamChange::kAppend || !m.sequence.empty();
+  if (!adds || !base || base->streams.size() < max_streams) return Status::Ok();
+  const std::string name = m.stream.empty() ? std::string(kDefaultStream) : m.stream;
+  if (base->FindStream(name) >= 0) return Status::Ok();
+  return Status::Error(
+      Code::kInvalidArgument,
+      Report(1, {{0, "stream '" + name + "' would be stream " +
+                         std::to_string(base->streams.size() + 1) + "; the plan holds at most " +
+                         std::to_string(max_streams) +
+                         " (cache.max_streams): remove a stream (clairfs.unregister, or a "
+                         "replacement naming it with no entries) or wait until an idle one "
+                         "leaves (cache.stream_idle)"}}));
+}
+
 std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name) {
   if (base.FindStream(name) < 0) return nullptr;
   auto plan = std::make_shared<Plan>();

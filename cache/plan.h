@@ -206,6 +206,11 @@ enum class StreamChange : uint8_t {
 Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const ResolvedManifest> m,
                                         StreamChange change, uint64_t chunk_size,
                                         uint64_t record_chunk_size = 0);
+// Whether base (may be null) has room for m's stream: kInvalidArgument (a report naming
+// cache.max_streams) when m would add a stream to a base that holds max_streams already. A
+// replacement of a stream base has, and a removal, always fit.
+Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange change,
+                  uint32_t max_streams);
 // A copy of base without the stream named name; null if base has no such stream.
 std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name);
 // ResolveManifest then MergePlan.

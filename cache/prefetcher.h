@@ -59,6 +59,8 @@ struct PrefetchOptions {
   uint64_t record_chunk_size = 256ull << 10;
   // A stream with no read and no registration for this long is removed (0: never).
   std::chrono::milliseconds stream_idle{3'600'000};
+  // Streams a plan may hold (ControlPlane refuses a registration that would add one more).
+  uint32_t max_streams = 64;
 };
 
 // One stream's progress (Consumption).
@@ -134,6 +136,7 @@ class Prefetcher {
   // The grids new plans are cut with (MergePlan; a file keeps its grid across appends).
   uint64_t chunk_size() const { return options_.chunk_size; }
   uint64_t record_chunk_size() const { return options_.record_chunk_size; }
+  uint32_t max_streams() const { return options_.max_streams; }
   PrefetchProgress progress() const;
   std::vector<uint64_t> TierUsedBytes() const { return tiers_.UsedBytes(); }
   std::vector<uint64_t> TierCorruptions() const { return tiers_.Corruptions(); }

@@ -112,7 +112,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(CheckKeys(k, "cache",
                           {"tiers", "staging", "demand_threads", "fetch_timeout", "chunk_size",
                            "record_chunk_size", "consumption_lag", "backing_timeout", "max_file_size",
-                           "stream_idle"}));
+                           "stream_idle", "max_streams"}));
     if (k["max_file_size"]) {
       return Bad("cache.max_file_size",
                  "was removed: files of any size are now cached, in chunks of cache.chunk_size; "
@@ -149,6 +149,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(k, "consumption_lag", "cache.consumption_lag", &c->cache.consumption_lag));
     CLAIRFS_TRY(Get(k, "backing_timeout", "cache.backing_timeout", &c->cache.backing_timeout));
     CLAIRFS_TRY(Get(k, "stream_idle", "cache.stream_idle", &c->cache.stream_idle));
+    CLAIRFS_TRY(Get(k, "max_streams", "cache.max_streams", &c->cache.max_streams));
   }
   if (const auto l = root["log"]) {
     CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file"}));
@@ -285,6 +286,7 @@ Status Config::Validate() const {
   if (cache.stream_idle != 0) {
     CLAIRFS_TRY(InRange("cache.stream_idle", cache.stream_idle, 0.1, 365 * kDay, "seconds"));
   }
+  CLAIRFS_TRY(InRange<uint32_t>("cache.max_streams", cache.max_streams, 1, 4096, "streams"));
   CLAIRFS_TRY(InRange("cluster.plan_timeout", cluster.plan_timeout, 0.0, kDay, "seconds"));
   CLAIRFS_TRY(InRange("cluster.peer_timeout", cluster.peer_timeout, 0.01, kDay, "seconds"));
   CLAIRFS_TRY(InRange("cluster.down_for", cluster.down_for, 0.0, kDay, "seconds"));

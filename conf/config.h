@@ -39,6 +39,9 @@ struct CacheConfig {
   // Seconds after which a stream nobody reads or registers is removed (a crashed job must not
   // pin its plan); 0: never.
   double stream_idle = 3600;
+  // Streams the plan may hold at once: each costs about 12 bytes per object of the plan for
+  // its consumption record, so a user registering stream after stream cannot exhaust memory.
+  uint32_t max_streams = 64;
 
   // Seconds one backing-store call (stat, open, a 4 MiB read step) may take; then it fails
   // with ETIMEDOUT and is abandoned (cache/io_executor.h).

@@ -112,6 +112,18 @@ void ControlPlane::Validate(Writer& w) {
     Report(w.report_, resolved.status().message());
     return;
   }
+  // Checked again at the commit: another stream may be added meanwhile.
+  const Status room = StreamRoom(prefetcher_.plan().get(), *resolved.value(),
+                                 w.append_ ? StreamChange::kAppend : StreamChange::kReplace,
+                                 prefetcher_.max_streams());
+  if (!room.ok()) {
+    stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("{}", room.message());
+    w.valid_.reset();
+    w.last_ = room;
+    Report(w.report_, room.message());
+    return;
+  }
   w.valid_ = std::move(resolved.value());
   w.last_ = Status::Ok();
   Report(w.report_, "");
@@ -163,7 +175,11 @@ void ControlPlane::Release(Writer& w) {
     Status status;
     uint64_t files = 0, streams = 0;
     {
-      auto plan = prefetcher_.Update([&](const Plan* current) {
+      auto plan = prefetcher_.Update([&](const Plan* current) -> Result<std::shared_ptr<Plan>> {
+        if (Status room = StreamRoom(current, *text, change, prefetcher_.max_streams());
+            !room.ok()) {
+          return room;
+        }
         return MergePlan(current, std::move(text), change, prefetcher_.chunk_size(),
                          prefetcher_.record_chunk_size());
       });

@@ -1,6 +1,7 @@
 """Streams on a real mount (issue 12): two jobs with different shuffles on one mount at once,
 on the same files and on two different parts of the dataset; a stream whose writer died
 leaves after cache.stream_idle while the others go on."""
+import errno
 import os
 import random
 import threading
@@ -96,6 +97,32 @@ class StreamsCase(ClairfsCase):
 
     def test_two_jobs_on_different_parts(self):
         self.two_jobs(range(0, FILES // 2), range(FILES // 2, FILES))
+
+    def test_the_number_of_streams_is_capped(self):
+        """cache.max_streams: one stream more fails close() with the reason, keeps the plan;
+        replacing or appending to a stream the plan has, and removing one, still work."""
+        cfg = config(ram="64MiB", staging="2MiB")
+        cfg["cache"]["max_streams"] = 2
+        d = self.mount(self.ds, self.tmpdir("mnt"), cfg=cfg)
+        mnt = d.mountpoint
+        self.register(mnt, "a", [range(0, 10)])
+        self.register(mnt, "b", [range(10, 20)])
+        for append in (False, True):
+            with self.assertRaises(OSError) as cm:
+                self.register(mnt, "c", [range(20, 30)], append=append)
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            with open(os.path.join(mnt, ".clairfs", "errors")) as f:
+                report = f.read()
+            self.assertIn("stream 'c'", report)
+            self.assertIn("cache.max_streams", report)
+            self.assertEqual(set(self.streams(mnt, "plan")), {"a", "b"})
+        self.register(mnt, "a", [range(30, 40)])  # a replacement fits
+        self.register(mnt, "b", [range(40, 45)], append=True)
+        self.assertEqual(self.streams(mnt, "plan")["b"]["entries"], 15)
+        self.write_manifest(mnt, "#stream b\n")  # removes b
+        self.register(mnt, "c", [range(20, 30)])
+        self.assertEqual(set(self.streams(mnt, "plan")), {"a", "c"})
+        self.assertEqual(self.plan(mnt)["files"], 20)
 
     def test_a_dead_writers_stream_leaves_after_the_idle_time(self):
         cfg = config(ram="64MiB", staging="2MiB")
