@@ -5,6 +5,10 @@
 namespace clairfs {
 
 void StagingWindow::Reset(const Plan& plan, const std::vector<Consumption>& streams) {
+  carried_.clear();
+  for (auto& [id, e] : entries_) {
+    if (e.blob) carried_.emplace(std::move(e.key), std::move(e.blob));
+  }
   entries_.clear();
   bytes_ = 0;
   staged_.assign((plan.objects.size() + 63) / 64, 0);
@@ -52,7 +56,10 @@ StagingWindow::Step StagingWindow::Next(const Plan& plan, const std::vector<Cons
       const uint32_t lead = cursors_[i].next - std::min(cursors_[i].next, streams[i].low());
       if (lead < least) least = lead, s = i;
     }
-    if (s == cursors_.size()) return any_waiting ? Step::kAwaitPeer : Step::kIdle;
+    if (s == cursors_.size()) {
+      if (!any_waiting) carried_.clear();
+      return any_waiting ? Step::kAwaitPeer : Step::kIdle;
+    }
     Cursor& cur = cursors_[s];
     const PositionList& seq = plan.streams[s].sequence;
     const uint32_t end = static_cast<uint32_t>(seq.size());
@@ -78,17 +85,29 @@ StagingWindow::Step StagingWindow::Next(const Plan& plan, const std::vector<Cons
       ++cur.next;
       continue;
     }
-    if (bytes_ + o.bytes > capacity_) return Step::kFull;
+    if (bytes_ + o.bytes > capacity_) {
+      carried_.clear();
+      return Step::kFull;
+    }
     if (o.place == kPeer && peer && !peer->Contains(o.key, o.version)) {
       waiting[s] = any_waiting = true;
       continue;
     }
     ++cur.next;
     Entry& e = entries_[id];
+    e.key = o.key;
     e.pending = 1;
     e.bytes = o.bytes;
     cur.counted.emplace_back(p, id);
     bytes_ += e.bytes;
+    if (auto c = carried_.find(e.key); c != carried_.end()) {
+      BlobPtr blob = std::move(c->second);
+      carried_.erase(c);
+      if (blob->version() == o.version && blob->size() == o.bytes) {
+        e.blob = std::move(blob);  // taken back from before the Reset: nothing to fetch
+        continue;
+      }
+    }
     job->id = id;
     job->key = o.key;
     job->version = o.version;

@@ -15,6 +15,8 @@
 //   up (Follow), or its fetch failed (Land); its reserved bytes are freed then. bytes() never
 //   exceeds the capacity.
 // - The bytes stay alive in the reader's handle after the entry is dropped.
+// - Across Reset(): an object the new walk reaches whose bytes a landed entry held (same key,
+//   version and size) gets its entry filled from them, not fetched again.
 //
 // Not thread-safe: the owner serializes every call (Prefetcher calls it under its mu_).
 #pragma once
@@ -40,7 +42,10 @@ class StagingWindow {
 
   // A new plan (placed), whose streams are followed by streams (in the plan's order): every
   // entry is dropped and each stream's walk restarts at its low-water mark. Next() must be
-  // given the same plan until the next Reset().
+  // given the same plan until the next Reset(). The bytes of landed entries are kept aside,
+  // by key, for the walk to take back (so that a change of one stream does not make every
+  // stream's staged objects be fetched again); what the walk has not taken back when it first
+  // stops (kFull, kIdle) is released.
   void Reset(const Plan& plan, const std::vector<Consumption>& streams);
   // Stream s's low-water mark moved: its cursor never stays behind it, and counted
   // occurrences behind it that were given up are released. True if bytes were freed.
@@ -87,6 +92,7 @@ class StagingWindow {
 
  private:
   struct Entry {
+    std::string key;       // the object's (kept across Reset)
     BlobPtr blob;          // null until the fetch lands
     FlightPtr flight;      // the fetch that fills it
     uint32_t pending = 0;  // counted occurrences not yet consumed or given up
@@ -110,6 +116,8 @@ class StagingWindow {
   uint64_t staged_count_ = 0;
   std::vector<Cursor> cursors_;  // per stream
   std::unordered_map<uint32_t, Entry> entries_;
+  // Landed bytes of the entries the last Reset() dropped, by key: the walk takes them back.
+  std::unordered_map<std::string, BlobPtr> carried_;
 };
 
 }  // namespace clairfs

@@ -280,6 +280,55 @@ TEST(StagingWindowAlone, CountsOccurrencesAndReleasesOnConsumption) {
   EXPECT_EQ(consumption.Consume(f0), kNoPos) << "every occurrence of f0 was consumed";
 }
 
+// A new plan (another stream registered) keeps what the window had landed: the walk takes the
+// bytes back instead of fetching them again, unless the object's version changed; bytes it
+// does not take back are released when it stops.
+TEST(StagingWindowAlone, KeepsLandedBytesAcrossAPlanChange) {
+  MemBacking backing;
+  for (int i = 0; i < 4; ++i) backing.AddFile("f" + std::to_string(i), std::string(10, 'x'));
+  auto name = [](int i) { return "f" + std::to_string(i); };
+  auto first = testing::PlanOfEpochs(backing, {{0, 1, 2}}, name, nullptr, 1ull << 30, "a");
+  PlaceObjects(*first, {{}, {}, 30});
+  std::vector<Consumption> streams(1);
+  streams[0].Reset(first->streams[0], first->objects.size(), false);
+  StagingWindow window(30);
+  window.Reset(*first, streams);
+  StagingWindow::Job job;
+  std::map<std::string, BlobPtr> landed;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(window.Next(*first, streams, nullptr, &job), StagingWindow::Step::kFetch);
+    auto flight = std::make_shared<Flight>();
+    window.Attach(job.id, flight);
+    auto blob = Blob::Allocate(10, job.version);
+    std::fill_n(blob->mutable_data(), 10, 'x');
+    blob->Seal();
+    landed[job.key] = blob;
+    window.Land(job.id, flight, BlobPtr(blob));
+  }
+  ASSERT_EQ(window.Next(*first, streams, nullptr, &job), StagingWindow::Step::kIdle);
+  // A new plan, in which f1 has a new version (rewritten), and whose walk meets f3 first.
+  backing.AddFile("f1", std::string(10, 'y'), 2);
+  auto second = testing::PlanOfEpochs(backing, {{3, 0, 1, 2}}, name, nullptr, 1ull << 30, "b");
+  PlaceObjects(*second, {{}, {}, 30});
+  std::vector<Consumption> next(1);
+  next[0].Reset(second->streams[0], second->objects.size(), false);
+  window.Reset(*second, next);
+  std::vector<std::string> fetched;
+  StagingWindow::Step step;
+  while ((step = window.Next(*second, next, nullptr, &job)) == StagingWindow::Step::kFetch) {
+    fetched.push_back(job.key);
+    window.Attach(job.id, std::make_shared<Flight>());
+  }
+  EXPECT_EQ(step, StagingWindow::Step::kFull);
+  // f3 fetched, f0 taken back, f1 fetched (its old bytes are another version), f2 does not
+  // fit (its old bytes are released).
+  EXPECT_EQ(fetched, (std::vector<std::string>{"f3", "f1"}));
+  EXPECT_EQ(window.bytes(), 30u);
+  const auto hit = window.Take(second->Find("f0"), 0, 1);
+  EXPECT_EQ(hit.blob, landed["f0"]) << "the bytes landed before the change";
+  EXPECT_EQ(window.Take(second->Find("f1"), 0, 2).blob, nullptr) << "not landed yet";
+}
+
 // A plan whose objects are all in tiers is not walked; in a mostly tiered one the walk skips
 // the tiered positions in a bounded number of calls and stages what the tiers do not hold.
 TEST(StagingWindowAlone, SkipsTieredPositionsInBoundedSteps) {
