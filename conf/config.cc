@@ -8,6 +8,7 @@
 #include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cmath>
@@ -422,14 +423,130 @@ Result<Config> ParseConfig(std::string_view yaml) {
   return c;
 }
 
-Result<Config> LoadConfigFile(const std::string& path) {
+namespace {
+
+// The whole file, or why it cannot be read (the errno's text).
+Result<std::string> ReadConfigText(const std::string& path) {
+  errno = 0;
   std::ifstream in(path);
-  if (!in) return Status::Error(Code::kNotFound, "cannot read config file '" + path + "'");
+  if (!in) {
+    const int err = errno != 0 ? errno : EIO;
+    return Status::Error(err == ENOENT ? Code::kNotFound : Code::kIoError,
+                         "cannot read config file '" + path + "': " + std::strerror(err), err);
+  }
   std::stringstream ss;
   ss << in.rdbuf();
-  auto r = ParseConfig(ss.str());
-  if (!r.ok()) return Status::Error(r.status().code(), path + ": " + r.status().message());
-  return r;
+  if (in.bad()) {
+    return Status::Error(Code::kIoError, "cannot read config file '" + path + "': read error");
+  }
+  return ss.str();
 }
+
+// The built-in tiers as the YAML list a file would hold, for an override of one of them.
+YAML::Node DefaultTiersNode() {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const TierConfig& t : CacheConfig{}.tiers) {
+    YAML::Node tier(YAML::NodeType::Map);
+    tier["kind"] = t.kind;
+    tier["capacity"] = t.capacity;
+    tier["threads"] = t.threads;
+    if (!t.dir.empty()) tier["dir"] = t.dir;
+    list.push_back(tier);
+  }
+  return list;
+}
+
+bool IsIndex(std::string_view s) {
+  return !s.empty() && s.size() <= 4 &&
+         std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+// Sets root[a][b]...[z] = value for key "a.b...z", making maps where none are. Fails on an
+// empty component, an index into something that is not a list, or past its end.
+Status SetKey(YAML::Node root, const ConfigOverride& o) {
+  const auto bad = [&](const std::string& why) {
+    return Status::Error(Code::kInvalidArgument, "option -o " + o.key + "=" + o.value + ": " + why);
+  };
+  std::vector<std::string> parts;
+  for (size_t i = 0;;) {
+    const size_t dot = o.key.find('.', i);
+    parts.push_back(o.key.substr(i, dot == std::string::npos ? std::string::npos : dot - i));
+    if (parts.back().empty()) return bad("an empty name in the key");
+    if (dot == std::string::npos) break;
+    i = dot + 1;
+  }
+  YAML::Node value;
+  try {
+    value = o.value.empty() ? YAML::Node(std::string()) : YAML::Load(o.value);
+  } catch (const YAML::Exception& e) {
+    return bad(std::string("the value is not valid YAML: ") + e.what());
+  }
+  YAML::Node at = root;  // the handle moves down with reset(), never assigning through it
+  std::string path;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    const bool last = i + 1 == parts.size();
+    if (path == "cache" && p == "tiers" && !last && !at["tiers"]) at["tiers"] = DefaultTiersNode();
+    path += (path.empty() ? "" : ".") + p;
+    if (at.IsSequence()) {
+      if (!IsIndex(p)) return bad("'" + path + "': a list element is named by its index");
+      const size_t index = std::stoul(p);
+      if (index >= at.size()) {
+        return bad("'" + path + "': the list has " + std::to_string(at.size()) + " element(s)");
+      }
+      if (last) {
+        at[index] = value;
+      } else {
+        YAML::Node next = at[index];
+        at.reset(next);
+      }
+      continue;
+    }
+    if (!at.IsMap()) {
+      if (!at.IsNull() && at.IsDefined()) return bad("'" + path + "' is inside a value");
+      at = YAML::Node(YAML::NodeType::Map);  // defines an absent or empty node as a map
+    }
+    if (last) {
+      at[p] = value;
+    } else {
+      YAML::Node next = at[p];
+      at.reset(next);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Config> LoadConfig(const std::string& path, const std::vector<ConfigOverride>& overrides) {
+  std::string text;
+  if (!path.empty()) {
+    auto r = ReadConfigText(path);
+    if (!r.ok()) return r.status();
+    text = std::move(r.value());
+  }
+  const std::string where = path.empty() ? "" : path + ": ";
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    if (!root.IsMap()) {
+      return Status::Error(Code::kInvalidArgument, where + "config key '(top level)': must be a mapping");
+    }
+    for (const auto& o : overrides) {
+      if (Status s = SetKey(root, o); !s.ok()) return s;
+    }
+    Config c;
+    if (Status s = ParseInto(root, &c); !s.ok()) {
+      return Status::Error(s.code(), (overrides.empty() ? where : where + "(with the -o keys) ") +
+                                         s.message());
+    }
+    return c;
+  } catch (const YAML::Exception& e) {
+    return Status::Error(Code::kInvalidArgument,
+                         where + "config is not valid YAML: " + std::string(e.what()));
+  }
+}
+
+Result<Config> LoadConfigFile(const std::string& path) { return LoadConfig(path, {}); }
 
 }  // namespace clairfs

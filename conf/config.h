@@ -90,6 +90,20 @@ Status ResolveForDataset(Config* config, const std::string& dataset, int instanc
 // Parses YAML text; unknown keys and bad values fail with the key named ("cache.staging.x").
 Result<Config> ParseConfig(std::string_view yaml);
 Result<Config> LoadConfigFile(const std::string& path);
+
+// A config key set on the command line (-o cache.staging.capacity=1GiB): the dotted path of
+// the key in the YAML file, a list element by its index (cache.tiers.1.capacity), and the value
+// as YAML would read it after the colon (a scalar, or a flow value such as [{kind: ram}]).
+struct ConfigOverride {
+  std::string key;
+  std::string value;
+};
+
+// Reads the YAML file at path (empty: none, the built-in defaults), sets each override in turn
+// as if written in the file (an index into cache.tiers that the file does not list reaches the
+// default tiers), then parses and validates as ParseConfig. Errors name the file and the
+// reason it could not be read, or the key.
+Result<Config> LoadConfig(const std::string& path, const std::vector<ConfigOverride>& overrides);
 // "4GiB", "512MiB", "64KiB", "1.5GB", "4096" -> bytes. Binary (KiB, MiB, GiB, TiB, and K, M,
 // G, T) and decimal (kB, MB, GB, TB) units; a bare number is bytes.
 Result<uint64_t> ParseSize(std::string_view text);

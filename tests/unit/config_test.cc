@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -314,6 +317,70 @@ TEST(Config, ErrorsNameTheKey) {
   }
   EXPECT_FALSE(ParseConfig("fuse: [unclosed").ok());
   EXPECT_EQ(LoadConfigFile("/nonexistent/clairfs.yaml").status().code(), Code::kNotFound);
+}
+
+// -o key=value on the command line: set over the file as if written in it.
+TEST(LoadConfig, CommandLineKeysOverTheFile) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("clairfs-config-test-" + std::to_string(getpid()) + ".yaml"))
+          .string();
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("cache:\n  staging: {capacity: 8MiB}\n  demand_threads: 3\n", f);
+    std::fclose(f);
+  }
+  struct Cleanup {
+    std::string p;
+    ~Cleanup() { std::remove(p.c_str()); }
+  } cleanup{path};
+
+  auto c = LoadConfig(path, {{"cache.staging.capacity", "16MiB"},
+                             {"log.level", "debug"},
+                             {"cache.tiers.1.capacity", "2GiB"},
+                             {"fuse.keep_cache", "false"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->cache.staging_capacity, 16u << 20);
+  EXPECT_EQ(c->cache.demand_threads, 3);  // from the file, untouched
+  EXPECT_EQ(c->log.level, "debug");
+  EXPECT_FALSE(c->fuse.keep_cache);
+  // An index into tiers the file does not list reaches the built-in ones.
+  ASSERT_EQ(c->cache.tiers.size(), 2u);
+  EXPECT_EQ(c->cache.tiers[0].kind, "ram");
+  EXPECT_EQ(c->cache.tiers[1].kind, "ssd");
+  EXPECT_EQ(c->cache.tiers[1].capacity, 2ull << 30);
+
+  // Later keys win; a whole list as a flow value; no file at all.
+  c = LoadConfig("", {{"cache.tiers", "[{kind: ram, capacity: 40MiB}]"},
+                      {"cache.tiers.0.threads", "5"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->cache.tiers.size(), 1u);
+  EXPECT_EQ(c->cache.tiers[0].capacity, 40u << 20);
+  EXPECT_EQ(c->cache.tiers[0].threads, 5);
+
+  const struct {
+    std::vector<ConfigOverride> o;
+    const char* needle;
+  } bad[] = {
+      {{{"cache.nope", "1"}}, "cache.nope"},
+      {{{"cache.staging.capacity", "lots"}}, "cache.staging.capacity"},
+      {{{"cache.tiers.2.capacity", "1GiB"}}, "2 element"},
+      {{{"cache.tiers.ram.capacity", "1GiB"}}, "index"},
+      {{{"cache..x", "1"}}, "empty name"},
+      {{{"cache.demand_threads.x", "1"}}, "inside a value"},
+      {{{"fuse.threads", "[unclosed"}}, "not valid YAML"},
+  };
+  for (const auto& b : bad) {
+    auto r = LoadConfig(path, b.o);
+    ASSERT_FALSE(r.ok()) << b.o[0].key;
+    EXPECT_NE(r.status().message().find(b.needle), std::string::npos)
+        << b.o[0].key << " -> " << r.status().message();
+  }
+  // An unreadable file says why.
+  auto r = LoadConfig("/nonexistent/clairfs.yaml", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_NE(r.status().message().find("No such file"), std::string::npos) << r.status().message();
 }
 
 }  // namespace
