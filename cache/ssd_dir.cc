@@ -183,7 +183,8 @@ Result<CacheDirLock> CacheDirLock::Acquire(const std::string& dir) {
                          "SSD cache directory '" + dir + "' is in use by another clairfs" +
                              (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "") +
                              "; stop it first, or give this daemon another directory "
-                             "(cache.tiers[].dir)");
+                             "(cache.tiers[].dir)",
+                         EWOULDBLOCK);
   }
   lock.RecordPid();
   return lock;

@@ -1,4 +1,4 @@
-// clairfs: mount a dataset read-only with a clairvoyant cache (docs/usage.md).
+// clairfs: mount a dataset read-only with a clairvoyant cache (docs/usage.md, clairfs(1)).
 // Order of start-up: parse options, open the dataset, construct everything, mount, daemonize,
 // then start threads (fork would not carry them), serve, and tear down in reverse.
 // Under an MPI launcher (more than one rank) the daemon stays in the foreground under a
@@ -12,7 +12,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -33,6 +32,7 @@
 #include "conf/config.h"
 #include "fs/clairfs_fs.h"
 #include "fs/control.h"
+#include "tools/command_line.h"
 #include "tools/daemon_log.h"
 #include "tools/lifecycle.h"
 #include "tools/mounts.h"
@@ -40,9 +40,11 @@
 
 namespace {
 
-int Fail(const std::string& message) {
+using clairfs::ExitCode;
+
+int Fail(ExitCode code, const std::string& message) {
   std::fprintf(stderr, "clairfs: %s\n", message.c_str());
-  return 1;
+  return static_cast<int>(code);
 }
 
 std::string RealPath(const std::string& p) {
@@ -90,7 +92,7 @@ std::string LexicalAbsolute(const std::string& p) {
 // The FUSE options: what clairfs sets, then the user's -o options as they are. A value that
 // comes from a path is escaped, so a comma or backslash in it cannot start another option.
 // Returns nullptr when libfuse cannot allocate.
-char* MountOptions(const std::string& dataset, const std::vector<std::string>& user) {
+char* MountOptions(const std::string& dataset, const std::string& user) {
   char* opts = nullptr;
   const std::string fsname = "fsname=clairfs:" + dataset;
   if (fuse_opt_add_opt_escaped(&opts, fsname.c_str()) != 0 ||
@@ -100,11 +102,9 @@ char* MountOptions(const std::string& dataset, const std::vector<std::string>& u
     std::free(opts);
     return nullptr;
   }
-  for (const auto& o : user) {
-    if (!o.empty() && fuse_opt_add_opt(&opts, o.c_str()) != 0) {
-      std::free(opts);
-      return nullptr;
-    }
+  if (!user.empty() && fuse_opt_add_opt(&opts, user.c_str()) != 0) {  // escaped already
+    std::free(opts);
+    return nullptr;
   }
   return opts;
 }
@@ -141,28 +141,19 @@ void AbortFuseConnection(int fd) { close(fd); }
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "clairfs: a read-only FUSE mount of a dataset that prefetches in the order the "
-      "training job will read it (.clairfs/manifest)."};
-  std::string dataset, mountpoint, config_path;
-  bool foreground = false, debug = false;
-  std::vector<std::string> mount_opts;
-  app.add_option("DATASET", dataset, "the dataset directory")->required();
-  app.add_option("MOUNTPOINT", mountpoint, "where to mount (default: over DATASET itself)");
-  app.add_option("-c,--config", config_path, "YAML configuration file (see conf/clairfs.yaml)");
-  app.add_flag("-f,--foreground", foreground, "stay in the foreground and log to stderr");
-  app.add_option("-o", mount_opts, "FUSE mount options, comma separated (repeatable)");
-  app.add_flag("-d,--debug", debug, "print every FUSE request (implies -f)");
-  app.set_version_flag("-V,--version", std::string("clairfs ") + CLAIRFS_VERSION);
-  CLI11_PARSE(app, argc, argv);
-  if (debug) foreground = true;
+  ExitCode parsed = ExitCode::kOk;
+  auto command_line = clairfs::ParseCommandLine(argc, argv, &parsed);
+  if (!command_line) return static_cast<int>(parsed);
+  clairfs::CommandLine& cl = *command_line;
+  std::string& dataset = cl.dataset;
+  std::string& mountpoint = cl.mountpoint;
+  bool& foreground = cl.foreground;
+  const bool debug = cl.debug;
+  const std::string config_path = clairfs::ConfigPathToRead(cl);
 
-  clairfs::Config config;
-  if (!config_path.empty()) {
-    auto loaded = clairfs::LoadConfigFile(config_path);
-    if (!loaded.ok()) return Fail(loaded.status().message());
-    config = std::move(loaded.value());
-  }
+  auto loaded = clairfs::LoadConfig(config_path, cl.overrides);
+  if (!loaded.ok()) return Fail(ExitCode::kConfig, loaded.status().message());
+  clairfs::Config config = std::move(loaded.value());
   // With one rank, or no launcher, MPI is not touched at all.
   std::unique_ptr<clairfs::cluster::MpiTransport> transport;
   const bool launched = clairfs::cluster::LauncherWorldSize() > 1;
@@ -175,7 +166,7 @@ int main(int argc, char** argv) {
       ThreadsWithoutStopSignals guard;
       return clairfs::cluster::MpiTransport::Create();
     }();
-    if (!t.ok()) return Fail(t.status().message());
+    if (!t.ok()) return Fail(ExitCode::kFailure, t.status().message());
     transport = std::move(t.value());
     const std::string rank = std::to_string(transport->rank());
     for (size_t at; (at = mountpoint.find("{rank}")) != std::string::npos;) {
@@ -187,18 +178,20 @@ int main(int argc, char** argv) {
   if (std::string err =
           PrepareMountpoint(LexicalAbsolute(mountpoint.empty() ? dataset : mountpoint));
       !err.empty()) {
-    return Fail(err);
+    return Fail(ExitCode::kMountFailed, err);
   }
   const std::string data_abs = RealPath(dataset);
   struct stat st;
   if (data_abs.empty() || stat(data_abs.c_str(), &st) != 0) {
-    return Fail("dataset '" + dataset + "': " + std::strerror(errno));
+    return Fail(ExitCode::kNoInput, "dataset '" + dataset + "': " + std::strerror(errno));
   }
-  if (!S_ISDIR(st.st_mode)) return Fail("dataset '" + dataset + "' is not a directory");
+  if (!S_ISDIR(st.st_mode)) {
+    return Fail(ExitCode::kNoInput, "dataset '" + dataset + "' is not a directory");
+  }
   if (mountpoint.empty()) mountpoint = data_abs;
   const std::string mount_abs = RealPath(mountpoint);
   if (mount_abs.empty()) {
-    return Fail("mountpoint '" + mountpoint + "': " + std::strerror(errno));
+    return Fail(ExitCode::kNoInput, "mountpoint '" + mountpoint + "': " + std::strerror(errno));
   }
 
   // The dataset stays reachable through this descriptor after the mount hides its path.
@@ -213,15 +206,18 @@ int main(int argc, char** argv) {
       data_abs, io, &stats,
       beneath_mount ? clairfs::PosixBacking::OnDisconnect::kKeep
                     : clairfs::PosixBacking::OnDisconnect::kReopen);
-  if (!backing.ok()) return Fail(backing.status().message());
+  if (!backing.ok()) return Fail(ExitCode::kNoInput, backing.status().message());
 
   if (auto s = clairfs::ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1);
       !s.ok()) {
-    return Fail((config_path.empty() ? "" : config_path + ": ") + s.message());
+    return Fail(ExitCode::kConfig, (config_path.empty() ? "" : config_path + ": ") + s.message());
   }
   if (auto s = clairfs::SetUpLogging(config.log, foreground); !s.ok()) {
-    return Fail((config_path.empty() ? "" : config_path + ": ") + s.message());
+    return Fail(ExitCode::kConfig, (config_path.empty() ? "" : config_path + ": ") + s.message());
   }
+  spdlog::info("configuration: {}", config_path.empty() ? "built-in defaults" : config_path);
+  for (const auto& o : cl.overrides) spdlog::info("configuration: -o {}={}", o.key, o.value);
+  for (const auto& note : cl.notes) spdlog::warn("{}", note);
   std::vector<std::unique_ptr<clairfs::Tier>> tiers;
   std::vector<clairfs::Tier*> tier_ptrs;
   std::vector<clairfs::SsdTier*> ssd_tiers;  // closed across the daemonizing fork
@@ -232,7 +228,11 @@ int main(int argc, char** argv) {
       ThreadsWithoutStopSignals guard;  // RocksDB's
       auto ssd = foreground ? clairfs::SsdTier::Open(t.kind, t.dir, t.capacity)
                             : clairfs::SsdTier::Prepare(t.kind, t.dir, t.capacity);
-      if (!ssd.ok()) return Fail(ssd.status().message());
+      if (!ssd.ok()) {
+        // Another daemon holds the directory's lock (cache/ssd_dir.h): worth a retry later.
+        const bool locked = ssd.status().os_errno() == EWOULDBLOCK;
+        return Fail(locked ? ExitCode::kCacheLocked : ExitCode::kConfig, ssd.status().message());
+      }
       spdlog::info("ssd tier in {}: {} objects, {} of {} bytes", t.dir, ssd.value()->objects(),
                    ssd.value()->used_bytes(), t.capacity);
       ssd_tiers.push_back(ssd.value().get());
@@ -287,8 +287,9 @@ int main(int argc, char** argv) {
     spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
   }
 
-  std::unique_ptr<char, void (*)(void*)> opts_raw(MountOptions(data_abs, mount_opts), std::free);
-  if (!opts_raw) return Fail("out of memory");
+  std::unique_ptr<char, void (*)(void*)> opts_raw(MountOptions(data_abs, cl.fuse_options),
+                                                  std::free);
+  if (!opts_raw) return Fail(ExitCode::kFailure, "out of memory");
   const std::string opts = opts_raw.get();
   std::vector<std::string> fargs = {argv[0], "-o", opts};
   if (debug) fargs.push_back("-d");
@@ -299,11 +300,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<fuse_args, void (*)(fuse_args*)> free_args(&args, fuse_opt_free_args);
   fuse_session* se =
       fuse_session_new(&args, &clairfs::ClairFs::Ops(), sizeof(fuse_lowlevel_ops), &fs);
-  if (!se) return Fail("invalid FUSE options: " + opts);
+  if (!se) return Fail(ExitCode::kUsage, "invalid FUSE options: " + opts);
   fs.SetSession(se);
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);
-    return Fail("cannot install signal handlers");
+    return Fail(ExitCode::kFailure, "cannot install signal handlers");
   }
   // Set once mounted. Our mount is told apart from whatever may sit at the path later by its
   // device number. Closing the session's descriptor aborts the connection once the threads
@@ -331,12 +332,12 @@ int main(int argc, char** argv) {
   if (!life.ok()) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    return Fail(life.status().message());
+    return Fail(ExitCode::kFailure, life.status().message());
   }
   if (fuse_session_mount(se, mount_abs.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    return Fail("cannot mount on '" + mount_abs + "' (see the message above)");
+    return Fail(ExitCode::kMountFailed, "cannot mount on '" + mount_abs + "' (see the message above)");
   }
   if (const auto mounted = clairfs::FindMount(mount_abs)) mount_dev = mounted->devno;
   fuse_fd = fuse_session_fd(se);
@@ -344,7 +345,7 @@ int main(int argc, char** argv) {
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    return Fail("cannot daemonize");
+    return Fail(ExitCode::kFailure, "cannot daemonize");
   }
   if (!foreground) {
     ThreadsWithoutStopSignals guard;  // RocksDB's
@@ -354,7 +355,7 @@ int main(int argc, char** argv) {
         fuse_session_unmount(se);
         fuse_remove_signal_handlers(se);
         fuse_session_destroy(se);
-        return 1;
+        return static_cast<int>(ExitCode::kFailure);
       }
     }
   }
