@@ -105,20 +105,22 @@ class StartupErrorTest(ClairfsCase):
         bad_unit["cache"]["tiers"][0]["capacity"] = "12XB"
         bad_unit = write_config(os.path.join(base, "bad_unit.yaml"), bad_unit)
         missing_ds = os.path.join(base, "nope_dataset")
+        # Exit status: 66 for a dataset that is not there, 78 for a configuration error
+        # (tools/command_line.h).
         cases = [
-            ("nonexistent dataset", ["-c", good, missing_ds, mnt], ["nope_dataset"]),
-            ("unknown key", ["-c", unknown, ds, mnt], ["treads"]),
-            ("unknown top-level key", ["-c", unknown_top, ds, mnt], ["cachee"]),
-            ("bad size unit", ["-c", bad_unit, ds, mnt], ["capacity"]),
+            ("nonexistent dataset", ["-c", good, missing_ds, mnt], ["nope_dataset"], 66),
+            ("unknown key", ["-c", unknown, ds, mnt], ["treads"], 78),
+            ("unknown top-level key", ["-c", unknown_top, ds, mnt], ["cachee"], 78),
+            ("bad size unit", ["-c", bad_unit, ds, mnt], ["capacity"], 78),
             ("missing config file", ["-c", os.path.join(base, "none.yaml"), ds, mnt],
-             ["none.yaml"]),
+             ["none.yaml", "No such file"], 78),
         ]
-        for name, argv, needles in cases:
+        for name, argv, needles, code in cases:
             for fg in (True, False):
                 with self.subTest(case=name, foreground=fg):
                     rc, err, elapsed = self.run_clairfs(base, argv, mnt, fg)
                     self.assertIsNotNone(rc, f"{name}: still running after 10s; stderr {err!r}")
-                    self.assertNotEqual(rc, 0, f"{name}: exit 0; stderr {err!r}")
+                    self.assertEqual(rc, code, f"{name}: stderr {err!r}")
                     self.assertLess(elapsed, 5.0, name)
                     for needle in needles:
                         self.assertIn(needle, err, f"{name}: stderr does not name it")
@@ -297,7 +299,8 @@ class LogAndRangeErrorTest(ClairfsCase):
             for fg in (True, False):
                 with self.subTest(case=name, foreground=fg):
                     rc, err, _ = run_clairfs(self, base, ["-c", cfg_path, ds, mnt], mnt, fg)
-                    self.assertEqual(rc, 1, f"{name}: stderr {err!r}")  # not 134 (abort)
+                    # 78: a configuration error (not 134, an abort)
+                    self.assertEqual(rc, 78, f"{name}: stderr {err!r}")
                     for needle in needles:
                         self.assertIn(needle, err, name)
                     self.assertNotIn("terminate called", err, name)
