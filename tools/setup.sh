@@ -51,5 +51,11 @@ else
 fi
 ninja -C build
 $SUDO meson install -C build --quiet
+# The default configuration (the built-in values, commented), read when neither -c nor
+# -o config= names a file. An existing one is the admin's: never overwritten.
+if [ ! -e /etc/clairfs/clairfs.yaml ]; then
+  $SUDO install -D -m 0644 conf/clairfs.yaml /etc/clairfs/clairfs.yaml
+  echo "setup: installed /etc/clairfs/clairfs.yaml"
+fi
 echo "setup: installed $(command -v clairfs) ($(clairfs --version))"
 echo "setup: installed the Python package: $(cd / && /usr/bin/python3 -c 'import clairfs; print(clairfs.__file__)')"
