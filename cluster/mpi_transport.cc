@@ -19,6 +19,13 @@ int LauncherWorldSize() {
   return 0;
 }
 
+int LauncherLocalSize() {
+  for (const char* var : {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  }
+  return 0;
+}
+
 namespace {
 
 std::string MpiErrorText(int rc) {

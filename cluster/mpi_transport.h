@@ -27,6 +27,10 @@ namespace clairfs::cluster {
 // the process was not started by one. Makes no MPI call.
 int LauncherWorldSize();
 
+// The number of this launch's ranks on this machine (MPI_LOCALNRANKS of MPICH's Hydra, Open
+// MPI's OMPI_COMM_WORLD_LOCAL_SIZE), or 0 when the launcher does not say. Makes no MPI call.
+int LauncherLocalSize();
+
 class MpiTransport : public Transport {
  public:
   // Initializes MPI with MPI_THREAD_MULTIPLE unless the process already did, and starts the

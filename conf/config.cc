@@ -87,7 +87,9 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   if (const auto k = root["cluster"]) {
     CLAIRFS_TRY(CheckKeys(
         k, "cluster",
-        {"plan_timeout", "peer_timeout", "down_for", "serve_threads", "backing_advantage"}));
+        {"enabled", "plan_timeout", "peer_timeout", "down_for", "serve_threads",
+         "backing_advantage"}));
+    CLAIRFS_TRY(Get(k, "enabled", "cluster.enabled", &c->cluster.enabled));
     CLAIRFS_TRY(Get(k, "plan_timeout", "cluster.plan_timeout", &c->cluster.plan_timeout));
     CLAIRFS_TRY(Get(k, "peer_timeout", "cluster.peer_timeout", &c->cluster.peer_timeout));
     CLAIRFS_TRY(Get(k, "down_for", "cluster.down_for", &c->cluster.down_for));

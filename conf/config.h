@@ -50,6 +50,9 @@ struct CacheConfig {
 
 // The peer tier, when clairfs runs under an MPI launcher (one daemon per rank).
 struct ClusterConfig {
+  // Join the other ranks of an MPI launcher (one daemon per rank, sharing their tiers); also
+  // clairfs --cluster. Off: an MPI environment the process inherited is ignored.
+  bool enabled = false;
   double plan_timeout = 30;      // seconds a node waits for the other nodes' plans
   double peer_timeout = 2;       // seconds a reader waits for one peer's reply
   double down_for = 60;          // seconds a peer that missed a reply is skipped

@@ -154,10 +154,33 @@ int main(int argc, char** argv) {
   auto loaded = clairfs::LoadConfig(config_path, cl.overrides);
   if (!loaded.ok()) return Fail(ExitCode::kConfig, loaded.status().message());
   clairfs::Config config = std::move(loaded.value());
-  // With one rank, or no launcher, MPI is not touched at all.
+  // Cluster mode only when asked for (--cluster, cluster.enabled) under a launcher of more
+  // than one rank: an MPI environment inherited by a plain start is ignored, and MPI is not
+  // touched at all.
   std::unique_ptr<clairfs::cluster::MpiTransport> transport;
-  const bool launched = clairfs::cluster::LauncherWorldSize() > 1;
+  const int world = clairfs::cluster::LauncherWorldSize();
+  const bool want_cluster = cl.cluster || config.cluster.enabled;
+  if (want_cluster && world == 0) {
+    return Fail(ExitCode::kUsage,
+                "cluster mode (--cluster or cluster.enabled) needs an MPI launcher: mpiexec -n N "
+                "clairfs --cluster DATASET MOUNTPOINT");
+  }
+  if (!want_cluster && world > 1) {
+    cl.notes.push_back("an MPI launcher's environment says " + std::to_string(world) +
+                       " ranks, but cluster mode is off: this daemon serves this node alone "
+                       "(--cluster or cluster.enabled shares the cache between the ranks)");
+  }
+  const bool launched = want_cluster && world > 1;
   if (launched) {
+    // Ranks sharing a machine must not stack their mounts on one path.
+    const int local = clairfs::cluster::LauncherLocalSize();
+    if (local > 1 && mountpoint.find("{rank}") == std::string::npos) {
+      return Fail(ExitCode::kUsage,
+                  std::to_string(local) + " ranks of this launch run on this machine and would "
+                  "all mount on '" + (mountpoint.empty() ? dataset : mountpoint) +
+                  "'; give each its own mountpoint with {rank}, e.g. mpiexec ... clairfs "
+                  "--cluster " + dataset + " '/mnt/data{rank}'");
+    }
     foreground = true;  // the launcher owns the process
     if (int code; clairfs::Supervise(&code)) return code;
   }

@@ -111,6 +111,10 @@ std::optional<CommandLine> ParseCommandLine(int argc, char** argv, ExitCode* exi
                  "any config key as section.key=value (cache.staging.capacity=1GiB)")
       ->allow_extra_args(false);
   app.add_flag("-d,--debug", cl.debug, "print every FUSE request (implies -f)");
+  app.add_flag("--cluster", cl.cluster,
+               "under an MPI launcher (mpiexec -n N clairfs --cluster ...): one daemon per rank, "
+               "sharing their caches; also cluster.enabled. Without it an inherited MPI "
+               "environment is ignored");
   app.set_version_flag("-V,--version", std::string("clairfs ") + CLAIRFS_VERSION);
   app.footer(
       "Exit status: 0 stopped cleanly, 1 a failure while serving, 32 mount failed, 64 bad "

@@ -32,6 +32,7 @@ struct CommandLine {
   std::string config_path;  // -c FILE or -o config=FILE; empty: none named
   bool foreground = false;  // -f (or -d)
   bool debug = false;       // -d
+  bool cluster = false;     // --cluster: join the ranks of an MPI launcher
   // -o SECTION.KEY=VALUE (a dot in the name: a config key), and -o log_level=LEVEL, in the
   // order given; applied over the config file.
   std::vector<ConfigOverride> overrides;
