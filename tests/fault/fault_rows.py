@@ -436,7 +436,7 @@ def row_peer_kill(ctx):
     log = os.path.join(ctx.work, "mpiexec.log")
     with open(log, "wb") as lf:
         mpi = subprocess.Popen(["mpiexec", "-disable-auto-cleanup", "-n", "2", harness.BIN,
-                                "-c", cfg_path, ctx.ds, os.path.join(ctx.work, "mnt{rank}")],
+                                "--cluster", "-c", cfg_path, ctx.ds, os.path.join(ctx.work, "mnt{rank}")],
                                stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
                                start_new_session=True)
     harness.register_proc(mpi)

@@ -215,3 +215,46 @@ class AutoUnmountTest(ClairfsCase):
         harness.wait_for(lambda: not harness.is_fuse_mounted(mnt), 10,
                          "auto_unmount to remove the mount of the killed daemon")
         self.assertFalse(os.path.ismount(mnt))
+
+
+class ClusterOptInTest(ClairfsCase):
+    """Cluster mode only when asked for: an inherited MPI environment leaves a plain start a
+    plain daemon; --cluster without a launcher is refused."""
+
+    def test_inherited_mpi_environment_is_ignored(self):
+        base = self.tmpdir("mpienv")
+        ds = small_dataset(base, n=4)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        log = os.path.join(base, "daemon.log")
+        env = dict(os.environ, PMI_SIZE="2", PMI_RANK="1", MPI_LOCALNRANKS="2")
+        with open(log, "wb") as out:
+            p = subprocess.Popen([harness.BIN, "-f", "-c", ram_only_config(base), ds, mnt],
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 env=env, start_new_session=True)
+        harness.register_proc(p)
+        harness.register_mount(mnt)
+        self.addCleanup(harness.release_proc, p)
+        self.addCleanup(harness.release_mount, mnt)
+        harness.wait_for(lambda: harness.is_fuse_mounted(mnt) or p.poll() is not None, 20,
+                         "the mount")
+        self.assertIsNone(p.poll(), harness.read_tail(log))
+        self.assertNotIn("cluster", self.plan(mnt), "a plain start joined a cluster")
+        with open(os.path.join(mnt, "class0", "img000.jpg"), "rb") as f:
+            self.assertTrue(f.read())
+        harness.release_mount(mnt)
+        self.assertEqual(p.wait(timeout=20), 0)
+        self.assertIn("cluster mode is off", harness.read_tail(log))
+
+    def test_cluster_without_a_launcher_is_refused(self):
+        base = self.tmpdir("nompi")
+        ds = small_dataset(base, n=4)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        for argv in (["--cluster"], ["-o", "cluster.enabled=true"]):
+            with self.subTest(argv=argv):
+                rc, err, _ = run_clairfs(self, base, argv + ["-c", ram_only_config(base), ds, mnt],
+                                         mnt, True)
+                self.assertEqual(rc, 64, err)
+                self.assertIn("needs an MPI launcher", err)
+                self.assertFalse(harness.is_fuse_mounted(mnt))

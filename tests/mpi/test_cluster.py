@@ -46,7 +46,7 @@ class Cluster:
 
     def start(self, timeout=30):
         argv = ["mpiexec", "-disable-auto-cleanup", "-n", str(self.ranks), harness.BIN,
-                "-c", self.cfg_path, self.dataset, os.path.join(self.root, "mnt{rank}")]
+                "--cluster", "-c", self.cfg_path, self.dataset, os.path.join(self.root, "mnt{rank}")]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
@@ -269,6 +269,29 @@ class ClusterTest(harness.ClairfsCase):
 
 
 BIG = os.environ.get("CLAIRFS_BIG") == "1"
+
+
+class MountpointPerRankTest(harness.ClairfsCase):
+    """Ranks sharing a machine without {rank} in the mountpoint would stack their mounts on
+    one path: each refuses to start (exit 64) with the fix in the message."""
+
+    def test_ranks_on_one_machine_need_rank_in_the_mountpoint(self):
+        root = self.tmpdir("mpi-norank")
+        ds = os.path.join(root, "data")
+        os.makedirs(os.path.join(ds, "a"))
+        with open(os.path.join(ds, "a", "f"), "wb") as f:
+            f.write(b"x" * 100)
+        mnt = os.path.join(root, "mnt")
+        os.mkdir(mnt)
+        harness.register_mount(mnt)
+        self.addCleanup(harness.release_mount, mnt)
+        r = subprocess.run(["mpiexec", "-disable-auto-cleanup", "-n", "2", harness.BIN,
+                            "--cluster", "-c", "/dev/null", ds, mnt],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 64, r.stdout + r.stderr)
+        self.assertIn("{rank}", r.stderr)
+        self.assertIn("2 ranks of this launch run on this machine", r.stderr)
+        self.assertFalse(harness.is_fuse_mounted(mnt))
 
 
 class BigFileClusterTest(harness.ClairfsCase):

@@ -190,7 +190,7 @@ EOF
     sed -i "s|{rank}|0|" "$cfg"
     (pfs_exec "$CLAIRFS_BIN" -f -c "$cfg" "$data" "$WORK/mnt-0" >"$WORK/$tag.log" 2>&1) &
   else
-    (pfs_exec mpiexec -disable-auto-cleanup -n "$n" "$CLAIRFS_BIN" -f -c "$cfg" "$data" "$mnt" >"$WORK/$tag.log" 2>&1) &
+    (pfs_exec mpiexec -disable-auto-cleanup -n "$n" "$CLAIRFS_BIN" --cluster -f -c "$cfg" "$data" "$mnt" >"$WORK/$tag.log" 2>&1) &
   fi
   pid=$!
   PIDS+=("$pid")
