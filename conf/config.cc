@@ -155,9 +155,11 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(k, "max_streams", "cache.max_streams", &c->cache.max_streams));
   }
   if (const auto l = root["log"]) {
-    CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file"}));
+    CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file", "max_size", "max_files"}));
     CLAIRFS_TRY(Get(l, "level", "log.level", &c->log.level));
     CLAIRFS_TRY(Get(l, "file", "log.file", &c->log.file));
+    CLAIRFS_TRY(GetSize(l, "max_size", "log.max_size", &c->log.max_size));
+    CLAIRFS_TRY(Get(l, "max_files", "log.max_files", &c->log.max_files));
   }
   return c->Validate();
 }
@@ -298,6 +300,10 @@ Status Config::Validate() const {
   static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                 "error", "critical", "off"};
   if (!kLevels.count(log.level)) return Bad("log.level", "unknown level '" + log.level + "'");
+  if (log.max_size != 0) {
+    CLAIRFS_TRY(InRange<uint64_t>("log.max_size", log.max_size, 4096, kMaxBytes, "bytes"));
+  }
+  CLAIRFS_TRY(InRange("log.max_files", log.max_files, 1, 1000));
   return Status::Ok();
 }
 

@@ -64,6 +64,11 @@ struct ClusterConfig {
 struct LogConfig {
   std::string level = "info";  // trace, debug, info, warn, error, critical, off
   std::string file;            // empty: stderr in the foreground, syslog as a daemon
+  // Size-based rotation of file: past max_size bytes it becomes file.1 (file.1 becomes
+  // file.2, ...; file.<max_files> is dropped) and a new file is started. 0: never (logrotate
+  // and SIGHUP still work).
+  uint64_t max_size = 64ull << 20;
+  int max_files = 4;
 };
 
 struct Config {
