@@ -19,6 +19,9 @@ done
 
 PACKAGES=(
   meson ninja-build pkg-config g++ python3
+  # pip-installing tools/python into a venv or another Python offline (docs/pytorch.md,
+  # "Installing"): venv and pip, and the setuptools and wheel that --no-build-isolation uses
+  python3-venv python3-pip python3-setuptools python3-wheel
   libfuse3-dev fuse3 libmount-dev libyaml-cpp-dev libxxhash-dev librocksdb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec

@@ -18,7 +18,9 @@ With torch (imported on first use of these names):
     loader_orders, sampler_orders, dataset_paths      # the same orders, without registering
 
 docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
+clairfs.__version__ is the package's version, the same as the daemon's (`clairfs --version`).
 """
+from ._version import __version__
 from .control import (ManifestError, check_stream_name, control_path, default_stream_name, errors,
                       manifest_line, plan, register_paths, relative_path, stats, unregister,
                       write_compact_manifest, write_manifest)
