@@ -16,6 +16,8 @@ With torch (imported on first use of these names):
     register_loader(mount, loader, epochs)            # a DataLoader, before its first epoch
     register_dataset(mount, dataset, sampler, epochs) # a dataset with .samples and a sampler
     loader_orders, sampler_orders, dataset_paths      # the same orders, without registering
+    ResumeSampler(sampler, skip)                      # resume part-way through an epoch
+    register_loader(..., skip_batches=B)              # a plan that starts at batch B
 
 docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
 clairfs.__version__ is the package's version, the same as the daemon's (`clairfs --version`).
@@ -25,8 +27,8 @@ from .control import (ManifestError, check_stream_name, control_path, default_st
                       manifest_line, plan, register_paths, relative_path, stats, unregister,
                       write_compact_manifest, write_manifest)
 
-_TORCH_NAMES = ("dataset_paths", "loader_orders", "register_dataset", "register_loader",
-                "sampler_orders")
+_TORCH_NAMES = ("ResumeSampler", "dataset_paths", "loader_orders", "register_dataset",
+                "register_loader", "sampler_orders")
 _RECORDS_NAMES = ("Record", "fixed_records", "iter_tfrecord", "lmdb_data_path",
                   "lmdb_ranges_for_keys", "lmdb_records", "npy_records", "range_manifest_lines",
                   "read_tfrecord_at", "register_records", "tar_members", "tfrecord_records",
