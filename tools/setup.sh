@@ -30,8 +30,9 @@ PACKAGES=(
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
 # hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check
 # clairfs.records against real LMDB environments and .npy files; acl: setfacl for the
-# permission tests and the fault matrix.
-TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl)
+# permission tests and the fault matrix; mypy: test_packaging type-checks a script against the
+# package's annotations.
+TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl mypy)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi

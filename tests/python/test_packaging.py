@@ -7,6 +7,9 @@ the ways docs/pytorch.md ("Installing") gives, then imported by the venv's own i
     system packages): the route for another Python 3, and proof the package needs nothing
     outside the standard library to import.
 
+With mypy (Debian: mypy), a user's script is type-checked against the package installed in
+the isolated venv: py.typed makes mypy read its annotations.
+
 The source is copied into the temp dir first, so setuptools' build/ and clairfs.egg-info land
 there and not in the source tree. Needs /usr/bin/python3 with venv, ensurepip, setuptools and
 wheel (Debian: python3-venv python3-pip python3-setuptools python3-wheel); skipped otherwise.
@@ -67,6 +70,18 @@ def _clean_env():
 
 
 MISSING = _missing()
+MYPY_MISSING = None if subprocess.run([sys.executable, "-m", "mypy", "--version"],
+                                      capture_output=True).returncode == 0 \
+    else f"{sys.executable} -m mypy does not run (Debian: apt-get install mypy)"
+
+# A user's script: line 6 assigns an int to a str, the one error mypy must find.
+USER_SCRIPT = """import clairfs
+entries: int = clairfs.register_paths("/m", [["a/1"]], stream="s")
+name: str = clairfs.default_stream_name()
+version: str = clairfs.__version__
+line: bytes = clairfs.manifest_line("a/1", 0, 10)
+wrong: str = clairfs.register_paths("/m", [["a/1"]])
+"""
 
 
 @unittest.skipIf(MISSING, MISSING)
@@ -138,6 +153,21 @@ class PackagingTest(unittest.TestCase):
     def test_py_typed_is_installed(self):
         self.assertTrue(self.system_probe["typed"])
         self.assertTrue(self.isolated_probe["typed"])
+
+    @unittest.skipIf(MYPY_MISSING, MYPY_MISSING)
+    def test_mypy_reads_the_installed_annotations(self):
+        script = os.path.join(self.tmp, "user_script.py")
+        with open(script, "w") as f:
+            f.write(USER_SCRIPT)
+        done = subprocess.run(
+            [sys.executable, "-m", "mypy", "--python-executable",
+             os.path.join(self.isolated_venv, "bin", "python"), "--no-incremental",
+             "--cache-dir", os.devnull, "--no-error-summary", "user_script.py"],
+            cwd=self.tmp, env=_clean_env(), capture_output=True, text=True)
+        errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+        self.assertEqual(len(errors), 1, done.stdout + done.stderr)
+        self.assertIn("user_script.py:6: error: Incompatible types in assignment "
+                      "(expression has type \"int\", variable has type \"str\")", errors[0])
 
     def test_standard_library_only(self):
         # The isolated venv has pip and setuptools and nothing else: every module imported.

@@ -12,11 +12,14 @@ with iteration, generator states included. Anything else is iterated.
 
 Importing this module imports torch; `clairfs` imports it only when one of its names is used.
 """
+from __future__ import annotations
+
 import contextlib
 import copy
 import itertools
 import operator
 import random
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import torch
 from torch.utils.data import (BatchSampler, ConcatDataset, DistributedSampler, IterableDataset,
@@ -26,12 +29,17 @@ from torch.utils.data import (BatchSampler, ConcatDataset, DistributedSampler, I
 from .control import (default_stream_name, manifest_line, plan, relative_paths,
                       write_compact_manifest, write_manifest)
 
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader, Dataset
+
+    from .control import StrPath
+
 # Samplers whose order comes from `self.generator`, or from a fresh seed drawn from torch's
 # global RNG at every iteration when it is None (unknowable in advance).
 _SEEDED_BY_GENERATOR = (RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
 
 
-def dataset_paths(dataset):
+def dataset_paths(dataset: Dataset[Any]) -> list[str]:
     """The file each sample is read from, by index: a list where item i is what dataset[i] opens.
 
     Understands datasets with `.samples` (torchvision ImageFolder and DatasetFolder: a list of
@@ -67,31 +75,31 @@ class ResumeSampler(Sampler):
     where the loader does. `len()` is the length of the next iteration. set_epoch is passed on.
     """
 
-    def __init__(self, sampler, skip):
+    def __init__(self, sampler: Iterable[Any], skip: int) -> None:
         skip = operator.index(skip)
         if skip < 0:
             raise ValueError(f"skip must be at least 0, not {skip}")
         try:
-            length = len(sampler)
+            length = len(sampler)  # type: ignore[arg-type]  # unsized: TypeError
         except TypeError:
             length = None
         if length is not None and skip >= length > 0:
             raise ValueError(f"skipping {skip} of the {length} items leaves nothing of the epoch: "
                              f"resume at the start of the next epoch instead")
-        self.sampler = sampler
+        self.sampler: Any = sampler
         self.skip = skip  # items still to leave out: set to 0 when an iteration begins
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         skip, self.skip = self.skip, 0
         items = iter(self.sampler)
         for _ in itertools.islice(items, skip):
             pass
         yield from items
 
-    def __len__(self):
+    def __len__(self) -> int:
         return max(0, len(self.sampler) - self.skip)
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         if callable(getattr(self.sampler, "set_epoch", None)):
             self.sampler.set_epoch(epoch)
 
@@ -356,7 +364,7 @@ def _orders(index_sampler, epochs, first_epoch, loader):
     return orders
 
 
-def sampler_orders(sampler, epochs, first_epoch=0):
+def sampler_orders(sampler: Iterable[Any], epochs: int, first_epoch: int = 0) -> list[list[int]]:
     """The indices `sampler` will yield in each of its next `epochs` iterations, as lists.
 
     The sampler, its generator and torch's global RNG are left as they were. Handles
@@ -385,7 +393,8 @@ def _loader_index_sampler(loader, skip_batches):
     return ResumeSampler(index_sampler, skip_batches)
 
 
-def loader_orders(loader, epochs, first_epoch=0, *, skip_batches=0):
+def loader_orders(loader: DataLoader[Any], epochs: int, first_epoch: int = 0, *,
+                  skip_batches: int = 0) -> list[list[int]]:
     """The dataset indices `loader` will fetch in each of its next `epochs` epochs, as lists.
 
     Call it before the first `for batch in loader`. Includes what the DataLoader does besides
@@ -425,8 +434,10 @@ def _register(mount, dataset, orders, root, append, stream, compact):
     return write_manifest(mount, epochs(), append=append, stream=stream)
 
 
-def register_dataset(mount, dataset, sampler=None, epochs=1, *, first_epoch=0, root=None,
-                     append=False, stream=None, compact=None):
+def register_dataset(mount: StrPath, dataset: Dataset[Any], sampler: Iterable[Any] | None = None,
+                     epochs: int = 1, *, first_epoch: int = 0, root: StrPath | None = None,
+                     append: bool = False, stream: str | None = None,
+                     compact: bool | None = None) -> int:
     """Registers with the clairfs mount `mount` the files `sampler` makes `dataset` read.
 
     dataset: see dataset_paths. Its paths must lie under `root` (default: the mount point),
@@ -446,13 +457,15 @@ def register_dataset(mount, dataset, sampler=None, epochs=1, *, first_epoch=0, r
     Epochs are produced one at a time, so a long plan is never held whole.
     """
     if sampler is None:
-        sampler = SequentialSampler(dataset)
+        sampler = SequentialSampler(dataset)  # type: ignore[arg-type]  # a sized dataset
     orders = _orders(sampler, epochs, first_epoch, None)
     return _register(mount, dataset, orders, root, append, stream, compact)
 
 
-def register_loader(mount, loader, epochs=1, *, first_epoch=0, skip_batches=0, root=None,
-                    append=False, stream=None, compact=None):
+def register_loader(mount: StrPath, loader: DataLoader[Any], epochs: int = 1, *,
+                    first_epoch: int = 0, skip_batches: int = 0, root: StrPath | None = None,
+                    append: bool = False, stream: str | None = None,
+                    compact: bool | None = None) -> int:
     """Registers the files the DataLoader `loader` will read in its next `epochs` epochs.
 
     Like register_dataset with loader.dataset and the loader's (batch) sampler, including the
