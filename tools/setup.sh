@@ -19,6 +19,9 @@ done
 
 PACKAGES=(
   meson ninja-build pkg-config g++ python3
+  # pip-installing tools/python into a venv or another Python offline (docs/pytorch.md,
+  # "Installing"): venv and pip, and the setuptools and wheel that --no-build-isolation uses
+  python3-venv python3-pip python3-setuptools python3-wheel
   libfuse3-dev fuse3 libmount-dev libyaml-cpp-dev libxxhash-dev librocksdb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
@@ -27,8 +30,9 @@ PACKAGES=(
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
 # hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check
 # clairfs.records against real LMDB environments and .npy files; acl: setfacl for the
-# permission tests and the fault matrix.
-TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl)
+# permission tests and the fault matrix; mypy: test_packaging type-checks a script against the
+# package's annotations.
+TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl mypy)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi

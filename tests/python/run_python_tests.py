@@ -9,7 +9,10 @@ ones of test_records (which needs no mount) when lmdb or numpy cannot (tools/set
 --with-tests installs Debian's python3-torch, python3-torchvision, python3-lmdb, python3-numpy).
 test_compact and test_orders need no mount (the compact encoder against a decoder written in
 the test; the orders computed with tensor ops against torch's own iteration). test_streams
-runs several processes (DistributedSampler ranks, jobs) as streams of one mount.
+runs several processes (DistributedSampler ranks, jobs) as streams of one mount. test_resume
+(no mount) resumes jobs part-way through an epoch against the same jobs run through.
+test_packaging pip-installs tools/python into fresh venvs offline (skipped without
+python3-venv, python3-pip, python3-setuptools, python3-wheel).
 Exit status: 0 all passed, 1 a failure, 77 skipped (no usable /dev/fuse or fusermount3).
 Ends with the line "python: N passed, N failed, N skipped".
 """
@@ -26,7 +29,7 @@ sys.path[:0] = [HERE, os.path.join(REPO, "tests", "fs"), os.path.join(REPO, "too
 import run_fs_tests  # noqa: E402
 
 MODULES = ["test_control", "test_torch", "test_records", "test_compact", "test_orders",
-           "test_streams"]
+           "test_streams", "test_resume", "test_packaging"]
 
 if __name__ == "__main__":
     sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="python"))

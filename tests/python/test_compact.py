@@ -282,15 +282,16 @@ class StreamNameTest(unittest.TestCase):
 
 
 class InstallListTest(unittest.TestCase):
-    """tools/meson.build installs every module of the package (a module missing there imports
-    from the source tree in these tests and fails only where the package is installed)."""
+    """tools/meson.build installs every module of the package and its py.typed marker (a module
+    missing there imports from the source tree in these tests and fails only where the package
+    is installed)."""
 
     def test_every_module_is_installed(self):
         repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         with open(os.path.join(repo, "tools", "meson.build")) as f:
-            listed = set(re.findall(r"'python/clairfs/([^']+\.py)'", f.read()))
+            listed = set(re.findall(r"'python/clairfs/([^']+)'", f.read()))
         present = {n for n in os.listdir(os.path.join(repo, "tools", "python", "clairfs"))
-                   if n.endswith(".py")}
+                   if n.endswith(".py") or n == "py.typed"}
         self.assertEqual(listed, present)
 
 

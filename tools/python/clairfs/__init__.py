@@ -16,15 +16,21 @@ With torch (imported on first use of these names):
     register_loader(mount, loader, epochs)            # a DataLoader, before its first epoch
     register_dataset(mount, dataset, sampler, epochs) # a dataset with .samples and a sampler
     loader_orders, sampler_orders, dataset_paths      # the same orders, without registering
+    ResumeSampler(sampler, skip)                      # resume part-way through an epoch
+    register_loader(..., skip_batches=B)              # a plan that starts at batch B
 
 docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
+clairfs.__version__ is the package's version, the same as the daemon's (`clairfs --version`).
 """
+from typing import TYPE_CHECKING
+
+from ._version import __version__
 from .control import (ManifestError, check_stream_name, control_path, default_stream_name, errors,
                       manifest_line, plan, register_paths, relative_path, stats, unregister,
                       write_compact_manifest, write_manifest)
 
-_TORCH_NAMES = ("dataset_paths", "loader_orders", "register_dataset", "register_loader",
-                "sampler_orders")
+_TORCH_NAMES = ("ResumeSampler", "dataset_paths", "loader_orders", "register_dataset",
+                "register_loader", "sampler_orders")
 _RECORDS_NAMES = ("Record", "fixed_records", "iter_tfrecord", "lmdb_data_path",
                   "lmdb_ranges_for_keys", "lmdb_records", "npy_records", "range_manifest_lines",
                   "read_tfrecord_at", "register_records", "tar_members", "tfrecord_records",
@@ -34,8 +40,16 @@ __all__ = ["ManifestError", "check_stream_name", "control_path", "default_stream
            "manifest_line", "plan", "register_paths", "relative_path", "stats", "unregister",
            "write_compact_manifest", "write_manifest", *_RECORDS_NAMES, *_TORCH_NAMES]
 
+if TYPE_CHECKING:  # what __getattr__ returns, for type checkers (nothing imported at run time)
+    from .records import (Record, fixed_records, iter_tfrecord, lmdb_data_path,
+                          lmdb_ranges_for_keys, lmdb_records, npy_records, range_manifest_lines,
+                          read_tfrecord_at, register_records, tar_members, tfrecord_records,
+                          write_tfrecord)
+    from .torch_order import (ResumeSampler, dataset_paths, loader_orders, register_dataset,
+                              register_loader, sampler_orders)
 
-def __getattr__(name):
+
+def __getattr__(name: str) -> object:
     # Lazy: importing torch takes seconds and a job listing paths by itself does not need it.
     if name in _TORCH_NAMES:
         from . import torch_order

@@ -2,11 +2,19 @@
 
 Standard library only. The contract these functions rely on is docs/control-interface.md.
 """
+from __future__ import annotations
+
 import errno
 import itertools
 import json
 import operator
 import os
+from typing import Any, Iterable, Sequence, Tuple, Union
+
+# The types in the signatures below (annotations only: nothing here checks them at run time).
+StrPath = Union[str, "os.PathLike[str]"]
+AnyPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+Item = Union[StrPath, Tuple[StrPath, int, int]]  # a file, or a (path, offset, length) range
 
 CONTROL_DIR = ".clairfs"
 _CHUNK = 1 << 20  # bytes handed to one write(); the daemon parses the text as it arrives
@@ -25,13 +33,13 @@ class ManifestError(ValueError):
     committing at the same moment could replace that report; the rejection itself is certain.
     """
 
-    def __init__(self, mount, errors):
+    def __init__(self, mount: StrPath, errors: str) -> None:
         self.mount = mount
         self.errors = errors
         super().__init__(f"clairfs at {mount} rejected the manifest: {errors.strip() or '(no reason given)'}")
 
 
-def control_path(mount, name=""):
+def control_path(mount: StrPath, name: str = "") -> str:
     """Path of a control file (`manifest`, `stats`, `plan`, `errors`) of the mount at `mount`.
 
     Raises FileNotFoundError when `mount` has no `.clairfs/` directory, i.e. is not a clairfs
@@ -49,22 +57,22 @@ def _read(mount, name):
         return f.read().decode("utf-8", errors="replace")
 
 
-def stats(mount):
+def stats(mount: StrPath) -> dict[str, Any]:
     """The daemon's counters as a dict (keys in README.md, "Stats"), a snapshot taken now."""
     return json.loads(_read(mount, "stats"))
 
 
-def plan(mount):
+def plan(mount: StrPath) -> dict[str, Any]:
     """A dict summarizing the active plan: epochs, entries, files, bytes, per tier and staging."""
     return json.loads(_read(mount, "plan"))
 
 
-def errors(mount):
+def errors(mount: StrPath) -> str:
     """The report of the last manifest commit on this mount: "" when it was accepted."""
     return _read(mount, "errors")
 
 
-def manifest_line(rel, offset=None, length=None):
+def manifest_line(rel: AnyPath, offset: int | None = None, length: int | None = None) -> bytes:
     """One manifest line (bytes, with its newline) for `rel`, a path relative to the dataset root.
 
     Without `offset` and `length` the line names the whole file. With both it is a record-range
@@ -93,10 +101,10 @@ def manifest_line(rel, offset=None, length=None):
         return b + b"\n"
     if offset is None or length is None:
         raise ValueError("a range needs both offset and length (or neither for the whole file)")
-    offset, length = _range_int("offset", offset, 0), _range_int("length", length, 1)
-    if offset + length > _MAX_OFF:
-        raise ValueError(f"range {offset}+{length} ends past the largest file offset (2**63 - 1)")
-    return b"%s\t%d+%d\n" % (b, offset, length)
+    start, size = _range_int("offset", offset, 0), _range_int("length", length, 1)
+    if start + size > _MAX_OFF:
+        raise ValueError(f"range {start}+{size} ends past the largest file offset (2**63 - 1)")
+    return b"%s\t%d+%d\n" % (b, start, size)
 
 
 def _range_int(what, v, least):
@@ -109,7 +117,7 @@ def _range_int(what, v, least):
     return v
 
 
-def relative_path(path, root):
+def relative_path(path: StrPath, root: StrPath) -> str:
     """`path` relative to the directory `root`, both taken lexically (no symlink resolution).
 
     A relative `path` is taken as relative to the current directory, as open() would. Raises
@@ -123,7 +131,7 @@ def relative_path(path, root):
     return os.path.relpath(p, root)
 
 
-def check_stream_name(name):
+def check_stream_name(name: str) -> str:
     """`name` (a str) if it can name a stream, else ValueError saying why.
 
     A stream name is 1 to 128 bytes of [A-Za-z0-9._@:+-], not beginning with '.' or '-'
@@ -143,7 +151,7 @@ def check_stream_name(name):
     return name
 
 
-def default_stream_name():
+def default_stream_name() -> str:
     """The stream name this process registers under when none is given (register_loader etc.).
 
     "p<pid>", or "rank<R>-p<pid>" when a launcher set the process's rank (torchrun's RANK,
@@ -213,7 +221,7 @@ def _commit(mount, append, produce):
     return result
 
 
-def relative_paths(paths, root):
+def relative_paths(paths: Iterable[StrPath], root: StrPath) -> list[str]:
     """[relative_path(p, root) for p in paths], quick for the common case (absolute,
     normalized str paths under root, as an ImageFolder over the mount holds): same result."""
     root = os.path.abspath(os.fspath(root))
@@ -231,7 +239,8 @@ def relative_paths(paths, root):
     return [relative_path(p, root) for p in paths]
 
 
-def write_manifest(mount, epochs, append=False, stream=None):
+def write_manifest(mount: StrPath, epochs: Iterable[Iterable[bytes]], append: bool = False,
+                   stream: str | None = None) -> int:
     """Writes a manifest of `epochs` to `<mount>/.clairfs/manifest` and commits it.
 
     epochs: an iterable of epochs, each an iterable of manifest lines as bytes ending in a
@@ -275,8 +284,9 @@ def write_manifest(mount, epochs, append=False, stream=None):
     return _commit(mount, append, produce)
 
 
-def write_compact_manifest(mount, items, epochs, append=False, stream=None, *,
-                           epoch_count=None, entry_count=None):
+def write_compact_manifest(mount: StrPath, items: Sequence[Item], epochs: Iterable[Any],
+                           append: bool = False, stream: str | None = None, *,
+                           epoch_count: int | None = None, entry_count: int | None = None) -> int:
     """Writes a manifest in the compact (binary) form and commits it; see clairfs.compact.
 
     items: the files (relative paths) or ranges ((path, offset, length)) the epochs refer to.
@@ -297,7 +307,7 @@ def write_compact_manifest(mount, items, epochs, append=False, stream=None, *,
     return _commit(mount, append, enc.write_to)
 
 
-def unregister(mount, stream):
+def unregister(mount: StrPath, stream: str) -> int:
     """Removes the stream `stream` (a name, e.g. default_stream_name()) from the mount's plan.
 
     Writes a replacement that names the stream and has no entries; other streams are
@@ -308,7 +318,8 @@ def unregister(mount, stream):
     return write_manifest(mount, [], stream=stream)
 
 
-def register_paths(mount, epochs, root=None, append=False, stream=None, compact=False):
+def register_paths(mount: StrPath, epochs: Iterable[Iterable[StrPath]], root: StrPath | None = None,
+                   append: bool = False, stream: str | None = None, compact: bool = False) -> int:
     """Registers the read order given as paths, one list per epoch.
 
     mount: the clairfs mount point.

@@ -12,10 +12,14 @@ with iteration, generator states included. Anything else is iterated.
 
 Importing this module imports torch; `clairfs` imports it only when one of its names is used.
 """
+from __future__ import annotations
+
 import contextlib
 import copy
+import itertools
 import operator
 import random
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import torch
 from torch.utils.data import (BatchSampler, ConcatDataset, DistributedSampler, IterableDataset,
@@ -25,12 +29,17 @@ from torch.utils.data import (BatchSampler, ConcatDataset, DistributedSampler, I
 from .control import (default_stream_name, manifest_line, plan, relative_paths,
                       write_compact_manifest, write_manifest)
 
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader, Dataset
+
+    from .control import StrPath
+
 # Samplers whose order comes from `self.generator`, or from a fresh seed drawn from torch's
 # global RNG at every iteration when it is None (unknowable in advance).
 _SEEDED_BY_GENERATOR = (RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
 
 
-def dataset_paths(dataset):
+def dataset_paths(dataset: Dataset[Any]) -> list[str]:
     """The file each sample is read from, by index: a list where item i is what dataset[i] opens.
 
     Understands datasets with `.samples` (torchvision ImageFolder and DatasetFolder: a list of
@@ -51,6 +60,48 @@ def dataset_paths(dataset):
     if isinstance(samples, list) and set(map(type, samples)) == {tuple}:
         return list(map(operator.itemgetter(0), samples))  # ImageFolder's (path, target)s, quickly
     return [s[0] if isinstance(s, (tuple, list)) else s for s in samples]
+
+
+class ResumeSampler(Sampler):
+    """`sampler` (a sampler, or a batch sampler) whose next iteration leaves out its first
+    `skip` items (indices; batches for a batch sampler); later iterations are `sampler`'s own.
+
+    For a job resuming part-way through an epoch from a checkpoint: with `sampler` in the state
+    it had when that epoch began (DistributedSampler: set_epoch; a seeded generator: the state
+    saved at the epoch's start), the loader hands out exactly the rest of that epoch, and no
+    file of the skipped batches is read. The skipped items are still drawn from `sampler`, so
+    its generator moves as over a whole epoch and the epochs after it are unchanged.
+    register_loader and loader_orders replay it like any sampler, so the registered plan starts
+    where the loader does. `len()` is the length of the next iteration. set_epoch is passed on.
+    """
+
+    def __init__(self, sampler: Iterable[Any], skip: int) -> None:
+        skip = operator.index(skip)
+        if skip < 0:
+            raise ValueError(f"skip must be at least 0, not {skip}")
+        try:
+            length = len(sampler)  # type: ignore[arg-type]  # unsized: TypeError
+        except TypeError:
+            length = None
+        if length is not None and skip >= length > 0:
+            raise ValueError(f"skipping {skip} of the {length} items leaves nothing of the epoch: "
+                             f"resume at the start of the next epoch instead")
+        self.sampler: Any = sampler
+        self.skip = skip  # items still to leave out: set to 0 when an iteration begins
+
+    def __iter__(self) -> Iterator[Any]:
+        skip, self.skip = self.skip, 0
+        items = iter(self.sampler)
+        for _ in itertools.islice(items, skip):
+            pass
+        yield from items
+
+    def __len__(self) -> int:
+        return max(0, len(self.sampler) - self.skip)
+
+    def set_epoch(self, epoch: int) -> None:
+        if callable(getattr(self.sampler, "set_epoch", None)):
+            self.sampler.set_epoch(epoch)
 
 
 @contextlib.contextmanager
@@ -170,17 +221,38 @@ def _fast_order(s):
         if s.drop_last:  # the sampler is read to its end, the tail batch is not handed out
             return lambda: (lambda o: o[:len(o) // bs * bs])(inner())
         return inner
+    if t is ResumeSampler:
+        inner = _fast_order(s.sampler)
+        if inner is None or not isinstance(s.skip, int):
+            return None
+        unit = _skip_unit(s)
+
+        def resumed():
+            order = inner()  # drawn whole, as iteration draws it
+            skip, s.skip = s.skip, 0
+            return order[skip * unit:]
+        return resumed
     return None
 
 
-def _fast_length(s):
-    """The length of every iteration of a sampler _fast_order handles."""
+def _skip_unit(s):
+    """Indices per item skipped by ResumeSampler `s`: a batch sampler's skipped batches are all
+    whole (only the last batch of an iteration can be short, and it is never skipped alone)."""
+    return s.sampler.batch_size if type(s.sampler) is BatchSampler else 1
+
+
+def _fast_length(s, first=False):
+    """The length of an iteration of a sampler _fast_order handles: the next one if `first`
+    (a ResumeSampler's skip applies to it), else any later one."""
     t = type(s)
     if t is SequentialSampler:
         return len(s.data_source)
     if t is RandomSampler or t is DistributedSampler:
         return s.num_samples
-    n = _fast_length(s.sampler)  # BatchSampler
+    if t is ResumeSampler:
+        n = _fast_length(s.sampler, first)
+        return max(0, n - s.skip * _skip_unit(s)) if first else n
+    n = _fast_length(s.sampler, first)  # BatchSampler
     return n // s.batch_size * s.batch_size if s.drop_last else n
 
 
@@ -253,7 +325,10 @@ class _Orders:
         self._args = (index_sampler, loader, first_epoch)
         self.epochs = epochs
         replay = _Replay(*self._args)
-        self.entries = epochs * _fast_length(replay._root) if replay.fast is not None else None
+        self.entries = None
+        if replay.fast is not None:
+            root = replay._root
+            self.entries = _fast_length(root, True) + (epochs - 1) * _fast_length(root)
 
     def __iter__(self):
         replay = _Replay(*self._args)
@@ -289,7 +364,7 @@ def _orders(index_sampler, epochs, first_epoch, loader):
     return orders
 
 
-def sampler_orders(sampler, epochs, first_epoch=0):
+def sampler_orders(sampler: Iterable[Any], epochs: int, first_epoch: int = 0) -> list[list[int]]:
     """The indices `sampler` will yield in each of its next `epochs` iterations, as lists.
 
     The sampler, its generator and torch's global RNG are left as they were. Handles
@@ -306,7 +381,20 @@ def sampler_orders(sampler, epochs, first_epoch=0):
     return _orders(sampler, epochs, first_epoch, None).lists()
 
 
-def loader_orders(loader, epochs, first_epoch=0):
+def _loader_index_sampler(loader, skip_batches):
+    """What the loader iterates (its batch sampler, else its sampler), with the first
+    skip_batches items of the next iteration left out (for the replay only)."""
+    if isinstance(loader.dataset, IterableDataset):
+        raise TypeError("an IterableDataset decides its own order: register it with register_paths")
+    index_sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+    skip_batches = operator.index(skip_batches)
+    if skip_batches == 0:
+        return index_sampler
+    return ResumeSampler(index_sampler, skip_batches)
+
+
+def loader_orders(loader: DataLoader[Any], epochs: int, first_epoch: int = 0, *,
+                  skip_batches: int = 0) -> list[list[int]]:
     """The dataset indices `loader` will fetch in each of its next `epochs` epochs, as lists.
 
     Call it before the first `for batch in loader`. Includes what the DataLoader does besides
@@ -314,12 +402,11 @@ def loader_orders(loader, epochs, first_epoch=0):
     `loader.generator` at every new iterator (once with persistent_workers), which moves a
     RandomSampler built by shuffle=True along the same generator. With num_workers > 0 the
     workers open files a little out of this order, which clairfs tolerates; the order of
-    the returned indices is the order batches come out. Raises TypeError for an
-    IterableDataset (it has no sampler) and ValueError as sampler_orders does.
+    the returned indices is the order batches come out. skip_batches: as for register_loader.
+    Raises TypeError for an IterableDataset (it has no sampler) and ValueError as
+    sampler_orders does.
     """
-    if isinstance(loader.dataset, IterableDataset):
-        raise TypeError("an IterableDataset decides its own order: register it with register_paths")
-    index_sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+    index_sampler = _loader_index_sampler(loader, skip_batches)
     return _orders(index_sampler, epochs, first_epoch, loader).lists()
 
 
@@ -347,8 +434,10 @@ def _register(mount, dataset, orders, root, append, stream, compact):
     return write_manifest(mount, epochs(), append=append, stream=stream)
 
 
-def register_dataset(mount, dataset, sampler=None, epochs=1, *, first_epoch=0, root=None,
-                     append=False, stream=None, compact=None):
+def register_dataset(mount: StrPath, dataset: Dataset[Any], sampler: Iterable[Any] | None = None,
+                     epochs: int = 1, *, first_epoch: int = 0, root: StrPath | None = None,
+                     append: bool = False, stream: str | None = None,
+                     compact: bool | None = None) -> int:
     """Registers with the clairfs mount `mount` the files `sampler` makes `dataset` read.
 
     dataset: see dataset_paths. Its paths must lie under `root` (default: the mount point),
@@ -368,13 +457,15 @@ def register_dataset(mount, dataset, sampler=None, epochs=1, *, first_epoch=0, r
     Epochs are produced one at a time, so a long plan is never held whole.
     """
     if sampler is None:
-        sampler = SequentialSampler(dataset)
+        sampler = SequentialSampler(dataset)  # type: ignore[arg-type]  # a sized dataset
     orders = _orders(sampler, epochs, first_epoch, None)
     return _register(mount, dataset, orders, root, append, stream, compact)
 
 
-def register_loader(mount, loader, epochs=1, *, first_epoch=0, root=None, append=False,
-                    stream=None, compact=None):
+def register_loader(mount: StrPath, loader: DataLoader[Any], epochs: int = 1, *,
+                    first_epoch: int = 0, skip_batches: int = 0, root: StrPath | None = None,
+                    append: bool = False, stream: str | None = None,
+                    compact: bool | None = None) -> int:
     """Registers the files the DataLoader `loader` will read in its next `epochs` epochs.
 
     Like register_dataset with loader.dataset and the loader's (batch) sampler, including the
@@ -386,9 +477,11 @@ def register_loader(mount, loader, epochs=1, *, first_epoch=0, root=None, append
       so each process of a job has its own stream and registering again replaces only it.
     compact: True writes the compact (binary) form, False the text form; None, the default,
       the compact form if the mount's clairfs has streams (its plan lists "streams").
+    skip_batches: leave the first skip_batches batches of the first registered epoch out of
+      the plan, for a loader that will enter that epoch part-way by means the replay cannot
+      see (one that restores its own position from a checkpoint). A loader whose sampler is a
+      ResumeSampler already starts there: register it with skip_batches=0, not both.
     """
-    if isinstance(loader.dataset, IterableDataset):
-        raise TypeError("an IterableDataset decides its own order: register it with register_paths")
-    index_sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+    index_sampler = _loader_index_sampler(loader, skip_batches)
     orders = _orders(index_sampler, epochs, first_epoch, loader)
     return _register(mount, loader.dataset, orders, root, append, stream, compact)
