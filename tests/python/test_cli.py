@@ -1,0 +1,113 @@
+"""clairfs-ctl (python3 -m clairfs) on a real mount: register with its exit status and the
+reason, status (once and --watch), wait, plan, errors."""
+import json
+import os
+import subprocess
+import sys
+
+import harness
+
+import clairfs
+
+REPO = harness.REPO
+PKG = os.path.join(REPO, "tools", "python")
+
+
+def ctl(*args, stdin=None, launcher=False):
+    """Runs the tool; returns (exit status, stdout, stderr)."""
+    argv = ([sys.executable, os.path.join(REPO, "tools", "clairfs-ctl")] if launcher
+            else [sys.executable, "-m", "clairfs"])
+    env = dict(os.environ, PYTHONPATH=PKG)
+    r = subprocess.run(argv + list(args), input=stdin, capture_output=True, env=env,
+                       timeout=120)
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+class CtlTest(harness.ClairfsCase):
+    def setUp(self):
+        super().setUp()
+        base = self.tmpdir("ctl")
+        self.data = os.path.join(base, "data")
+        self.files = [f"c{i % 3}/{i:03d}.bin" for i in range(30)]
+        for i, rel in enumerate(self.files):
+            os.makedirs(os.path.dirname(os.path.join(self.data, rel)), exist_ok=True)
+            with open(os.path.join(self.data, rel), "wb") as f:
+                f.write(bytes([i]) * (1000 + 97 * i))
+        self.manifest = os.path.join(base, "order.txt")
+        with open(self.manifest, "w") as f:
+            f.write("#epoch\n" + "\n".join(self.files) + "\n#epoch\n" +
+                    "\n".join(reversed(self.files)) + "\n")
+        self.mnt = os.path.join(base, "mnt")
+        os.mkdir(self.mnt)
+        self.mount(self.data, self.mnt, workdir=base)
+
+    def test_register_and_its_exit_status(self):
+        rc, out, err = ctl("register", self.mnt, self.manifest)
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(clairfs.plan(self.mnt)["entries"], 60)
+        # Rejected: exit 1, the daemon's reason on stderr, the plan unchanged.
+        rc, out, err = ctl("register", self.mnt, "-", stdin=b"c0/000.bin\nno/such.bin\n")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("rejected the manifest", err)
+        self.assertIn("no/such.bin", err)
+        self.assertEqual(clairfs.plan(self.mnt)["entries"], 60)
+        # From standard input, appended.
+        rc, out, err = ctl("register", "--append", self.mnt, "-", stdin=b"#epoch\nc1/001.bin\n")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(clairfs.plan(self.mnt)["entries"], 61)
+        # The launcher installed as clairfs-ctl is the same tool.
+        rc, out, err = ctl("register", self.mnt, self.manifest, launcher=True)
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(clairfs.plan(self.mnt)["entries"], 60)
+        # Not a clairfs mount, a missing file: exit 1 with the reason.
+        rc, _, err = ctl("register", self.data + "-nope", self.manifest)
+        self.assertEqual(rc, 1)
+        self.assertIn("not a clairfs mount", err)
+        rc, _, err = ctl("register", self.mnt, self.manifest + "-nope")
+        self.assertEqual(rc, 1)
+        self.assertIn("No such file", err)
+
+    def test_status_plan_errors(self):
+        rc, out, _ = ctl("status", self.mnt)
+        self.assertEqual(rc, 0)
+        self.assertIn("plan: none registered", out)
+        self.assertEqual(ctl("register", self.mnt, self.manifest)[0], 0)
+        # Read the first epoch, so that something was served.
+        for rel in self.files:
+            with open(os.path.join(self.mnt, rel), "rb") as f:
+                f.read()
+        harness.wait_for(lambda: clairfs.stats(self.mnt)["prefetch"]["position"] >= 30, 30,
+                         "the first epoch to be consumed")
+        rc, out, _ = ctl("status", self.mnt)
+        self.assertEqual(rc, 0)
+        self.assertIn("plan: 30 files", out)
+        self.assertIn("stream default: epoch 2/2", out)
+        self.assertIn("hit rate", out)
+        self.assertIn("tier ram:", out)
+        # --watch with one refresh (not a terminal: views separated by a blank line).
+        rc, out, _ = ctl("status", self.mnt, "--watch", "0.1", "--count", "2")
+        self.assertEqual(rc, 0)
+        self.assertEqual(out.count("clairfs at "), 2)
+        rc, out, _ = ctl("status", self.mnt, "--json")
+        view = json.loads(out)
+        self.assertEqual(set(view), {"readiness", "hit_rates"})
+        self.assertAlmostEqual(sum(view["hit_rates"].values()), 1.0, places=6)
+        rc, out, _ = ctl("plan", self.mnt)
+        self.assertEqual(json.loads(out)["entries"], 60)
+        self.assertEqual(ctl("errors", self.mnt)[1], "")
+        ctl("register", self.mnt, "-", stdin=b"nope.bin\n")
+        self.assertIn("nope.bin", ctl("errors", self.mnt)[1])
+
+    def test_wait(self):
+        # No plan: nothing to be ready for; the deadline holds.
+        rc, _, err = ctl("wait", self.mnt, "--timeout", "0.2")
+        self.assertEqual(rc, 1)
+        self.assertIn("no plan registered", err)
+        self.assertEqual(ctl("register", self.mnt, self.manifest)[0], 0)
+        rc, out, err = ctl("wait", self.mnt, "--ready", "0.95", "--timeout", "60")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("ready: tiers", out)
+        view = json.loads(ctl("status", self.mnt, "--json")[1])
+        self.assertGreaterEqual(view["readiness"]["ready"], 0.95)
+        rc, _, err = ctl("wait", self.mnt, "--ready", "1.5")
+        self.assertEqual(rc, 2, err)

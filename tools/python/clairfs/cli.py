@@ -1,0 +1,230 @@
+"""clairfs-ctl (also `python3 -m clairfs`): register, watch and wait on a clairfs mount.
+
+    clairfs-ctl register MNT FILE|-      write a manifest (text or compact); exit 1 with the reason
+                                         when clairfs rejects it
+    clairfs-ctl status MNT [--watch [S]] plan progress, hit rates, readiness, stall, backing traffic
+    clairfs-ctl wait MNT [--ready F]     until the tiers and the window are F filled (0.95)
+    clairfs-ctl plan MNT | errors MNT    the control files as they are
+
+Exit status: 0 done, 1 rejected / timed out / not a clairfs mount, 2 bad usage. Standard
+library only. The numbers come from `.clairfs/stats` and `.clairfs/plan`
+(docs/control-interface.md); readiness is defined in `readiness()`.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import sys
+import time
+from typing import Any, BinaryIO, Sequence, TextIO
+
+from . import control
+from ._version import __version__
+
+_CHUNK = 1 << 20
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def _bar(fraction: float, width: int = 24) -> str:
+    fraction = min(max(fraction, 0.0), 1.0)
+    full = int(round(fraction * width))
+    return "[" + "#" * full + "." * (width - full) + f"] {fraction * 100:5.1f}%"
+
+
+def readiness(stats: dict[str, Any], plan: dict[str, Any]) -> dict[str, float]:
+    """How much of what the plan stages ahead is in place, each in [0, 1]:
+
+    tiers   bytes the tiers hold over the bytes the plan places in them (1 with no tier share);
+    window  bytes in the staging window over what it can hold of the plan's staged bytes
+            (1 with nothing staged);
+    ready   the smaller of the two: what `wait` waits for.
+
+    The window takes a next object only when all of it fits, so it seldom holds its room to
+    the byte: `wait` defaults to 0.95.
+    """
+    planned_tier = sum(t.get("bytes", 0) for t in plan.get("tiers", []))
+    held_tier = sum(t.get("bytes", 0) for t in stats.get("tiers", []))
+    tiers = 1.0 if planned_tier == 0 else min(1.0, held_tier / planned_tier)
+    prefetch = stats.get("prefetch", {})
+    staged_plan = plan.get("staging", {}).get("bytes", 0)
+    room = min(staged_plan, prefetch.get("staging_capacity", staged_plan))
+    window = 1.0 if room == 0 else min(1.0, prefetch.get("staging_bytes", 0) / room)
+    return {"tiers": tiers, "window": window, "ready": min(tiers, window)}
+
+
+def hit_rates(stats: dict[str, Any]) -> dict[str, float]:
+    """Share of the files served from each source since the mount (`served`: ram, ssd, ...,
+    staging, peer, backing); empty when nothing was served yet."""
+    served = {k: v for k, v in stats.get("served", {}).items() if isinstance(v, int)}
+    total = sum(served.values())
+    return {k: v / total for k, v in served.items()} if total else {}
+
+
+def render_status(mount: str, stats: dict[str, Any], plan: dict[str, Any]) -> str:
+    """The human view of `status`: one screen, plain text."""
+    lines = [f"clairfs at {mount}"]
+    if not plan.get("entries"):
+        lines.append("plan: none registered (write .clairfs/manifest, or clairfs-ctl register)")
+    else:
+        lines.append(f"plan: {plan.get('files', 0)} files, {_mib(plan.get('bytes', 0))}, "
+                     f"{plan.get('positions', 0)} reads in {len(plan.get('streams', []))} "
+                     f"stream(s), predicted backing {_mib(plan.get('predicted_backing_bytes', 0))}")
+    for s in stats.get("prefetch", {}).get("streams", []):
+        positions = s.get("positions", 0)
+        done = s.get("position", 0) / positions if positions else 0.0
+        lines.append(f"  stream {s.get('name')}: epoch {min(s.get('epoch', 0) + 1, s.get('epochs', 0))}"
+                     f"/{s.get('epochs', 0)} {_bar(done)}  idle {s.get('idle_seconds', 0):.0f} s")
+    ready = readiness(stats, plan)
+    lines.append(f"ready: tiers {_bar(ready['tiers'])}  window {_bar(ready['window'])}")
+    for t in stats.get("tiers", []):
+        cap = t.get("capacity", 0)
+        lines.append(f"  tier {t.get('name')}: {_mib(t.get('bytes', 0))} of {_mib(cap)}, "
+                     f"{t.get('served', 0)} served, state {t.get('state', 'on')}")
+    rates = hit_rates(stats)
+    if rates:
+        hits = 1.0 - rates.get("backing", 0.0)
+        lines.append("served: " + ", ".join(f"{k} {v * 100:.1f}%" for k, v in sorted(rates.items()))
+                     + f"  (hit rate {hits * 100:.1f}%)")
+    else:
+        lines.append("served: nothing read yet")
+    lines.append(f"stall: {stats.get('stall_ns', 0) / 1e9:.2f} s   backing: "
+                 f"{stats.get('backing_reads', 0)} reads, {_mib(stats.get('backing_bytes', 0))}")
+    errs = {k: v for k, v in stats.get("errors", {}).items() if v}
+    lines.append("errors: " + (", ".join(f"{k} {v}" for k, v in sorted(errs.items())) or "none"))
+    return "\n".join(lines) + "\n"
+
+
+def _register(mount: str, source: BinaryIO, append: bool, err: TextIO) -> int:
+    """Streams source into the control file; 0 when clairfs accepted it, 1 with its reason."""
+    path = control.control_path(mount, "manifest")
+    fd = os.open(path, os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC))
+    try:
+        while True:
+            chunk = source.read(_CHUNK)
+            if not chunk:
+                break
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+    except OSError as e:
+        os.close(fd)  # the daemon keeps the active plan: nothing is installed
+        return _rejected(mount, e, err)
+    try:
+        os.close(fd)
+    except OSError as e:
+        return _rejected(mount, e, err)
+    return 0
+
+
+def _rejected(mount: str, e: OSError, err: TextIO) -> int:
+    if e.errno != errno.EINVAL:
+        print(f"clairfs-ctl: writing the manifest of {mount}: {e.strerror}", file=err)
+        return 1
+    report = control.errors(mount).strip() or "(no reason given)"
+    print(f"clairfs-ctl: {mount} rejected the manifest; the active plan is unchanged:\n{report}",
+          file=err)
+    return 1
+
+
+def _wait(mount: str, want: float, timeout: float, interval: float, out: TextIO) -> int:
+    deadline = time.monotonic() + timeout
+    tty = out.isatty()
+    while True:
+        stats, plan = control.stats(mount), control.plan(mount)
+        r = readiness(stats, plan)
+        if tty:
+            out.write(f"\rready {_bar(r['ready'])}")
+            out.flush()
+        if plan.get("entries") and r["ready"] >= want:
+            out.write(("\n" if tty else "") + f"ready: tiers {r['tiers'] * 100:.1f}%, "
+                      f"window {r['window'] * 100:.1f}%\n")
+            return 0
+        if time.monotonic() >= deadline:
+            why = "no plan registered" if not plan.get("entries") else \
+                f"{r['ready'] * 100:.1f}% ready of {want * 100:.1f}%"
+            out.write(("\n" if tty else ""))
+            print(f"clairfs-ctl: timed out after {timeout:g} s: {why}", file=sys.stderr)
+            return 1
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="clairfs-ctl", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action="version", version=f"clairfs-ctl {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("register", help="register a manifest (FILE, or - for standard input)")
+    r.add_argument("mount")
+    r.add_argument("file")
+    r.add_argument("--append", action="store_true", help="append epochs to the stream's plan")
+    s = sub.add_parser("status", help="plan progress, hit rates, readiness, stall, backing traffic")
+    s.add_argument("mount")
+    s.add_argument("--watch", nargs="?", const=2.0, type=float, metavar="SECONDS",
+                   help="refresh every SECONDS (default 2) until interrupted")
+    s.add_argument("--count", type=int, default=0, help="with --watch: stop after N refreshes")
+    s.add_argument("--json", action="store_true", help="the numbers behind the view, as JSON")
+    w = sub.add_parser("wait", help="wait until the tiers and the staging window are filled")
+    w.add_argument("mount")
+    w.add_argument("--ready", type=float, default=0.95, metavar="F",
+                   help="fraction to wait for, 0 < F <= 1 (default 0.95: the window seldom "
+                        "packs its last bytes)")
+    w.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="give up after this long, exit 1 (default 3600)")
+    for name, what in (("plan", "the active plan (JSON)"), ("errors", "the last rejection")):
+        sub.add_parser(name, help=what).add_argument("mount")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    try:
+        if args.command == "register":
+            if args.file == "-":
+                return _register(args.mount, sys.stdin.buffer, args.append, err)
+            with open(args.file, "rb") as f:
+                return _register(args.mount, f, args.append, err)
+        if args.command == "plan":
+            out.write(json.dumps(control.plan(args.mount), indent=2, sort_keys=True) + "\n")
+            return 0
+        if args.command == "errors":
+            out.write(control.errors(args.mount))
+            return 0
+        if args.command == "wait":
+            if not 0 < args.ready <= 1 or args.timeout < 0:
+                print("clairfs-ctl: --ready must be in (0, 1] and --timeout >= 0", file=err)
+                return 2
+            return _wait(args.mount, args.ready, args.timeout, 0.5, out)
+        # status
+        shown = 0
+        while True:
+            stats, plan = control.stats(args.mount), control.plan(args.mount)
+            if args.json:
+                view = json.dumps({"readiness": readiness(stats, plan),
+                                   "hit_rates": hit_rates(stats)}, sort_keys=True) + "\n"
+            else:
+                view = render_status(args.mount, stats, plan)
+            if args.watch is not None and out.isatty():
+                out.write("\x1b[H\x1b[J")  # redraw in place
+            out.write(view if shown == 0 or out.isatty() else "\n" + view)
+            out.flush()
+            shown += 1
+            if args.watch is None or (args.count and shown >= args.count):
+                return 0
+            time.sleep(max(args.watch, 0.1))
+    except FileNotFoundError as e:
+        print(f"clairfs-ctl: {e.strerror}: {e.filename}", file=err)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `clairfs-ctl status ... | head`: the reader is gone
+        sys.stdout = None  # type: ignore[assignment]  # nothing more to flush at exit
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
