@@ -179,6 +179,9 @@ ModelResult Model(const std::map<std::string, Node>& tree, std::string_view text
   std::map<std::string, std::optional<std::string>> resolved;
   for (uint64_t n = 1; n <= lines.size(); ++n) {
     std::string line = lines[n - 1];
+    // A UTF-8 BOM at the start of the text and one CR at the end of each line are dropped.
+    if (n == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line = line.substr(3);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (trailer || line.size() >= 4096 || line.empty() || line.find('\0') != std::string::npos) {
       fail(n);
       continue;
@@ -259,7 +262,10 @@ std::vector<std::vector<std::string>> EntryLines(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     size_t j = text.find('\n', i);
     if (j == std::string_view::npos) j = text.size();
-    const std::string_view line = text.substr(i, j - i);
+    std::string_view line = text.substr(i, j - i);
+    // The text's BOM and CRs are line syntax: a compact item has neither.
+    if (i == 0 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     i = j + 1;
     if (!line.empty() && line[0] == '#') {
       if (IsMarker(line, "#epoch")) {
@@ -426,7 +432,9 @@ class Gen {
       }
     }
     std::string text;
-    for (const auto& l : lines) text += l + "\n";
+    const bool crlf = Chance(10);  // as Windows editors write it
+    for (const auto& l : lines) text += l + (crlf ? "\r\n" : "\n");
+    if (Chance(5)) text = "\xEF\xBB\xBF" + text;
     if (Chance(10) && !text.empty()) text.resize(Pick(text.size()));  // cut off anywhere
     if (Chance(5) && !text.empty()) text[Pick(text.size())] = static_cast<char>(Pick(256));
     if (Chance(10) && !text.empty() && text.back() == '\n') text.pop_back();
