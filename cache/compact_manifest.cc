@@ -351,6 +351,10 @@ const std::vector<std::string_view>& ManifestInput::paths() const {
       [](const auto& p) -> const std::vector<std::string_view>& { return p.paths(); }, parser_);
 }
 
+const ParsedManifest& ManifestInput::parsed() const {
+  return std::visit([](const auto& p) -> const ParsedManifest& { return p.parsed(); }, parser_);
+}
+
 uint64_t ManifestInput::bytes_fed() const {
   return std::visit([](const auto& p) { return p.bytes_fed(); }, parser_);
 }

@@ -64,6 +64,9 @@ class CompactManifestParser {
   uint64_t bytes_fed() const { return bytes_fed_; }
   // The distinct paths of the items parsed so far (as ManifestParser::paths()).
   const std::vector<std::string_view>& paths() const { return out_.paths; }
+  // What the bytes fed so far said (as ManifestParser::parsed()): every error recorded by
+  // Feed() is final, only Peek()'s cut-off error is taken back by the next Feed().
+  const ParsedManifest& parsed() const { return out_; }
 
  private:
   enum class Section : uint8_t {
@@ -131,6 +134,7 @@ class ManifestInput {
   ParsedManifest Finish() &&;
   uint64_t bytes_fed() const;
   const std::vector<std::string_view>& paths() const;
+  const ParsedManifest& parsed() const;
 
  private:
   std::variant<ManifestParser, CompactManifestParser> parser_;

@@ -1,5 +1,6 @@
 #include "cache/manifest.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -91,6 +92,28 @@ std::string EscapeForReport(std::string_view s) {
   return out;
 }
 
+std::string ManifestReport(uint64_t error_count, std::vector<ManifestError> errors,
+                           ManifestForm form) {
+  std::stable_sort(errors.begin(), errors.end(),
+                   [](const auto& a, const auto& b) { return a.line < b.line; });
+  std::string report = "manifest rejected: " + std::to_string(error_count) +
+                       (error_count == 1 ? " error\n" : " errors\n");
+  const size_t shown = std::min(errors.size(), ManifestParser::kMaxErrors);
+  for (size_t i = 0; i < shown; ++i) {
+    if (errors[i].line != 0) {
+      report += (form == ManifestForm::kCompact ? "item " : "line ") +
+                std::to_string(errors[i].line) + ": ";
+    }
+    report += EscapeForReport(errors[i].message) + "\n";
+  }
+  if (error_count > shown) {
+    report += '(';
+    report += std::to_string(error_count - shown);
+    report += " more)\n";
+  }
+  return report;
+}
+
 void ManifestParser::Error(uint64_t line, std::string message) {
   ++out_.error_count;
   if (out_.errors.size() < kMaxErrors) out_.errors.push_back({line, std::move(message)});
@@ -102,9 +125,12 @@ void ManifestParser::Feed(std::string_view bytes) {
   while (!bytes.empty()) {
     const size_t nl = bytes.find('\n');
     const std::string_view part = bytes.substr(0, nl);
-    if (!pending_too_long_ && pending_.size() + part.size() >= kMaxLine) {
+    if (!pending_too_long_ && pending_.size() + part.size() >= kMaxRawLine) {
+      // Certain now, whatever follows: reported at once, so a write() can be refused for it.
       pending_too_long_ = true;
       pending_.clear();
+      Error(out_.lines + 1, trailer_ ? "text after the '#end' trailer"
+                                     : "line is longer than PATH_MAX (4096 bytes)");
     }
     if (nl == std::string_view::npos) {
       if (!pending_too_long_) pending_.append(part);
@@ -113,12 +139,7 @@ void ManifestParser::Feed(std::string_view bytes) {
     bytes.remove_prefix(nl + 1);
     ++out_.lines;
     if (pending_too_long_) {
-      if (trailer_) {
-        Error(out_.lines, "text after the '#end' trailer");
-      } else {
-        Error(out_.lines, "line is longer than PATH_MAX (4096 bytes)");
-      }
-      pending_too_long_ = false;
+      pending_too_long_ = false;  // reported when it grew too long
     } else if (pending_.empty()) {
       Line(part);  // the whole line is in this chunk: no copy
     } else {
@@ -172,7 +193,10 @@ const char* ParseManifestEntry(std::string_view line, ManifestEntry* entry) {
 
 void ManifestParser::Line(std::string_view line) {
   const uint64_t n = out_.lines;
+  if (n == 1 && line.starts_with(kByteOrderMark)) line.remove_prefix(kByteOrderMark.size());
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // a CRLF line end
   if (trailer_) return Error(n, "text after the '#end' trailer");
+  if (line.size() >= kMaxLine) return Error(n, "line is longer than PATH_MAX (4096 bytes)");
   // A '#' line with a NUL byte is no marker or comment: ParseManifestEntry rejects it.
   if (!line.empty() && line[0] == '#' && std::memchr(line.data(), '\0', line.size()) == nullptr) {
     if (IsMarker(line, kEndMarker)) return Trailer(n, line);
@@ -279,9 +303,7 @@ void ManifestTargets::Clear() {
 
 void ManifestParser::EndText() {
   if (pending_too_long_) {
-    ++out_.lines;
-    Error(out_.lines,
-          trailer_ ? "text after the '#end' trailer" : "line is longer than PATH_MAX (4096 bytes)");
+    ++out_.lines;  // reported by Feed
   } else if (!pending_.empty()) {
     ++out_.lines;
     Line(pending_);

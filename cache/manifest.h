@@ -70,6 +70,12 @@ inline constexpr std::string_view kEndMarker = "#end";
 // (docs/control-interface.md, "Streams"); without it the text is the stream "default".
 inline constexpr std::string_view kStreamMarker = "#stream";
 inline constexpr std::string_view kDefaultStream = "default";
+
+// Line ends and a byte order mark as Windows editors write them: each line of a text (also a
+// last one without '\n') loses one trailing CR, and the first line a leading UTF-8 BOM, before
+// it is read (so "#end 3\r" is a trailer, and a path ending in CR is written with a range).
+// Neither applies to compact items, which are taken byte for byte.
+inline constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
 inline constexpr size_t kMaxStreamName = 128;
 // Why name is not a valid stream name (1 to kMaxStreamName bytes of [A-Za-z0-9._@:+-], not
 // beginning with '.' or '-'), or "" if it is one.
@@ -119,6 +125,8 @@ class ManifestParser {
   static constexpr size_t kMaxErrors = 20;
   static constexpr size_t kMaxLine = 4096;  // PATH_MAX, including the terminating NUL
   static constexpr uint64_t kMaxEntries = 0xFFFFFFF0u;
+  // A line's bytes as written: at most a BOM (line 1) and a CR besides its kMaxLine - 1.
+  static constexpr size_t kMaxRawLine = kMaxLine + 4;
 
   ManifestParser() = default;
   ManifestParser(const ManifestParser&) = delete;
@@ -126,7 +134,9 @@ class ManifestParser {
   ManifestParser(ManifestParser&&) = default;
   ManifestParser& operator=(ManifestParser&&) = default;
 
-  // Consumes the next bytes of the text; lines may be split anywhere between calls.
+  // Consumes the next bytes of the text; lines may be split anywhere between calls. Every
+  // error it records is final (no later byte can take it back), so a text with
+  // parsed().error_count > 0 right after Feed() is certain to be rejected.
   void Feed(std::string_view bytes);
   // What the text says if it ended here, without ending it: the next Feed() continues the
   // text as if Peek() had not been called. The reference is valid until the next call.
@@ -138,6 +148,8 @@ class ManifestParser {
   // as long as the text's parser or what it returns lives). Right after Feed(): none of a
   // Peek()'s additions.
   const std::vector<std::string_view>& paths() const { return out_.paths; }
+  // What the complete lines fed so far said (right after Feed(): none of a Peek()'s additions).
+  const ParsedManifest& parsed() const { return out_; }
 
  private:
   // What EndText() changed, so that Unpeek() can take it back.
@@ -167,6 +179,12 @@ class ManifestParser {
   Mark mark_{};
   uint64_t bytes_fed_ = 0;
 };
+
+// The report of a rejected manifest, as `errors` shows it: "manifest rejected: N errors", then
+// the first kMaxErrors of errors by line ("line N: " or, compact, "item N: "; none for line 0),
+// each message escaped (EscapeForReport), and "(K more)" when error_count is larger.
+std::string ManifestReport(uint64_t error_count, std::vector<ManifestError> errors,
+                           ManifestForm form = ManifestForm::kText);
 
 // s with every byte that is not printable ASCII or part of valid UTF-8 written as \xNN, and
 // '\' as \\; C1 controls and bidirectional overrides, valid UTF-8 that a terminal would act

@@ -111,8 +111,14 @@ void PathCheckAhead::Run() {
     CheckPaths(batch, resolvers_, &checks_);
     l.lock();
     busy_ = false;
+    errors_found_ = checks_.errors.size();
     cv_.notify_all();
   }
+}
+
+size_t PathCheckAhead::errors_found() const {
+  std::lock_guard l(mu_);
+  return errors_found_;
 }
 
 PathChecks PathCheckAhead::Take() {

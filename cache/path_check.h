@@ -67,6 +67,9 @@ class PathCheckAhead {
   // Queues paths, which continue the paths queued before (path index = count so far).
   void Add(std::span<const std::string_view> paths);
   size_t queued() const { return queued_; }
+  // How many of the paths checked so far are bad (0 before a batch is done). Take() returns
+  // them and validation refuses each, so a writer may refuse its text at once.
+  size_t errors_found() const;
   // Waits until every queued path is checked and returns the outcomes; queues nothing more.
   PathChecks Take();
 
@@ -75,14 +78,16 @@ class PathCheckAhead {
 
   std::vector<PathResolver> resolvers_;  // the worker's
   size_t queued_ = 0;
-  std::mutex mu_;  // leaf lock: guards todo_, checks_, busy_, stop_
+  mutable std::mutex mu_;  // leaf lock: guards todo_, checks_ (when not busy_), busy_, stop_,
+                           // errors_found_
   std::condition_variable cv_;
   std::vector<std::string_view> todo_;  // every path queued, by index
   PathChecks checks_;                   // outcomes of todo_[0, checks_.size())
   bool busy_ = false;                   // the worker is checking a batch
   bool flush_ = false;                  // Take() waits: check what is queued, however little
   bool stop_ = false;
-  std::thread worker_;  // started with the first Add
+  size_t errors_found_ = 0;  // checks_.errors.size() after the last batch
+  std::thread worker_;       // started with the first Add
 };
 
 }  // namespace clairfs

@@ -140,35 +140,6 @@ uint32_t PlanStream::EpochOf(uint32_t pos) const {
   return static_cast<uint32_t>(it - epoch_begin.begin()) - 1;
 }
 
-
-namespace {
-
-// A ManifestError with line 0 is located by its message (a compact form's structural error);
-// others by their line, or for the compact form their item.
-std::string Report(uint64_t error_count, std::vector<ManifestError> errors,
-                   ManifestForm form = ManifestForm::kText) {
-  std::stable_sort(errors.begin(), errors.end(),
-                   [](const auto& a, const auto& b) { return a.line < b.line; });
-  std::string report = "manifest rejected: " + std::to_string(error_count) +
-                       (error_count == 1 ? " error\n" : " errors\n");
-  const size_t shown = std::min(errors.size(), ManifestParser::kMaxErrors);
-  for (size_t i = 0; i < shown; ++i) {
-    if (errors[i].line != 0) {
-      report += (form == ManifestForm::kCompact ? "item " : "line ") +
-                std::to_string(errors[i].line) + ": ";
-    }
-    report += EscapeForReport(errors[i].message) + "\n";
-  }
-  if (error_count > shown) {
-    report += '(';
-    report += std::to_string(error_count - shown);
-    report += " more)\n";
-  }
-  return report;
-}
-
-}  // namespace
-
 Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
                                                                 PathResolver& resolver,
                                                                 PathChecks checks) {
@@ -243,7 +214,8 @@ Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedMani
     out->targets.push_back({file, r});
   }
   if (error_count > 0) {
-    return Status::Error(Code::kInvalidArgument, Report(error_count, errors, m.form));
+    return Status::Error(Code::kInvalidArgument,
+                         ManifestReport(error_count, std::move(errors), m.form));
   }
   out->stream = m.stream;
   out->arenas = {m.arena, std::move(checks.rewritten)};
@@ -399,8 +371,9 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const 
   if (positions > ManifestParser::kMaxEntries) {
     return Status::Error(
         Code::kInvalidArgument,
-        Report(1, {{m.lines, "the stream would exceed the maximum number of object reads (" +
-                                 std::to_string(ManifestParser::kMaxEntries) + ")"}}));
+        ManifestReport(1,
+                       {{m.lines, "the stream would exceed the maximum number of object reads (" +
+                                      std::to_string(ManifestParser::kMaxEntries) + ")"}}));
   }
   const uint64_t offset = stream.sequence.size();
   stream.entries += m.sequence.size();
@@ -450,7 +423,7 @@ Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange chan
   if (base->FindStream(name) >= 0) return Status::Ok();
   return Status::Error(
       Code::kInvalidArgument,
-      Report(1, {{0, "stream '" + name + "' would be stream " +
+      ManifestReport(1, {{0, "stream '" + name + "' would be stream " +
                          std::to_string(base->streams.size() + 1) + "; the plan holds at most " +
                          std::to_string(max_streams) +
                          " (cache.max_streams): remove a stream (clairfs.unregister, or a "

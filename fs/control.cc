@@ -50,6 +50,10 @@ void ControlPlane::AwaitReleases() {
 
 Status ControlPlane::Write(Writer& w, std::string_view bytes, uint64_t offset, bool append_write) {
   std::lock_guard lock(w.mu_);
+  if (w.refused_) {
+    return Status::Error(Code::kInvalidArgument,
+                         "the manifest was refused at an earlier write (see errors)");
+  }
   if (!append_write && offset != w.written_) {
     return Status::Error(Code::kInvalidArgument,
                          "manifest write at offset " + std::to_string(offset) +
@@ -70,7 +74,36 @@ Status ControlPlane::Write(Writer& w, std::string_view bytes, uint64_t offset, b
   w.dirty_ = true;
   w.valid_.reset();
   SetPending(w, false);
-  return Status::Ok();
+  return CheckWritten(w);
+}
+
+Status ControlPlane::CheckWritten(Writer& w) {
+  // Errors the parser records while fed are final, and the check ahead's outcomes are what
+  // validation uses: either kind makes the close() certain to fail.
+  const ParsedManifest& parsed = w.parser_.parsed();
+  if (parsed.error_count == 0 && (!w.ahead_ || w.ahead_->errors_found() == 0)) {
+    return Status::Ok();
+  }
+  // The report is what close() would say of the complete lines so far, paths included (the
+  // end-of-text checks aside: the text has not ended).
+  PathResolver resolver(backing_, aliases_);
+  PathChecks checks = w.ahead_ ? w.ahead_->Take() : PathChecks{};
+  w.ahead_.reset();
+  auto resolved = ResolveManifest(parsed, resolver, std::move(checks));
+  const std::string report =
+      (resolved.ok() ? ManifestReport(parsed.error_count, parsed.errors, parsed.form)
+                     : resolved.status().message()) +
+      "(refused at write(): the rest of the text is not read)\n";
+  stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
+  spdlog::warn("{}", report);  // escaped: see EscapeForReport
+  w.refused_ = true;
+  w.dirty_ = false;
+  w.valid_.reset();
+  w.parser_ = ManifestInput();  // the text is not read further: its memory goes now
+  w.last_ = Status::Error(Code::kInvalidArgument, report);
+  w.report_ = ++reports_;
+  Report(w.report_, report);
+  return w.last_;
 }
 
 Status ControlPlane::Truncate(Writer& w, uint64_t size) {
@@ -84,6 +117,7 @@ Status ControlPlane::Truncate(Writer& w, uint64_t size) {
   w.dirty_ = false;
   w.last_ = Status::Ok();
   w.valid_.reset();
+  w.refused_ = false;
   if (!w.append_) w.truncate_ = true;
   SetPending(w, false);
   return Status::Ok();
@@ -139,7 +173,13 @@ void ControlPlane::Report(uint64_t seq, std::string text) {
 Status ControlPlane::Flush(Writer& w) {
   std::lock_guard wlock(w.mu_);
   if (w.written_ == 0) return Status::Ok();  // e.g. a shell closing its copy before writing
-  if (w.dirty_) Validate(w);
+  if (w.dirty_) {
+    Validate(w);
+  } else if (w.refused_) {
+    // `errors` reports in the order of close() calls: this one is rejected.
+    w.report_ = ++reports_;
+    Report(w.report_, w.last_.message());
+  }
   if (w.last_.ok()) SetPending(w, true);
   return w.last_;
 }

@@ -46,6 +46,9 @@ class ControlPlane {
     // Checks the paths of a long text while it is written (made at kCheckAheadFrom paths).
     std::unique_ptr<PathCheckAhead> ahead_;
     uint64_t report_ = 0;  // the sequence number of its last validation (Report)
+    // A write() found the text certain to be rejected (Refuse): every later write and close()
+    // fails with EINVAL, nothing is installed, until ftruncate(0) starts the text over.
+    bool refused_ = false;
   };
 
   ControlPlane(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
@@ -55,6 +58,10 @@ class ControlPlane {
   // Adds bytes at offset to w's text. A write without O_APPEND (append_write) must continue
   // the text exactly where it ends (ESPIPE otherwise: the text has no holes and is never
   // rewritten); an O_APPEND write always adds at the end, whatever the offset.
+  // EINVAL (the report in `errors`) when the text written so far is certain to be rejected at
+  // close(): a complete line (or compact field or item) the parser refuses, or a path the
+  // check ahead already found bad; w is then refused (Writer::refused_). Never for what
+  // validation at close() would accept.
   Status Write(Writer& w, std::string_view bytes, uint64_t offset, bool append_write);
   // ftruncate: size 0 discards what w wrote, which then starts over as a replacement (or, if
   // opened with O_APPEND, an append) with nothing written; any other size is EINVAL.
@@ -92,6 +99,8 @@ class ControlPlane {
   std::function<std::string()> cluster_info_;
   // Validates w's text as it is now; sets w.last_ and w.valid_ and the `errors` report.
   void Validate(Writer& w);
+  // After a write: refuses w (and reports why) if what it wrote is certain to be rejected.
+  Status CheckWritten(Writer& w);
   // `errors` becomes text (empty: accepted) for the validation or commit numbered seq, unless
   // a later-numbered one reported already: a release arriving late for an earlier close()
   // never clears the rejection of a later one.

@@ -217,7 +217,7 @@ HOSTILE = [
     ("0x10+5", "malformed range"),
     (" 0+5", "malformed range"),
     ("0+5 ", "malformed range"),
-    ("0+5\r", "malformed range"),
+    ("0+5\r\r", "malformed range"),                 # one CR ends the line, one is left
     ("1+2+3", "malformed range"),
     ("", "malformed range"),                         # a TAB with nothing after it
     ("|tab\tname.bin", "malformed range"),           # a path with a TAB and no range

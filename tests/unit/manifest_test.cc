@@ -107,6 +107,7 @@ TEST(ManifestParser, TrailerCountsTheEntries) {
   EXPECT_TRUE(Parse("#begin\n#end 0").ok());
   EXPECT_TRUE(Parse("a\n#end 1\n").ok());  // a trailer without '#begin' is checked too
   EXPECT_TRUE(Parse("#ending is a comment\na\n").ok());
+  EXPECT_TRUE(Parse("a\r\n#end 1\r\n").ok());
   struct Case {
     const char* text;
     uint64_t line;
@@ -121,7 +122,7 @@ TEST(ManifestParser, TrailerCountsTheEntries) {
                {"a\n#end 1 \n", 2, "malformed trailer"},
                {"a\n#end +1\n", 2, "malformed trailer"},
                {"a\n#end\t1\n", 2, "malformed trailer"},
-               {"a\n#end 1\r\n", 2, "malformed trailer"},
+               {"a\n#end 1\r\r\n", 2, "malformed trailer"},  // one CR is a line end
                {"a\n#end 99999999999999999999999\n", 2, "malformed trailer"},
                {"a\n#begin\n", 2, "only on the first line"}};
   for (const auto& c : cases) {
@@ -133,6 +134,77 @@ TEST(ManifestParser, TrailerCountsTheEntries) {
           << c.text << ": " << m.errors[0].message;
     }
   }
+}
+
+// CRLF line ends and a leading UTF-8 BOM, as Windows editors write them, are read as LF and
+// nothing, wherever the writes split them.
+TEST(ManifestParser, CrlfAndAByteOrderMark) {
+  const std::string text =
+      "\xEF\xBB\xBF#begin\r\n#stream job\r\na\r\n#epoch\r\nb/c\t0+5\r\n./#h\r\n#end 3\r\n";
+  for (size_t chunk : {0, 1, 2, 3, 5}) {
+    auto m = Parse(text, chunk);
+    ASSERT_TRUE(m.ok()) << chunk << ": " << m.errors[0].message;
+    EXPECT_EQ(Entries(m), (std::vector<std::string>{"a", "b/c", "#h"})) << chunk;
+    EXPECT_EQ(m.stream, "job");
+    EXPECT_EQ(m.epoch_begin, (std::vector<uint32_t>{0, 1}));
+    EXPECT_EQ(m.targets[1].range.length, 5u);
+  }
+  // A BOM without '#begin', a last line without '\n', a lone CR at the end of the text.
+  const std::string bom = "\xEF\xBB\xBF";
+  EXPECT_EQ(Entries(Parse(bom + "a\r\nb\r")), (std::vector<std::string>{"a", "b"}));
+  // Only one CR per line, and the BOM only at the very start of the text.
+  EXPECT_EQ(Entries(Parse("a\r\r\n")), (std::vector<std::string>{"a\r"}));
+  EXPECT_EQ(Entries(Parse("a\n" + bom + "b\n")), (std::vector<std::string>{"a", bom + "b"}));
+  EXPECT_EQ(Entries(Parse("a\rb\n")), (std::vector<std::string>{"a\rb"}));
+  // A CR before a range's TAB is part of the path.
+  auto m = Parse("a\r\t0+1\r\n");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(Entries(m), (std::vector<std::string>{"a\r"}));
+  // Neither counts towards the line length.
+  const std::string longest(ManifestParser::kMaxLine - 1, 'a');
+  EXPECT_TRUE(Parse(bom + longest + "\r\n", 1000).ok());
+  EXPECT_FALSE(Parse(bom + longest + "a\r\n", 1000).ok());
+  EXPECT_TRUE(Parse("x\n" + longest + "\r\n").ok());
+  // A line of a BOM or a CR alone is empty.
+  EXPECT_FALSE(Parse(bom + "\r\na\n").ok());
+  EXPECT_FALSE(Parse("a\n\r\n").ok());
+}
+
+// An error found while feeding is final: parsed() shows it before the text ends, and no later
+// byte takes it back; a line not yet complete is not judged.
+TEST(ManifestParser, ErrorsAreKnownAsSoonAsTheirLineIsComplete) {
+  ManifestParser p;
+  p.Feed("a\nb\t1+");
+  EXPECT_EQ(p.parsed().error_count, 0u);  // "b\t1+2" may follow
+  (void)p.Peek();                         // the cut-off line is an error if the text ends here
+  p.Feed("x");
+  EXPECT_EQ(p.parsed().error_count, 0u) << "Peek()'s error was not taken back";
+  p.Feed("\nc\n");
+  ASSERT_EQ(p.parsed().error_count, 1u);
+  EXPECT_EQ(p.parsed().errors[0].line, 2u);
+
+  ManifestParser q;  // an overlong line is known before its end
+  q.Feed("a\n" + std::string(ManifestParser::kMaxRawLine, 'x'));
+  ASSERT_EQ(q.parsed().error_count, 1u);
+  EXPECT_EQ(q.parsed().errors[0].line, 2u);
+  q.Feed(std::string(10000, 'x') + "\nb\n");
+  auto m = std::move(q).Finish();
+  EXPECT_EQ(m.error_count, 1u);
+  EXPECT_EQ(Entries(m), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(m.lines, 3u);
+}
+
+// The report escapes what the text said: a CR inside a line is shown as \x0d, never raw.
+TEST(ManifestReport, EscapesControlBytes) {
+  auto m = Parse("#stream a\rb\r\n\x1b[2J\t1+0\n");
+  ASSERT_EQ(m.error_count, 2u);
+  const std::string report = ManifestReport(m.error_count, m.errors, m.form);
+  EXPECT_EQ(report.find('\r'), std::string::npos) << report;
+  EXPECT_EQ(report.find('\x1b'), std::string::npos) << report;
+  EXPECT_NE(report.find("manifest rejected: 2 errors\nline 1: stream name 'a\\x0db'"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("line 2: empty range"), std::string::npos) << report;
 }
 
 // Peek() shows the text as if it ended there; feeding on continues it as if Peek() had not

@@ -26,10 +26,10 @@ _INIT_PID_NS = 0xEFFFFFFC  # the kernel's initial pid namespace (PROC_PID_INIT_I
 
 
 class ManifestError(ValueError):
-    """clairfs rejected a manifest: close() failed with EINVAL and nothing changed.
+    """clairfs rejected a manifest: a write() or close() failed with EINVAL and nothing changed.
 
     `errors` holds the daemon's report (`line N: 'path': reason`, up to 20 problems and the
-    total), read from `<mount>/.clairfs/errors` just after the failed close. Another writer
+    total), read from `<mount>/.clairfs/errors` just after the failed call. Another writer
     committing at the same moment could replace that report; the rejection itself is certain.
     """
 
@@ -176,7 +176,7 @@ def default_stream_name() -> str:
 
 class _ManifestFile:
     """One writer of `<mount>/.clairfs/manifest`: write() all of a buffer, then commit()
-    (close; EINVAL becomes ManifestError) or spoil() (an empty line first, so the daemon
+    (close; EINVAL, from a write or the close, becomes ManifestError) or spoil() (an empty line first, so the daemon
     rejects what was written and the active plan stays)."""
 
     def __init__(self, mount, append):
@@ -188,7 +188,14 @@ class _ManifestFile:
         view = memoryview(data).cast("B")
         n = len(view)
         while view:
-            view = view[os.write(self.fd, view):]
+            try:
+                view = view[os.write(self.fd, view):]
+            except OSError as e:
+                # The daemon refuses a write that completes a line it can already tell is
+                # invalid (the report is in `errors`, as for a failed close).
+                if e.errno != errno.EINVAL:
+                    raise
+                raise ManifestError(self.mount, errors(self.mount)) from None
         return n
 
     def spoil(self):
