@@ -47,6 +47,7 @@ struct IoExecutor::State {
   struct Worker {
     std::thread thread;
     std::shared_ptr<Call> current;  // the call it runs (until its body is destroyed)
+    bool exited = false;            // it left Loop (set just before the thread ends)
   };
 
   IoOptions options;
@@ -56,9 +57,11 @@ struct IoExecutor::State {
   // returns, so no I/O thread logs into a logger being torn down).
   mutable std::mutex mu;
   std::condition_variable work_cv;  // a call was queued, or stop
+  std::condition_variable exit_cv;  // a thread left Loop, or a runner of posted calls ended
   std::deque<std::shared_ptr<Call>> queue;
   std::list<Worker> workers;  // stable addresses: each thread holds a pointer to its entry
   int live = 0;               // threads started and not exited
+  int runners = 0;            // threads running posted calls after Stop() (RunDetached)
   int idle = 0;               // threads waiting on work_cv
   int stuck = 0;              // threads running an abandoned-at-deadline call
   std::unordered_map<std::string, int> stuck_keys;  // key -> its abandoned calls still running
@@ -77,8 +80,10 @@ struct IoExecutor::State {
   void Loop(Worker* self);
   // Queues a call nobody waits for (IoExecutor::Post); once stopped, runs it detached.
   void Post(const std::shared_ptr<State>& me, std::function<void()> fn);
-  // Runs calls one after the other on a new detached thread (inline if none can be started).
-  static void RunDetached(std::vector<std::shared_ptr<Call>> calls);
+  // Runs calls one after the other on a new thread (inline if none can be started), counted
+  // in runners while it runs. Returns the thread, for the caller to join or detach.
+  static std::thread RunDetached(const std::shared_ptr<State>& me,
+                                 std::vector<std::shared_ptr<Call>> calls);
   // Starts one thread; false if the system refused (logged).
   bool Spawn(const std::shared_ptr<State>& me);
 };
@@ -138,6 +143,8 @@ void IoExecutor::State::Loop(Worker* self) {
   }
   --live;
   --idle;
+  self->exited = true;
+  exit_cv.notify_all();
 }
 
 IoExecutor::IoExecutor(IoOptions options, Stats* stats) : state_(std::make_shared<State>()) {
@@ -150,6 +157,7 @@ IoExecutor::~IoExecutor() { Stop(); }
 
 void IoExecutor::Stop() {
   std::vector<std::thread> idle;
+  std::vector<State::Worker*> busy;
   std::vector<std::shared_ptr<Call>> posted;  // queued by Post(): run detached, never dropped
   {
     std::lock_guard lock(state_->mu);
@@ -164,7 +172,7 @@ void IoExecutor::Stop() {
       if (!w.thread.joinable()) continue;
       if (w.current) {
         w.current->done_cv.notify_all();
-        w.thread.detach();  // it holds the state and exits when its call returns
+        busy.push_back(&w);
       } else {
         idle.push_back(std::move(w.thread));
       }
@@ -172,7 +180,34 @@ void IoExecutor::Stop() {
   }
   state_->work_cv.notify_all();
   for (auto& t : idle) t.join();
-  State::RunDetached(std::move(posted));
+  std::thread runner = State::RunDetached(state_, std::move(posted));
+  // A healthy store ends what is running (a close, a read step) within microseconds: such
+  // threads are joined, so that a normal stop leaves no thread behind. What is still running
+  // at the deadline is on a stuck store: detached, it holds the state and exits when its
+  // call returns.
+  std::unique_lock lock(state_->mu);
+  state_->exit_cv.wait_for(lock, kStopGrace, [&] {
+    return state_->runners == 0 &&
+           std::all_of(busy.begin(), busy.end(), [](const State::Worker* w) { return w->exited; });
+  });
+  std::vector<std::thread> finished;
+  for (State::Worker* w : busy) {
+    if (w->exited) {
+      finished.push_back(std::move(w->thread));
+    } else {
+      w->thread.detach();
+    }
+  }
+  const bool runner_done = state_->runners == 0;
+  lock.unlock();
+  for (auto& t : finished) t.join();
+  if (runner.joinable()) {
+    if (runner_done) {
+      runner.join();
+    } else {
+      runner.detach();
+    }
+  }
 }
 
 void IoExecutor::State::Post(const std::shared_ptr<State>& me, std::function<void()> fn) {
@@ -191,21 +226,36 @@ void IoExecutor::State::Post(const std::shared_ptr<State>& me, std::function<voi
       return;
     }
   }
-  RunDetached({std::move(call)});
+  std::thread t = RunDetached(me, {std::move(call)});
+  if (t.joinable()) t.detach();
 }
 
-void IoExecutor::State::RunDetached(std::vector<std::shared_ptr<Call>> calls) {
-  if (calls.empty()) return;
+std::thread IoExecutor::State::RunDetached(const std::shared_ptr<State>& me,
+                                           std::vector<std::shared_ptr<Call>> calls) {
+  if (calls.empty()) return {};
   auto run = [](std::vector<std::shared_ptr<Call>>& all) {
     for (auto& c : all) {
       c->body(c->progress);
       c->body = nullptr;
     }
   };
+  {
+    std::lock_guard lock(me->mu);
+    ++me->runners;
+  }
   try {
-    std::thread([run, calls]() mutable { run(calls); }).detach();
+    return std::thread([run, calls, me]() mutable {
+      run(calls);
+      calls.clear();
+      std::lock_guard lock(me->mu);
+      --me->runners;
+      me->exit_cv.notify_all();
+    });
   } catch (const std::system_error&) {
     run(calls);
+    std::lock_guard lock(me->mu);
+    --me->runners;
+    return {};
   }
 }
 
@@ -233,7 +283,7 @@ bool IoExecutor::stalled() const {
 
 int IoExecutor::threads() const {
   std::lock_guard lock(state_->mu);
-  return state_->live;
+  return state_->live + state_->runners;
 }
 
 Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress&)> body) {

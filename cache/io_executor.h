@@ -109,13 +109,18 @@ class IoExecutor {
   };
   Poster poster() const;
 
-  // Fails queued calls and wakes every waiter with kUnavailable, joins the idle threads and
-  // detaches the busy ones. Never waits for a call. Idempotent; Run() afterwards: kUnavailable.
+  // Fails queued calls and wakes every waiter with kUnavailable, joins the idle threads, runs
+  // the posted calls still queued on a thread of their own, and gives the busy threads and
+  // that one kStopGrace to end: those that did are joined (a normal stop leaves no thread),
+  // the others are detached (a stuck store). Never waits longer. Idempotent; Run()
+  // afterwards: kUnavailable.
   void Stop();
+  static constexpr std::chrono::milliseconds kStopGrace{200};
 
   // Threads held by a call whose caller gave up on it.
   int stuck_threads() const;
-  // Threads started and not exited (idle, busy or stuck).
+  // Threads started and not exited (idle, busy or stuck), and those running posted calls
+  // after Stop().
   int threads() const;
   // Whether the store looks stalled (see IoOptions::stalled_timeout).
   bool stalled() const;

@@ -262,6 +262,27 @@ TEST(IoExecutor, PostRunsLaterWithoutWaitingAndSurvivesStop) {
   EXPECT_TRUE(WaitFor([&] { return ran->load() == 3; }));
 }
 
+// A normal stop leaves no thread behind: a busy thread whose call ends within the grace, and
+// the posted calls still queued, are waited for and joined (a daemon's exit then finds no
+// thread holding the executor's state).
+TEST(IoExecutor, StopJoinsThreadsThatEndWithinTheGrace) {
+  auto gate = std::make_shared<Gate>();
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  IoExecutor io(IoOptions{.timeout = 60s, .max_threads = 1});
+  io.Post([gate, ran] {
+    gate->Wait();
+    ++*ran;
+  });
+  ASSERT_TRUE(gate->WaitEntered(1));
+  io.Post([ran] { ++*ran; });  // queued behind the busy thread: run by Stop's runner
+  gate->Open();                // the running call ends now, well within the grace
+  const auto start = Clock::now();
+  io.Stop();
+  EXPECT_LT(Since(start), IoExecutor::kStopGrace + 500ms);
+  EXPECT_EQ(ran->load(), 2);
+  EXPECT_EQ(io.threads(), 0);
+}
+
 TEST(IoExecutor, AStalledStoreCostsLaterCallsOnlyTheStalledTimeout) {
   IoExecutor io({.timeout = 2s, .max_threads = 8, .stalled_timeout = 100ms});
   auto gate = std::make_shared<Gate>();
