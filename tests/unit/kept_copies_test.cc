@@ -192,13 +192,14 @@ class RemountTest : public KeptCopiesTest {
           << Name(i);
     }
   }
+  // Outlives every prefetcher (TearDown stops the last one), also when a test fails early.
+  PersistentTier disk{Files(10)};
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<Stats> stats_;
   std::unique_ptr<Prefetcher> prefetcher_;
 };
 
 TEST_F(RemountTest, ARemountReadsNothingTheTiersHeld) {
-  PersistentTier disk(Files(10));
   Up(disk);
   ASSERT_TRUE(WaitFor([&] { return stats_->fetched_objects.load() == 10; }));
   ASSERT_TRUE(WaitFor([&] { return stats_->kept.written.load() == 4; }))
@@ -219,8 +220,8 @@ TEST_F(RemountTest, ARemountReadsNothingTheTiersHeld) {
 }
 
 TEST_F(RemountTest, AFileChangedBetweenMountsIsNotServedFromItsKeptCopy) {
-  PersistentTier disk(Files(10));
   Up(disk);
+  ASSERT_TRUE(WaitFor([&] { return stats_->fetched_objects.load() == 10; }));
   ASSERT_TRUE(WaitFor([&] { return stats_->kept.written.load() == 4; }));
   Down();
   const FileVersion old = backing_.Version(Name(0));
@@ -237,7 +238,6 @@ TEST_F(RemountTest, AFileChangedBetweenMountsIsNotServedFromItsKeptCopy) {
 }
 
 TEST_F(RemountTest, AFailingPersistentTierCostsOnlyTheCopies) {
-  PersistentTier disk(Files(10));
   disk.fail_puts = true;
   Up(disk);
   ASSERT_TRUE(WaitFor([&] { return stats_->kept.failed.load() >= 4; }))
@@ -249,7 +249,6 @@ TEST_F(RemountTest, AFailingPersistentTierCostsOnlyTheCopies) {
 }
 
 TEST_F(RemountTest, StopWritesTheQueuedCopiesWithinItsDeadline) {
-  PersistentTier disk(Files(10));
   Up(disk);
   ASSERT_TRUE(WaitFor([&] { return stats_->fetched_objects.load() == 10; }));
   ASSERT_TRUE(WaitFor([&] { return stats_->kept.written.load() == 4; }));
@@ -281,8 +280,8 @@ TEST_F(RemountTest, StopWritesTheQueuedCopiesWithinItsDeadline) {
 }
 
 TEST_F(RemountTest, ANewPlanDropsTheCopiesItNoLongerKeepsBeforeTheFillNeedsTheRoom) {
-  PersistentTier disk(Files(10));
   Up(disk);
+  ASSERT_TRUE(WaitFor([&] { return stats_->fetched_objects.load() == 10; }));
   ASSERT_TRUE(WaitFor([&] { return stats_->kept.written.load() == 4; }));
   ASSERT_EQ(disk.used_bytes(), Files(10));  // full: six objects and four copies
   // Two more files read once (1002 bytes each): the disk's own objects take eight places, and
