@@ -50,9 +50,10 @@ void KeepWriter::Stop(Clock::time_point deadline) {
   }
   if (left > 0) {
     stats_->kept.dropped.fetch_add(left, std::memory_order_relaxed);
-    spdlog::warn("{} kept copies not written to the persistent tier before the stop deadline; "
-                 "the next mount reads them from the backing store",
-                 left);
+    spdlog::warn(
+        "{} kept copies not written to the persistent tier before the stop deadline; "
+        "the next mount reads them from the backing store",
+        left);
   }
 }
 

@@ -68,7 +68,7 @@ class KeepWriter {
   const size_t max_queued_;
   LogLimit log_limit_;
 
-  mutable std::mutex mu_;  // leaf; guards everything below
+  mutable std::mutex mu_;       // leaf; guards everything below
   std::condition_variable cv_;  // a copy was queued, or stop
   std::deque<Copy> queue_;
   bool writing_ = false;  // the thread holds a dequeued copy

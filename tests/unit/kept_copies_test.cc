@@ -41,7 +41,8 @@ class PersistentTier final : public Tier {
   }
   Status Put(std::string_view path, BlobPtr blob) override {
     if (fail_puts.load()) return Status::Error(Code::kIoError, "injected write failure");
-    if (put_delay.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(put_delay.load()));
+    if (put_delay.load() > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(put_delay.load()));
     return inner_.Put(path, std::move(blob));
   }
   bool Contains(std::string_view path, const FileVersion& v) override {
@@ -171,8 +172,8 @@ class RemountTest : public KeptCopiesTest {
     o.demand_threads = 1;
     o.fetch_timeout = 5000ms;
     o.keep_drain = drain;
-    prefetcher_ = std::make_unique<Prefetcher>(
-        backing_, std::vector<Tier*>{ram_.get(), &disk}, o, stats_.get());
+    prefetcher_ = std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get(), &disk}, o,
+                                               stats_.get());
     prefetcher_->Start();
     prefetcher_->Install(HotColdPlan(backing_));
   }
@@ -292,7 +293,8 @@ TEST_F(RemountTest, ANewPlanDropsTheCopiesItNoLongerKeepsBeforeTheFillNeedsTheRo
   ASSERT_TRUE(WaitFor([&] {
     return disk.Contains(Name(10), backing_.Version(Name(10))) &&
            disk.Contains(Name(11), backing_.Version(Name(11)));
-  })) << "the fill found no room: tier_full " << stats_->errors.tier_full.load();
+  })) << "the fill found no room: tier_full "
+      << stats_->errors.tier_full.load();
   EXPECT_EQ(stats_->errors.tier_full.load(), 0u);
   auto plan = prefetcher_->plan();
   ASSERT_EQ(Obj(*plan, 0).kept_in, 1);
