@@ -534,6 +534,10 @@ PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits) {
                                                                       : &s.staging;
     ++part->objects;
     part->bytes += o.bytes;
+    if (at.InTier() && o.kept_in < s.tiers.size()) {
+      ++s.tiers[o.kept_in].kept_objects;
+      s.tiers[o.kept_in].kept_bytes += o.bytes;
+    }
     s.predicted_backing_bytes += at.InTier() ? o.bytes : at == kPeer ? 0 : o.bytes * o.freq;
   }
   return s;

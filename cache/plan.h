@@ -21,6 +21,8 @@
 namespace clairfs {
 
 inline constexpr uint32_t kNoPos = 0xFFFFFFFFu;
+// PlanObject::kept_in of an object no slower tier keeps a copy of.
+inline constexpr uint8_t kNotKept = 0xFF;
 
 // How a planned object reaches its readers.
 enum class Route : uint8_t {
@@ -56,6 +58,9 @@ struct PlanObject {
   uint32_t freq = 0;        // how often it appears in the access string
   uint32_t first = kNoPos;  // position of its first appearance
   Placement place = kStaging;
+  // (Route::kTier) The persistent tier that also keeps a copy of it, so that a remount finds
+  // it there (PlaceKeptCopies, cache/kept_copies.h); kNotKept if none.
+  uint8_t kept_in = kNotKept;
 
   std::string_view path() const { return KeyPath(key); }
 };
@@ -223,6 +228,10 @@ struct PlacementLimits {
   std::vector<std::string> tier_names;
   std::vector<uint64_t> tier_capacity;
   uint64_t staging_capacity = 0;
+  // The tier that keeps copies of the faster tiers' objects across restarts (the fastest
+  // persistent tier below a volatile one: the SSD tier under the RAM tier), in the room the
+  // placement leaves it; kNotKept: none.
+  uint8_t keep_tier = kNotKept;
 };
 
 // HDMLP placement over objects: by frequency (descending, ties by first reference) each goes
@@ -236,6 +245,9 @@ struct PlanSummary {
     uint64_t objects = 0;
     uint64_t bytes = 0;
     uint64_t capacity = 0;
+    // Copies of faster tiers' objects kept here as well (PlaceKeptCopies), not in objects/bytes.
+    uint64_t kept_objects = 0;
+    uint64_t kept_bytes = 0;
   };
   uint64_t epochs = 0;  // of the stream with the most
   uint64_t streams = 0, entries = 0, range_entries = 0, positions = 0;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "cache/kept_copies.h"
+
 namespace clairfs {
 
 using Clock = std::chrono::steady_clock;
@@ -17,6 +19,15 @@ PlacementLimits LimitsOf(const std::vector<Tier*>& tiers, const PrefetchOptions&
     limits.tier_capacity.push_back(t->capacity());
   }
   limits.staging_capacity = o.staging_capacity;
+  bool volatile_above = false;
+  for (size_t t = 0; o.keep_copies && t < tiers.size(); ++t) {
+    if (!tiers[t]->persistent()) {
+      volatile_above = true;
+    } else if (volatile_above) {
+      limits.keep_tier = static_cast<uint8_t>(t);
+      break;
+    }
+  }
   return limits;
 }
 
@@ -30,6 +41,7 @@ Prefetcher::Prefetcher(const Backing& backing, std::vector<Tier*> tiers, Prefetc
       tiers_(std::move(tiers)),
       fetcher_(backing, tiers_, stats),
       pool_(fetcher_, options_.fetch_timeout, stats),
+      keeper_(tiers_, stats, options_.fetch_timeout),
       window_(options_.staging_capacity),
       tier_next_(tiers_.size(), 0) {}
 
@@ -53,6 +65,7 @@ void Prefetcher::Start() {
   }
   if (options_.stream_idle.count() > 0) threads_.emplace_back([this] { ReapLoop(); });
   pool_.Start(options_.demand_threads);
+  if (limits_.keep_tier != kNotKept) keeper_.Start();
 }
 
 void Prefetcher::Stop() {
@@ -69,6 +82,9 @@ void Prefetcher::Stop() {
   // threads may wait on them (and would otherwise wait until their deadline).
   pool_.Stop();
   for (auto& th : threads) th.join();
+  // No fill queues a copy any more: what the faster tiers got last is written until the
+  // drain deadline, so that the next mount finds it.
+  keeper_.Stop(Clock::now() + options_.keep_drain);
 }
 
 Result<std::shared_ptr<const Plan>> Prefetcher::Update(const PlanChange& change) {
@@ -103,6 +119,7 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
   } else {
     PlaceObjects(*plan, limits_);
   }
+  PlaceKeptCopies(*plan, limits_);  // in the room the placement left
   std::shared_ptr<const Plan> placed = std::move(plan);
   // From here on every store is checked against the new placement (or refused while it is
   // pending), and what it does not assign is evicted: nothing working from the old plan can
@@ -223,8 +240,10 @@ bool Prefetcher::StoreInTier(size_t t, const std::string& key, const BlobPtr& bl
                              const FetchSource& source) {
   std::optional<size_t> from;
   if (source.kind == FetchSource::Kind::kTier) from = source.tier;
-  Status s = tiers_.Store(t, key, blob, from, Deadline());
+  uint8_t keep = kNotKept;
+  Status s = tiers_.Store(t, key, blob, from, Deadline(), &keep);
   if (s.code() == Code::kNoSpace) stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+  if (s.ok() && keep != kNotKept && from != keep) keeper_.Enqueue(key, blob->version(), keep);
   return s.ok();
 }
 
@@ -232,6 +251,7 @@ void Prefetcher::TierLoop(size_t t) {
   for (;;) {
     std::string key;
     FileVersion version;
+    uint8_t keep;
     {
       std::unique_lock lock(mu_);
       tier_cv_.wait(lock, [&] {
@@ -241,8 +261,13 @@ void Prefetcher::TierLoop(size_t t) {
       const PlanObject& o = plan_->objects[plan_->tier_order[t][tier_next_[t]++]];
       key = o.key;
       version = o.version;
+      keep = o.kept_in;
     }
     if (tiers_.Contains(t, key, version)) {
+      // Held since an earlier plan that did not keep a copy: this one does.
+      if (keep != kNotKept && !tiers_.Contains(keep, key, version)) {
+        keeper_.Enqueue(key, version, keep);
+      }
       if (cluster_.held) cluster_.held(key, version);
       continue;
     }

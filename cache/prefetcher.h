@@ -8,7 +8,9 @@
 // - Consumption (consumption.h): consumed positions, next use per file, low-water mark;
 // - StagingWindow (staging_window.h): the window's entries, reserved bytes and cursor;
 // - Fetcher (fetcher.h): source choice among tiers, peers and the backing store;
-// - FetchPool (fetch_pool.h): single-flight, the demand threads, deadlines on every wait.
+// - FetchPool (fetch_pool.h): single-flight, the demand threads, deadlines on every wait;
+// - KeepWriter (keep_writer.h): writes the kept copies (kept_copies.h) into the persistent
+//   tier in the background, so that a remount starts warm.
 // The Prefetcher owns the published plan state, the tier-fill and staging threads, and
 // adopting files other nodes push.
 //
@@ -38,6 +40,7 @@
 #include "cache/consumption.h"
 #include "cache/fetch_pool.h"
 #include "cache/fetcher.h"
+#include "cache/keep_writer.h"
 #include "cache/plan.h"
 #include "cache/staging_window.h"
 #include "cache/stats.h"
@@ -61,6 +64,11 @@ struct PrefetchOptions {
   std::chrono::milliseconds stream_idle{3'600'000};
   // Streams a plan may hold (ControlPlane refuses a registration that would add one more).
   uint32_t max_streams = 64;
+  // The fastest persistent tier below a volatile one keeps copies of the faster tiers'
+  // objects, in the room the placement leaves it (cache/kept_copies.h).
+  bool keep_copies = true;
+  // How long Stop lets the kept copies still queued be written (the daemon's stop grace is 5 s).
+  std::chrono::milliseconds keep_drain{1'500};
 };
 
 // One stream's progress (Consumption).
@@ -141,6 +149,8 @@ class Prefetcher {
   std::vector<uint64_t> TierUsedBytes() const { return tiers_.UsedBytes(); }
   std::vector<uint64_t> TierCorruptions() const { return tiers_.Corruptions(); }
   std::vector<TierHealth> TierHealths() const { return tiers_.Healths(); }
+  // Kept copies queued and not yet written (KeepWriter).
+  uint64_t KeepPending() const { return keeper_.pending(); }
 
   // The object of key from elsewhere (another node): stored in the tier the active placement
   // gives it, if any, unless that tier holds it already or the version or size differs.
@@ -180,6 +190,7 @@ class Prefetcher {
   void TierLoop(size_t tier);
   void StagingLoop();
   // Stores blob (from `source`) in tier t, the placement permitting; counts a full tier.
+  // Queues the copy the placement has a slower tier keep, unless it came from there.
   bool StoreInTier(size_t t, const std::string& key, const BlobPtr& blob,
                    const FetchSource& source);
   std::chrono::steady_clock::time_point Deadline() const {
@@ -192,11 +203,13 @@ class Prefetcher {
   TierStack tiers_;
   Fetcher fetcher_;
   FetchPool pool_;
+  KeepWriter keeper_;
   ClusterHooks cluster_;
 
   // Lock order: install_mu_, then (one at a time, never under mu_) TierStack's gates, then
-  // mu_, then FetchPool::mu_, SingleFlight's lock, a Flight's lock. Tiers' own locks and the
-  // peer tier's Contains() are leaves; mu_ is never held while fetching or storing.
+  // mu_, then FetchPool::mu_, SingleFlight's lock, a Flight's lock. Tiers' own locks, the
+  // peer tier's Contains() and KeepWriter's lock are leaves; mu_ is never held while
+  // fetching, storing or queueing a kept copy.
   std::mutex install_mu_;               // serializes Install and Replan
   mutable std::mutex mu_;               // guards everything below
   std::condition_variable tier_cv_;     // a plan was published, or stop

@@ -65,6 +65,7 @@ class SsdTier final : public Tier {
   SsdTier& operator=(const SsdTier&) = delete;
 
   const std::string& name() const override { return name_; }
+  bool persistent() const override { return true; }
   Result<BlobPtr> Get(std::string_view path, const FileVersion& version) override;
   Status Put(std::string_view path, BlobPtr blob) override;
   bool Contains(std::string_view path, const FileVersion& version) override;

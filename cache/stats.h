@@ -42,6 +42,17 @@ struct Stats {
   // version does not match the key and version asked for.
   Counter peer_protocol_errors{0};
   Counter mpi_errors{0};            // MPI calls that returned an error (logged, rate-limited)
+  // Kept copies (cache/kept_copies.h, cache/keep_writer.h): faster tiers' objects copied into
+  // the persistent tier so that a remount finds them.
+  struct Kept {
+    Counter queued{0};   // copies queued after a store into a faster tier
+    Counter written{0};  // of those, written into the keep tier
+    Counter bytes{0};    // their bytes
+    Counter skipped{0};  // the keep tier held it already, it left the faster tier, or the
+                         // placement no longer keeps it
+    Counter dropped{0};  // not queued (queue full, stopped) or left queued at the stop deadline
+    Counter failed{0};   // the keep tier was off or refused the write (logged)
+  } kept;
 
   // Access (fs/access.h): refusals beyond the kernel's own permission check.
   Counter open_denied{0};     // dataset opens the open-time access re-check refused (EACCES)

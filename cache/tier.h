@@ -49,6 +49,8 @@ class Tier {
   virtual uint64_t corruptions() const { return 0; }
   // Whether the tier is in service, and its failures so far.
   virtual TierHealth Health() const { return {}; }
+  // Whether what the tier holds outlives the daemon (an SSD tier: the next mount finds it).
+  virtual bool persistent() const { return false; }
 };
 
 }  // namespace clairfs

@@ -60,20 +60,26 @@ bool TierStack::Contains(size_t t, std::string_view path, const FileVersion& ver
 }
 
 Status TierStack::Store(size_t t, const std::string& path, const BlobPtr& blob,
-                        std::optional<size_t> from, Clock::time_point deadline) {
+                        std::optional<size_t> from, Clock::time_point deadline, uint8_t* kept_in) {
+  uint8_t keep = kNotKept;
   {
     Hold hold(gates_[t], deadline);
     if (!hold.ok()) return Status::Error(Code::kTimedOut, "tier " + tiers_[t]->name() + " busy");
     const Plan* p = hold.placement();
     const uint32_t id = p ? p->Find(path) : kNoPos;
-    if (id == kNoPos || p->objects[id].place != Placement::Tier(t) ||
-        p->objects[id].version != blob->version() || p->objects[id].bytes != blob->size()) {
+    const PlanObject* o = id == kNoPos ? nullptr : &p->objects[id];
+    const bool placed = o && (o->place == Placement::Tier(t) ||
+                              (o->kept_in == t && o->place.InTier() && o->place.tier < t));
+    if (!placed || o->version != blob->version() || o->bytes != blob->size()) {
       return Status::Error(Code::kUnavailable,
                            "the placement does not give " + DisplayKey(path) + " to " + tiers_[t]->name());
     }
     if (Status s = tiers_[t]->Put(path, blob); !s.ok()) return s;
+    if (o->kept_in != t) keep = o->kept_in;
   }
-  if (from && *from > t) tiers_[*from]->Erase(path);  // tiers stay exclusive
+  if (kept_in) *kept_in = keep;
+  // Tiers stay exclusive, but for the copy a tier is to keep.
+  if (from && *from > t && *from != keep) tiers_[*from]->Erase(path);
   return Status::Ok();
 }
 
@@ -86,6 +92,17 @@ void TierStack::SetPlacement(std::shared_ptr<const Plan> placement) {
       return id != kNoPos && placement->objects[id].place.InTierAtOrAbove(t) &&
              placement->objects[id].version == v;
     });
+    // A copy of what a faster tier holds already stays only where the placement keeps one:
+    // the others would take room this placement gives the tier's own objects.
+    for (size_t f = 0; f < t && f < placement->tier_order.size(); ++f) {
+      for (uint32_t id : placement->tier_order[f]) {
+        const PlanObject& o = placement->objects[id];
+        if (o.kept_in != t && tiers_[t]->Contains(o.key, o.version) &&
+            tiers_[f]->Contains(o.key, o.version)) {
+          tiers_[t]->Erase(o.key);
+        }
+      }
+    }
   }
 }
 

@@ -10,9 +10,12 @@
 //   SetPlacement evicts under the same gate, so a store made against an older plan either
 //   lands before the eviction (which then removes it) or is refused. After SetPlacement(p)
 //   returns, tier t holds only objects p assigns to t or to a faster tier (kept so that the
-//   faster tier's fill copies them up instead of reading the backing store).
+//   faster tier's fill copies them up instead of reading the backing store), and of the
+//   latter, besides the copies p has t keep, none the faster tier held at that moment.
 // - Exclusive tiers: a Store that copies an object up from a slower tier erases the slower
-//   copy (promotion).
+//   copy (promotion), unless the placement has that tier keep a copy (PlanObject::kept_in,
+//   cache/kept_copies.h). A kept copy is stored like any object: into its keep tier only,
+//   while the active placement says so.
 // - Suspend (placement pending): nothing is evicted and every Store is refused.
 //
 // Thread safety: every method is thread-safe. Lock order: a tier's store gate is taken with no
@@ -53,11 +56,13 @@ class TierStack {
   bool Contains(size_t t, std::string_view path, const FileVersion& version) const;
 
   // Stores blob for path in tier t if the active placement assigns path, at blob's version,
-  // to t; then erases the copy in tier `from` if that is a slower tier. kUnavailable if the
-  // placement does not assign it (or is pending), kTimedOut if the gate was busy until
-  // deadline, else the tier's status (kNoSpace when full).
+  // to t, or has t keep a copy of it; then erases the copy in tier `from` if that is a slower
+  // tier that is not to keep one. kUnavailable if the placement does not assign it (or is
+  // pending), kTimedOut if the gate was busy until deadline, else the tier's status (kNoSpace
+  // when full). *kept_in (if given; set on success): the tier the placement has keep a copy
+  // of path (kNotKept if none, or if that is t).
   Status Store(size_t t, const std::string& path, const BlobPtr& blob, std::optional<size_t> from,
-               std::chrono::steady_clock::time_point deadline);
+               std::chrono::steady_clock::time_point deadline, uint8_t* kept_in = nullptr);
 
   // Makes placement (not null; immutable while active) the active one and evicts what it
   // does not assign to each tier or a faster one.

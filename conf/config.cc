@@ -115,7 +115,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(CheckKeys(k, "cache",
                           {"tiers", "staging", "demand_threads", "fetch_timeout", "chunk_size",
                            "record_chunk_size", "consumption_lag", "backing_timeout", "max_file_size",
-                           "stream_idle", "max_streams"}));
+                           "stream_idle", "max_streams", "keep_copies"}));
     if (k["max_file_size"]) {
       return Bad("cache.max_file_size",
                  "was removed: files of any size are now cached, in chunks of cache.chunk_size; "
@@ -153,6 +153,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(k, "backing_timeout", "cache.backing_timeout", &c->cache.backing_timeout));
     CLAIRFS_TRY(Get(k, "stream_idle", "cache.stream_idle", &c->cache.stream_idle));
     CLAIRFS_TRY(Get(k, "max_streams", "cache.max_streams", &c->cache.max_streams));
+    CLAIRFS_TRY(Get(k, "keep_copies", "cache.keep_copies", &c->cache.keep_copies));
   }
   if (const auto l = root["log"]) {
     CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file", "max_size", "max_files"}));

@@ -42,6 +42,10 @@ struct CacheConfig {
   // Streams the plan may hold at once: each costs about 12 bytes per object of the plan for
   // its consumption record, so a user registering stream after stream cannot exhaust memory.
   uint32_t max_streams = 64;
+  // The SSD tier also keeps copies of the RAM tier's objects, in the room the plan leaves it,
+  // so that a remount or the next job finds them there (docs/architecture.md, "Warm
+  // restarts"); false: each object in one tier only.
+  bool keep_copies = true;
 
   // Seconds one backing-store call (stat, open, a 4 MiB read step) may take; then it fails
   // with ETIMEDOUT and is abandoned (cache/io_executor.h).

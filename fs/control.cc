@@ -315,6 +315,14 @@ std::string ControlPlane::StatsJson() const {
       {"served_unverified", get(stats_.served_unverified)},
       {"peer_protocol_errors", get(stats_.peer_protocol_errors)},
       {"mpi_errors", get(stats_.mpi_errors)},
+      {"kept",
+       {{"queued", get(stats_.kept.queued)},
+        {"written", get(stats_.kept.written)},
+        {"bytes", get(stats_.kept.bytes)},
+        {"skipped", get(stats_.kept.skipped)},
+        {"dropped", get(stats_.kept.dropped)},
+        {"failed", get(stats_.kept.failed)},
+        {"pending", prefetcher_.KeepPending()}}},
       {"access",
        {{"open_denied", get(stats_.open_denied)}, {"control_denied", get(stats_.control_denied)}}},
       {"prefetch",
@@ -375,8 +383,12 @@ std::string ControlPlane::PlanJson() const {
   const PlanSummary s = Summarize(*plan, prefetcher_.limits());
   json tiers = json::array();
   for (const auto& t : s.tiers) {
-    tiers.push_back(
-        {{"name", t.name}, {"objects", t.objects}, {"bytes", t.bytes}, {"capacity", t.capacity}});
+    tiers.push_back({{"name", t.name},
+                     {"objects", t.objects},
+                     {"bytes", t.bytes},
+                     {"capacity", t.capacity},
+                     {"kept_objects", t.kept_objects},  // copies of faster tiers' objects
+                     {"kept_bytes", t.kept_bytes}});
   }
   json streams = json::array();
   for (const PlanStream& st : plan->streams) {

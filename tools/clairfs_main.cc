@@ -277,6 +277,7 @@ int main(int argc, char** argv) {
   popts.stream_idle =
       std::chrono::milliseconds(static_cast<int64_t>(config.cache.stream_idle * 1000));
   popts.max_streams = config.cache.max_streams;
+  popts.keep_copies = config.cache.keep_copies;
   clairfs::Prefetcher prefetcher(*backing.value(), tier_ptrs, popts, &stats);
   std::vector<std::string> aliases = {data_abs};
   if (mount_abs != data_abs) aliases.push_back(mount_abs);

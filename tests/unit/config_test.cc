@@ -204,6 +204,7 @@ TEST(Config, EmptyGivesRamAndSsdWithMachineDefaults) {
   EXPECT_EQ(c->cache.tiers[0].kind, "ram");
   EXPECT_EQ(c->cache.tiers[1].kind, "ssd");
   EXPECT_TRUE(c->fuse.keep_cache);
+  EXPECT_TRUE(c->cache.keep_copies);
   ASSERT_TRUE(ResolveForDataset(&c.value(), "/data/imagenet").ok());
   EXPECT_EQ(c->cache.tiers[0].capacity, 1ull << 30);
   EXPECT_EQ(c->cache.tiers[1].dir.rfind("/var/tmp/clairfs/imagenet-", 0), 0u)
@@ -243,6 +244,7 @@ cache:
   chunk_size: 8MiB
   record_chunk_size: 1MiB
   consumption_lag: 1000
+  keep_copies: false
 log: {level: debug, file: /tmp/x.log}
 )");
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -256,6 +258,7 @@ log: {level: debug, file: /tmp/x.log}
   EXPECT_EQ(c->cache.chunk_size, 8u << 20);
   EXPECT_EQ(c->cache.record_chunk_size, 1u << 20);
   EXPECT_EQ(c->cache.consumption_lag, 1000u);
+  EXPECT_FALSE(c->cache.keep_copies);
   EXPECT_EQ(c->log.level, "debug");
 }
 

@@ -33,8 +33,9 @@ class TierStackTest : public ::testing::Test {
     for (int i = 0; i < 10; ++i) backing_.AddFile(Name(i), Content(i));
   }
   void TearDown() override { Down(); }
-  // A "daemon": fresh RAM tier, the SSD tier reopened from dir_, a new prefetcher.
-  void Up(uint64_t ram_files, uint64_t ssd_files) {
+  // A "daemon": fresh RAM tier, the SSD tier reopened from dir_, a new prefetcher; keep: the
+  // SSD tier keeps copies of RAM objects in the room the placement leaves it.
+  void Up(uint64_t ram_files, uint64_t ssd_files, bool keep = true) {
     ram_ = std::make_unique<RamTier>("ram", ram_files * (kSize + 1));
     auto ssd = SsdTier::Open("ssd", dir_, ssd_files * (kSize + 1));
     ASSERT_TRUE(ssd.ok()) << ssd.status().message();
@@ -45,6 +46,7 @@ class TierStackTest : public ::testing::Test {
     o.staging_threads = 1;
     o.tier_threads = {1, 1};
     o.demand_threads = 1;
+    o.keep_copies = keep;
     prefetcher_ = std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get(), ssd_.get()},
                                                o, stats_.get());
     prefetcher_->Start();
@@ -117,7 +119,7 @@ TEST_F(TierStackTest, ABiggerRamTierIsFilledFromTheSsdNotTheBackingStore) {
   Install();
   WaitFilled(10);
   Down();
-  Up(10, 6);  // now everything fits in RAM
+  Up(10, 6, false);  // now everything fits in RAM; no kept copies: tiers stay exclusive
   Install();
   WaitFilled(10);
   EXPECT_EQ(stats_->tier_promoted[0].load(), 6u);
@@ -125,6 +127,33 @@ TEST_F(TierStackTest, ABiggerRamTierIsFilledFromTheSsdNotTheBackingStore) {
   EXPECT_EQ(ssd_->objects(), 0u);    // promoted objects left the SSD
   ReadAll();
   EXPECT_EQ(stats_->served_tier[0].load(), 10u);
+}
+
+// Warm restarts: the SSD has room beyond its own six objects, so it also keeps the four RAM
+// objects, and the next daemon reads nothing from the backing store.
+TEST_F(TierStackTest, RamObjectsKeptOnTheSsdSoTheNextDaemonReadsNothingFromTheBackingStore) {
+  Up(4, 10);
+  Install();
+  WaitFilled(10);
+  ASSERT_TRUE(testing::WaitFor([&] { return stats_->kept.written.load() == 4; }))
+      << stats_->kept.written.load();
+  EXPECT_EQ(ssd_->objects(), 10u);
+  ReadAll();
+  EXPECT_EQ(backing_.reads(), 10u);
+  EXPECT_EQ(stats_->served_tier[0].load(), 4u);  // the copies do not change who serves
+
+  Down();
+  Up(4, 10);
+  Install();
+  WaitFilled(4);  // the RAM tier, filled from the SSD's copies
+  ReadAll();
+  EXPECT_EQ(backing_.reads(), 10u) << "nothing read again";
+  EXPECT_EQ(stats_->tier_promoted[0].load(), 4u);
+  EXPECT_EQ(stats_->kept.queued.load(), 0u);  // copied up from the keep tier: nothing to write
+  EXPECT_EQ(ssd_->objects(), 10u) << "a promotion keeps the kept copy";
+  EXPECT_EQ(stats_->served_tier[0].load(), 4u);
+  EXPECT_EQ(stats_->served_tier[1].load(), 6u);
+  EXPECT_EQ(ssd_->corruptions(), 0u);
 }
 
 TEST_F(TierStackTest, CorruptSsdObjectIsServedFromTheBackingStore) {
