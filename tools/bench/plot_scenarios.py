@@ -25,6 +25,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 
 # The order of the tiers in the stacked bars, nearest first; other names go before "backing".
 TIER_ORDER = ["ram", "ssd", "staging", "peer", "backing"]
@@ -141,7 +142,7 @@ def _grouped(ax, epochs, series, gid_prefix, values_on_top=False):
 
 
 def plot_epochs(plt, runs, skipped, title):
-    fig, axes = plt.subplots(2, len(runs), figsize=(3.4 * len(runs) + 0.6, 5.6), squeeze=False)
+    fig, axes = plt.subplots(2, len(runs), figsize=(_width(runs), 5.6), squeeze=False)
     for c, r in enumerate(runs):
         epochs = list(range(1, len(r["clairfs_s"]) + 1))
         top, bottom = axes[0][c], axes[1][c]
@@ -162,15 +163,15 @@ def plot_epochs(plt, runs, skipped, title):
             top.set_ylabel("epoch time (s)")
             bottom.set_ylabel("stall per epoch (s)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", ncol=3, fontsize=9, frameon=False)
-    fig.suptitle(title + _skip_note(skipped), x=0.01, ha="left", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    _title(fig, title, skipped)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 
 def plot_tiers(plt, runs, skipped, title):
     tiers = tier_names(runs)
-    fig, axes = plt.subplots(2, len(runs), figsize=(3.4 * len(runs) + 0.6, 5.8), squeeze=False)
+    fig, axes = plt.subplots(2, len(runs), figsize=(_width(runs), 6.0), squeeze=False)
     for c, r in enumerate(runs):
         epochs = list(range(1, len(r["served"]) + 1))
         top, bottom = axes[0][c], axes[1][c]
@@ -201,18 +202,29 @@ def plot_tiers(plt, runs, skipped, title):
     for ax in axes[1]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             bottom.setdefault(lab, h)
-    fig.legend(top_h, [f"served: {t}" for t in top_l], loc="upper right", ncol=len(top_l),
-               fontsize=8, frameon=False, bbox_to_anchor=(1, 0.955))
+    fig.legend(top_h, [f"served: {t}" for t in top_l], loc="lower center", ncol=len(top_l),
+               fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.04 if len(runs) > 1 else 0.07))
     fig.legend(list(bottom.values()),
                [lab if lab.startswith("clairfs ") else f"PFS device: {lab}" for lab in bottom],
-               loc="lower center", ncol=len(bottom), fontsize=8, frameon=False)
-    fig.suptitle(title + _skip_note(skipped), x=0.01, ha="left", fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.9))
+               loc="lower center", ncol=len(bottom) if len(runs) > 1 else 2, fontsize=8, frameon=False)
+    _title(fig, title, skipped)
+    fig.tight_layout(rect=(0, 0.1 if len(runs) > 1 else 0.13, 1, 1))
     return fig
 
 
-def _skip_note(skipped):
-    return "".join(f"\nscenario {s} {why}" for s, why in sorted(skipped.items()))
+def _width(runs):
+    """Figure width in inches: a column per scenario, wide enough for the legends."""
+    return max(6.0, 3.4 * len(runs) + 0.6)
+
+
+def _title(fig, title, skipped):
+    """Puts TITLE and the skipped scenarios' reasons at the top, wrapped to the figure's width
+    (tight_layout then keeps the axes below them)."""
+    width = max(30, int(fig.get_figwidth() * 12))
+    lines = textwrap.wrap(title, width)
+    for s, why in sorted(skipped.items()):
+        lines += textwrap.wrap(f"scenario {s} {why}", width)
+    fig.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=10)
 
 
 def main(argv):
@@ -235,8 +247,10 @@ def main(argv):
               "install Debian's python3-matplotlib", file=sys.stderr)
         return 3
     # Text stays text (small files, searchable labels); no date or random ids in the output.
+    # One font name per label, not matplotlib's list of fallbacks: it is most of the SVG's size.
     matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "clairfs",
-                                "font.size": 9})
+                                "font.size": 9, "font.family": "sans-serif",
+                                "font.sans-serif": ["DejaVu Sans"]})
     try:
         runs, skipped = load(args.work)
     except ResultError as e:

@@ -35,7 +35,8 @@
 # Figures (tools/bench/plot_scenarios.py, needs python3-matplotlib; skipped with a message
 # without it): --plots DIR writes DIR/scenarios-epochs.svg and DIR/scenarios-tiers.svg; without
 # --plots, --out FILE writes them next to FILE as FILE's name minus .md plus -epochs.svg, -tiers.svg.
-# Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3).
+# Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3),
+#   PLOT_FORMAT (the figures' formats: svg, png or svg,png; default svg).
 # Root only. Everything set up is torn down on exit, error, INT and TERM.
 set -euo pipefail
 
@@ -46,6 +47,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
 PYTHON=${PYTHON:-/usr/bin/python3}
+PLOT_FORMAT=${PLOT_FORMAT:-svg}
 COMMAND="tools/bench/scenarios.sh $*"
 
 NAME=scenarios

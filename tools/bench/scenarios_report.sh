@@ -88,9 +88,9 @@ splice_docs() {
   fi
 }
 
-# plot_figures PREFIX: PREFIX-epochs.svg and PREFIX-tiers.svg from WORK's result files
-# (tools/bench/plot_scenarios.py). Never fails the run: the report is already written, so a
-# missing matplotlib or a plotting error is logged and the run goes on.
+# plot_figures PREFIX: PREFIX-epochs.svg and PREFIX-tiers.svg (.png too or instead: PLOT_FORMAT)
+# from WORK's result files (tools/bench/plot_scenarios.py). Never fails the run: the report is
+# already written, so a missing matplotlib or a plotting error is logged and the run goes on.
 plot_figures() {
   local prefix=$1 out
   if ! "$PYTHON" -c 'import matplotlib' 2>/dev/null; then
@@ -98,7 +98,7 @@ plot_figures() {
     return 0
   fi
   if out=$("$PYTHON" "$REPO/tools/bench/plot_scenarios.py" "$WORK" "$prefix" \
-    --title "$COMMAND ($DATE_START)" 2>&1); then
+    --format "$PLOT_FORMAT" --title "$COMMAND ($DATE_START)" 2>&1); then
     log "figures written: $(tr '\n' ' ' <<<"$out")"
   else
     log "figures: plot_scenarios.py failed: $out"
