@@ -202,13 +202,14 @@ def plot_tiers(plt, runs, skipped, title):
     for ax in axes[1]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             bottom.setdefault(lab, h)
+    wide = len(runs) > 1  # one column: the byte legend takes two lines
     fig.legend(top_h, [f"served: {t}" for t in top_l], loc="lower center", ncol=len(top_l),
-               fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.04 if len(runs) > 1 else 0.07))
+               fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.04 if wide else 0.07))
     fig.legend(list(bottom.values()),
                [lab if lab.startswith("clairfs ") else f"PFS device: {lab}" for lab in bottom],
-               loc="lower center", ncol=len(bottom) if len(runs) > 1 else 2, fontsize=8, frameon=False)
+               loc="lower center", ncol=len(bottom) if wide else 2, fontsize=8, frameon=False)
     _title(fig, title, skipped)
-    fig.tight_layout(rect=(0, 0.1 if len(runs) > 1 else 0.13, 1, 1))
+    fig.tight_layout(rect=(0, 0.1 if wide else 0.13, 1, 1))
     return fig
 
 
