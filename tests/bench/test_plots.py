@@ -2,10 +2,11 @@
 """Test of tools/bench/plot_scenarios.py (argv[1]): it is fed a small scenarios.sh work
 directory written here in the files and fields scenarios.sh leaves (s<N>.lb.json, combined
 s<N>.direct.json / s<N>.clairfs.json, per-rank clairfs-bench outputs s<N>.clairfs.r<R>.json
-with stats_delta, s3.skip), and the figures must exist, parse as SVG (XML) or PNG, and carry
-the axis titles, legend entries and one element per bar, with per-rank counters summed. Bad
-input exits 2, a missing matplotlib 3. Exit 77 (skip) when matplotlib is not importable.
-Everything is written under one temporary directory, removed at the end."""
+with stats_delta, s3.skip), and the figures must exist, parse as SVG (XML) or PNG, carry the
+axis titles, legend entries and one element per bar, with per-rank counters summed, and be the
+same bytes when drawn again. Bad input exits 2, a missing matplotlib 3. Exit 77 (skip) when
+matplotlib is not importable. Everything is written under one temporary directory, removed at
+the end."""
 import importlib.util
 import json
 import os
@@ -158,6 +159,12 @@ def test_figures(tmp):
     check("s4-served-ssd-e2" in ids and "s3-served-peer-e2" in ids, "tiers.svg: ssd and peer bars")
     check("s1-bytes-clairfs_peer_bytes_in-e1" not in ids and "s3-bytes-clairfs_peer_bytes_in-e2" in ids,
           "tiers.svg: peer bytes only where a scenario had peer traffic")
+
+    again = os.path.join(tmp, "again", "run")
+    p = run(work, again, "--format", "svg", "--title", "test run")
+    for n in ("epochs", "tiers"):
+        with open(f"{out}-{n}.svg", "rb") as f1, open(f"{again}-{n}.svg", "rb") as f2:
+            check(f1.read() == f2.read(), f"{n}.svg: the same input draws the same bytes")
 
     # The numbers behind the bars: per-rank counters summed, combined epochs as written.
     spec = importlib.util.spec_from_file_location("plot_scenarios", PLOT)
