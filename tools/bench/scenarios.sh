@@ -34,7 +34,7 @@
 # "<!-- scenarios:begin -->" and "<!-- scenarios:end -->" in FILE with it (appends if absent).
 # Figures (tools/bench/plot_scenarios.py, needs python3-matplotlib; skipped with a message
 # without it): --plots DIR writes DIR/scenarios-epochs.svg and DIR/scenarios-tiers.svg; without
-# --plots, --out FILE writes them next to FILE as FILE's name minus .md plus -epochs.svg, -tiers.svg.
+# --plots, --out FILE writes them next to FILE: FILE minus .md, plus -epochs.svg, -tiers.svg.
 # Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3),
 #   PLOT_FORMAT (the figures' formats: svg, png or svg,png; default svg).
 # Root only. Everything set up is torn down on exit, error, INT and TERM.
@@ -42,7 +42,8 @@ set -euo pipefail
 
 SCEN=1,2,3,4 EPOCHS=3 RANKS=2 WORKERS=4 PF=2 BATCH=16 COMPUTE_MS=1.5 BPS=25000000 IOPS=400
 RAM=256 SSD=512 STAGING=64 PAGECACHE=64 OVERHEAD=64 MEAN_KB=110 TMPBASE=/var/tmp
-OUT="" DOCS="" PLOTS="" BENCH_MIB=16  # BENCH_MIB: a reader's own memory (10 MiB measured for 20k entries)
+OUT="" DOCS="" PLOTS=""
+BENCH_MIB=16  # a reader's own memory (10 MiB measured for 20k entries)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
