@@ -4,7 +4,8 @@ directory written here in the files and fields scenarios.sh leaves (s<N>.lb.json
 s<N>.direct.json / s<N>.clairfs.json, per-rank clairfs-bench outputs s<N>.clairfs.r<R>.json
 with stats_delta, s3.skip), and the figures must exist, parse as SVG (XML) or PNG, carry the
 axis titles, legend entries and one element per bar, with per-rank counters summed, and be the
-same bytes when drawn again. Bad input exits 2, a missing matplotlib 3. Exit 77 (skip) when
+same bytes when drawn again. Bad input exits 2, a missing matplotlib 3. scenarios_report.sh's
+plot_figures draws them too, or says it skipped them. Exit 77 (skip) when
 matplotlib is not importable. Everything is written under one temporary directory, removed at
 the end."""
 import importlib.util
@@ -221,6 +222,37 @@ def test_errors(tmp):
     check(left == [], f"failed runs write no figures: {left}")
 
 
+def test_report_hook(tmp):
+    """scenarios_report.sh's plot_figures (what scenarios.sh calls at the end): figures from
+    WORK with the run's command as title; without matplotlib a message, exit 0, no figures."""
+    work = os.path.join(tmp, "work-hook")
+    os.makedirs(work)
+    make_work(work, [1])
+    report_sh = os.path.join(os.path.dirname(os.path.abspath(PLOT)), "scenarios_report.sh")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(PLOT))))
+    script = 'log() { echo "LOG: $*"; }; source "$1"; plot_figures "$2"'
+    env = {**os.environ, "WORK": work, "PYTHON": sys.executable, "REPO": repo,
+           "PLOT_FORMAT": "svg", "COMMAND": "tools/bench/scenarios.sh --quick",
+           "DATE_START": "2026-01-02 03:04 UTC"}
+    prefix = os.path.join(tmp, "hook", "scen")
+    p = subprocess.run(["bash", "-c", script, "bash", report_sh, prefix], capture_output=True,
+                       text=True, timeout=120, env=env)
+    check(p.returncode == 0 and "LOG: figures written: " + prefix + "-epochs.svg" in p.stdout,
+          f"hook: {p.returncode} {p.stdout} {p.stderr}")
+    texts, _ = svg(prefix + "-tiers.svg")
+    check("tools/bench/scenarios.sh --quick (2026-01-02 03:04 UTC)" in texts,
+          f"hook: the command is the title: {sorted(texts)}")
+    fake = os.path.join(tmp, "fake-hook", "matplotlib")
+    os.makedirs(fake)
+    write(os.path.join(fake, "__init__.py"), "raise ImportError('not here')\n")
+    prefix = os.path.join(tmp, "hook-none", "scen")
+    p = subprocess.run(["bash", "-c", script, "bash", report_sh, prefix], capture_output=True,
+                       text=True, timeout=120, env={**env, "PYTHONPATH": os.path.dirname(fake)})
+    check(p.returncode == 0 and "LOG: figures: skipped" in p.stdout and "python3-matplotlib" in p.stdout,
+          f"hook without matplotlib: {p.returncode} {p.stdout} {p.stderr}")
+    check(not os.path.exists(os.path.dirname(prefix)), "hook without matplotlib: no figures")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         # matplotlib's font cache and config go to the temporary directory, not to $HOME.
@@ -233,6 +265,7 @@ def main():
         test_figures(tmp)
         test_skip_note(tmp)
         test_errors(tmp)
+        test_report_hook(tmp)
     print("plots: " + ("FAILED: %d" % len(failures) if failures else "ok"))
     return 1 if failures else 0
 
