@@ -5,9 +5,8 @@ s<N>.direct.json / s<N>.clairfs.json, per-rank clairfs-bench outputs s<N>.clairf
 with stats_delta, s3.skip), and the figures must exist, parse as SVG (XML) or PNG, carry the
 axis titles, legend entries and one element per bar, with per-rank counters summed, and be the
 same bytes when drawn again. Bad input exits 2, a missing matplotlib 3. scenarios_report.sh's
-plot_figures draws them too, or says it skipped them. Exit 77 (skip) when
-matplotlib is not importable. Everything is written under one temporary directory, removed at
-the end."""
+plot_figures draws them too, or says it skipped them. Exit 77 (skip) when matplotlib is not
+importable. Everything is written under one temporary directory, removed at the end."""
 import importlib.util
 import json
 import os
