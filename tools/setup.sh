@@ -26,6 +26,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
+  python3-matplotlib  # the benchmark figures (tools/bench/plot_scenarios.py)
 )
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
 # hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check

@@ -25,24 +25,30 @@
 # Usage: tools/bench/scenarios.sh [--quick] [--scenarios 1,2,3,4] [--epochs E] [--ranks N]
 #          [--workers W] [--prefetch-factor F] [--batch-size B] [--compute-ms C]
 #          [--bps B] [--iops N] [--ram MIB] [--ssd MIB] [--staging MIB] [--pagecache MIB]
-#          [--overhead MIB] [--mean-kb KB] [--tmp DIR] [--out FILE] [--docs FILE]
+#          [--overhead MIB] [--mean-kb KB] [--tmp DIR] [--out FILE] [--docs FILE] [--plots DIR]
 # Defaults: E 3, N 2, W 4, F 2, B 16, C 1.5 ms, 25 MB/s and 400 IOPS, RAM 256, SSD 512,
 #   staging 64, pagecache 64, overhead 64 (MiB; the daemon beyond its tiers and staging: RocksDB
 #   memtables and block cache, plan, threads; 50 MiB measured), mean 110 KB (lognormal, sigma 0.5).
 #   --quick: RAM 32, SSD 64, staging 16, pagecache 16 MiB, E 2: about 2 minutes.
 # --out FILE writes the markdown report to FILE too; --docs FILE replaces the text between
 # "<!-- scenarios:begin -->" and "<!-- scenarios:end -->" in FILE with it (appends if absent).
-# Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3).
+# Figures (tools/bench/plot_scenarios.py, needs python3-matplotlib; skipped with a message
+# without it): --plots DIR writes DIR/scenarios-epochs.svg and DIR/scenarios-tiers.svg; without
+# --plots, --out FILE writes them next to FILE: FILE minus .md, plus -epochs.svg, -tiers.svg.
+# Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3),
+#   PLOT_FORMAT (the figures' formats: svg, png or svg,png; default svg).
 # Root only. Everything set up is torn down on exit, error, INT and TERM.
 set -euo pipefail
 
 SCEN=1,2,3,4 EPOCHS=3 RANKS=2 WORKERS=4 PF=2 BATCH=16 COMPUTE_MS=1.5 BPS=25000000 IOPS=400
 RAM=256 SSD=512 STAGING=64 PAGECACHE=64 OVERHEAD=64 MEAN_KB=110 TMPBASE=/var/tmp
-OUT="" DOCS="" BENCH_MIB=16  # BENCH_MIB: a reader's own memory (10 MiB measured for 20k entries)
+OUT="" DOCS="" PLOTS=""
+BENCH_MIB=16  # a reader's own memory (10 MiB measured for 20k entries)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
 PYTHON=${PYTHON:-/usr/bin/python3}
+PLOT_FORMAT=${PLOT_FORMAT:-svg}
 COMMAND="tools/bench/scenarios.sh $*"
 
 NAME=scenarios
@@ -74,6 +80,7 @@ while [[ $# -gt 0 ]]; do
     --tmp) TMPBASE=$2; shift 2 ;;
     --out) OUT=$(realpath -m "$2"); shift 2 ;;
     --docs) DOCS=$(realpath -m "$2"); shift 2 ;;
+    --plots) PLOTS=$(realpath -m "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
@@ -276,3 +283,10 @@ report >"$WORK/report.md"
 cat "$WORK/report.md"
 if [[ -n $OUT ]]; then cp "$WORK/report.md" "$OUT"; log "report written to $OUT"; fi
 if [[ -n $DOCS ]]; then splice_docs "$DOCS" "$WORK/report.md"; log "report spliced into $DOCS"; fi
+if [[ -n $PLOTS ]]; then
+  plot_figures "$PLOTS/scenarios"
+elif [[ -n $OUT ]]; then
+  plot_figures "${OUT%.md}"
+else
+  log "figures: not drawn (give --out FILE or --plots DIR to keep them)"
+fi

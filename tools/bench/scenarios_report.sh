@@ -1,5 +1,6 @@
-# scenarios_report.sh: the markdown report of scenarios.sh (sourced by it; reads its WORK files
-# s<N>.lb.json, s<N>.direct.json, s<N>.clairfs.json, .dev, .plan, .stats, .rss, .oom, s3.skip).
+# scenarios_report.sh: the markdown report and the figures of scenarios.sh (sourced by it; reads
+# its WORK files s<N>.lb.json, s<N>.direct.json, s<N>.clairfs.json, .dev, .plan, .stats, .rss,
+# .oom, s3.skip; the figures also the per-rank s<N>.clairfs.r<R>.json).
 # shellcheck shell=bash
 
 # One scenario's numbers as one JSON object, for the tables below.
@@ -84,5 +85,22 @@ splice_docs() {
       $0 == e { skip = 0 } !skip' "$file" >"$file.tmp" && mv "$file.tmp" "$file"
   else
     { echo; echo "$begin"; cat "$rep"; echo "$end"; } >>"$file"
+  fi
+}
+
+# plot_figures PREFIX: PREFIX-epochs.svg and PREFIX-tiers.svg (.png too or instead: PLOT_FORMAT)
+# from WORK's result files (tools/bench/plot_scenarios.py). Never fails the run: the report is
+# already written, so a missing matplotlib or a plotting error is logged and the run goes on.
+plot_figures() {
+  local prefix=$1 out
+  if ! "$PYTHON" -c 'import matplotlib' 2>/dev/null; then
+    log "figures: skipped, $PYTHON cannot import matplotlib (Debian: apt install python3-matplotlib)"
+    return 0
+  fi
+  if out=$("$PYTHON" "$REPO/tools/bench/plot_scenarios.py" "$WORK" "$prefix" \
+    --format "$PLOT_FORMAT" --title "$COMMAND ($DATE_START)" 2>&1); then
+    log "figures written: $(tr '\n' ' ' <<<"$out")"
+  else
+    log "figures: plot_scenarios.py failed: $out"
   fi
 }
