@@ -45,6 +45,9 @@ class ReopenableFileSink final : public spdlog::sinks::base_sink<std::mutex> {
     formatter_->format(msg, buf);
     if (max_bytes_ > 0 && size_ > 0 && size_ + buf.size() > max_bytes_) Rotate();
     std::fwrite(buf.data(), 1, buf.size(), file_);
+    // Each record reaches the file at once (`tail -f`, a crash): the daemon logs a few lines
+    // a minute at info level, so this costs nothing that matters.
+    std::fflush(file_);
     size_ += buf.size();
   }
   void flush_() override {

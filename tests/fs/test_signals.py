@@ -119,7 +119,9 @@ class SighupTest(ClairfsCase):
         os.mkdir(mnt)
         log = os.path.join(base, "clairfs.log")
         d = self.mount(ds, mnt, cfg=config(log_file=log))
-        wait_for(lambda: os.path.exists(log), 5, "the log file")
+        # The mount is visible a moment before the daemon logs that it serves: wait for that
+        # line, so that it is in the file renamed below.
+        wait_for(lambda: "serving" in harness.read_tail(log), 10, "the serving line")
         os.rename(log, log + ".1")
         os.kill(d.proc.pid, signal.SIGHUP)
         wait_for(lambda: os.path.exists(log), 5, "the reopened log file")
