@@ -2,37 +2,15 @@
 objects (cache.keep_copies), so that a remount on the same SSD directory, registering the same
 manifest, reads (almost) nothing from the backing store: at most 1% of the dataset."""
 import os
-import random
 import subprocess
 import sys
 import time
 
 import harness
 from harness import ClairfsCase, config
-import treeutil as tu
+from test_ssd import make_dataset, manifest_text  # the SSD tests' dataset
 
 NFILES = 400
-EPOCHS = 3
-
-
-def make_dataset(ds, seed):
-    rng = random.Random(seed)
-    files = {}
-    for i in range(NFILES):
-        rel = f"c{i % 5}/s{i:04d}.bin"
-        files[rel] = rng.randbytes(rng.randint(40_000, 100_000))
-        os.makedirs(os.path.join(ds, os.path.dirname(rel)), exist_ok=True)
-        tu.write_file(os.path.join(ds, rel), files[rel])
-    names = sorted(files)
-    epochs = []
-    for _ in range(EPOCHS):
-        rng.shuffle(names)
-        epochs.append(list(names))
-    return files, epochs
-
-
-def manifest_text(epochs):
-    return "".join("#epoch\n" + "\n".join(e) + "\n" for e in epochs)
 
 
 class WarmRestartTest(ClairfsCase):
@@ -40,7 +18,7 @@ class WarmRestartTest(ClairfsCase):
     def setUpClass(cls):
         cls.base = cls.class_tmpdir("warm")
         cls.ds = os.path.join(cls.base, "ds")
-        cls.files, cls.epochs = make_dataset(cls.ds, seed=1515)
+        cls.files, cls.epochs = make_dataset(cls.ds, NFILES, 40_000, 100_000, seed=1515)
         cls.total = sum(len(d) for d in cls.files.values())
 
     def cfg(self, ssd_dir, keep):
