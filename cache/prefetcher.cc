@@ -43,6 +43,7 @@ Prefetcher::Prefetcher(const Backing& backing, std::vector<Tier*> tiers, Prefetc
       pool_(fetcher_, options_.fetch_timeout, stats),
       keeper_(tiers_, stats, options_.fetch_timeout),
       window_(options_.staging_capacity),
+      watch_(options_.watch),
       tier_next_(tiers_.size(), 0) {}
 
 Prefetcher::~Prefetcher() { Stop(); }
@@ -135,6 +136,7 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
     std::vector<Consumption> consumption;
     std::vector<Clock::time_point> active;
     consumption.reserve(placed->streams.size());
+    const PlanStream* fresh = nullptr;  // the first stream not followed before
     for (const PlanStream& s : placed->streams) {
       int old = -1;
       for (size_t j = 0; plan_ && j < plan_->streams.size(); ++j) {
@@ -146,8 +148,16 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
       } else {
         consumption.emplace_back(options_.consumption_lag);
         active.push_back(now);
+        if (!fresh) fresh = &s;
       }
       consumption.back().Reset(s, placed->objects.size(), old >= 0);
+    }
+    if (!replan && !placed->streams.empty()) {
+      const PlanStream& first = fresh ? *fresh : placed->streams.front();
+      watch_.PlanInstalled(
+          fresh != nullptr,
+          first.sequence.size() ? placed->objects[first.sequence[0]].path() : std::string_view(),
+          now);
     }
     consumption_ = std::move(consumption);
     active_ = std::move(active);
@@ -207,6 +217,7 @@ std::shared_ptr<const Plan> Prefetcher::plan() const {
 PrefetchProgress Prefetcher::progress() const {
   std::lock_guard lock(mu_);
   PrefetchProgress p;
+  p.warnings = watch_.Active();
   if (!plan_) return p;
   p.planned_files = plan_->files();
   p.planned_objects = plan_->objects.size();
@@ -234,6 +245,10 @@ PrefetchProgress Prefetcher::progress() const {
     p.streams.push_back(std::move(sp));
   }
   return p;
+}
+
+void Prefetcher::Watch(const ReadWatch::Read& read) {
+  if (auto warning = watch_.Observe(read, Clock::now())) spdlog::warn("{}", *warning);
 }
 
 bool Prefetcher::StoreInTier(size_t t, const std::string& key, const BlobPtr& blob,
@@ -411,18 +426,26 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
       out.chunk = info->chunk;
       return out;
     }
+    ReadWatch::Read seen{.path = KeyPath(key),
+                         .have_plan = plan_ && !plan_->streams.empty(),
+                         .planned = id != kNoPos};
     if (id == kNoPos) {
       auto& unplanned = chunk ? stats_->unplanned_chunk_reads : stats_->unplanned_opens;
       unplanned.fetch_add(1, std::memory_order_relaxed);
+      if (consume) Watch(seen);
       return out;  // kDirect
     }
     const PlanObject& o = plan_->objects[id];
     const int s = consume ? Attribute(id) : -1;
     uint32_t pos = kNoPos;
     if (s >= 0) {
+      const uint32_t low = consumption_[s].low();
       pos = consumption_[s].Consume(id);
       active_[s] = Clock::now();
+      seen.consumed = pos != kNoPos;
+      if (seen.consumed) seen.ahead = pos - low;
     }
+    if (consume) Watch(seen);
     // Taken also for a changed file, so that its counted occurrence is released.
     if (o.place.Staged()) staged = window_.Take(id, s >= 0 ? size_t(s) : 0, pos);
     if (s >= 0) freed = window_.Follow(s, consumption_[s]);

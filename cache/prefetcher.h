@@ -42,6 +42,7 @@
 #include "cache/fetcher.h"
 #include "cache/keep_writer.h"
 #include "cache/plan.h"
+#include "cache/read_watch.h"
 #include "cache/staging_window.h"
 #include "cache/stats.h"
 #include "cache/tier.h"
@@ -69,6 +70,8 @@ struct PrefetchOptions {
   bool keep_copies = true;
   // How long Stop lets the kept copies still queued be written (the daemon's stop grace is 5 s).
   std::chrono::milliseconds keep_drain{1'500};
+  // When the job's reads do not match its plan, or it reads with none (cache/read_watch.h).
+  ReadWatchOptions watch;
 };
 
 // One stream's progress (Consumption).
@@ -107,6 +110,7 @@ struct PrefetchProgress {
   uint64_t given_up = 0;         // positions given up (Consumption)
   uint64_t staging_bytes = 0;    // bytes held or reserved by the staging window
   std::vector<StreamProgress> streams;  // in the plan's (name) order
+  std::vector<ReadWarning> warnings;    // raised by ReadWatch and not cleared
 };
 
 class Prefetcher {
@@ -187,6 +191,8 @@ class Prefetcher {
   // (!chunk) of a chunked file the plan holds answers kChunked, under the same lock.
   Result<OpenResult> Serve(const std::string& key, const FileVersion& version, bool consume,
                            bool chunk);
+  // Shows read to watch_ and logs the warning it raises, if any. Under mu_.
+  void Watch(const ReadWatch::Read& read);
   void TierLoop(size_t tier);
   void StagingLoop();
   // Stores blob (from `source`) in tier t, the placement permitting; counts a full tier.
@@ -222,6 +228,7 @@ class Prefetcher {
   std::vector<Consumption> consumption_;  // per stream of plan_, in its order
   std::vector<std::chrono::steady_clock::time_point> active_;  // per stream: last read/register
   StagingWindow window_;
+  ReadWatch watch_;  // logs under mu_: each warning once per plan
   std::condition_variable reap_cv_;  // stop
   std::vector<size_t> tier_next_;  // per tier: next index into plan_->tier_order
   std::vector<std::thread> threads_;

@@ -11,6 +11,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 Status Miss() { return Status::Error(Code::kNotFound, "no peer holds it"); }
+
+// "ranks 2, 5" or "rank 2", for log lines.
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
 }  // namespace
 
 PeerTier::PeerTier(Transport& transport, PeerOptions options, Stats* stats)
@@ -74,13 +81,14 @@ bool PeerTier::LiveLocked(int r, Clock::time_point now) const {
   return r != rank_ && !gone_[r] && !incompatible_[r] && down_until_[r] <= now;
 }
 
-bool PeerTier::AllRegisteredLocked() const {
+std::vector<int> PeerTier::UnregisteredLocked() const {
   std::lock_guard lock(mu_);
   const auto now = Clock::now();
+  std::vector<int> missing;
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_ && LiveLocked(r, now) && !digests_[r]) return false;
+    if (r != rank_ && LiveLocked(r, now) && !digests_[r]) missing.push_back(r);
   }
-  return true;
+  return missing;
 }
 
 void PeerTier::Refuse(int r, HeaderCheck check, uint16_t version) {
@@ -129,13 +137,29 @@ bool PeerTier::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
     digests_[rank_] = std::move(mine);
     registered_ = true;
     registered_at_ = Clock::now();
+    said_waiting_ = false;
   }
-  if (!AllRegisteredLocked() && Clock::now() < registered_at_ + options_.plan_timeout) {
+  const std::vector<int> missing = UnregisteredLocked();
+  const double timeout = std::chrono::duration<double>(options_.plan_timeout).count();
+  if (!missing.empty() && Clock::now() < registered_at_ + options_.plan_timeout) {
+    if (!said_waiting_) {
+      spdlog::info("rank {} registered its plan; waiting up to {:.0f} s for the plans of {}",
+                   rank_, timeout, RankList(missing));
+      said_waiting_ = true;
+    }
     placed_ = false;
     lock.unlock();
     plan_cv_.notify_all();  // the planner watches the deadline
     return false;
   }
+  if (!missing.empty() && missing != said_missing_) {
+    spdlog::warn("{} did not register a plan within {:.0f} s of rank {}'s: placed without them "
+                 "(what they would have held is read from the backing store). Check that the "
+                 "job on every rank registers its plan; a rank that does joins at the next "
+                 "placement",
+                 RankList(missing), timeout, rank_);
+  }
+  said_missing_ = missing;
   std::vector<const Digest*> present;
   {
     std::lock_guard l(mu_);
@@ -235,7 +259,7 @@ void PeerTier::PlanLoop() {
       }
       if (registered_) {
         const bool ready =
-            AllRegisteredLocked() || Clock::now() >= registered_at_ + options_.plan_timeout;
+            UnregisteredLocked().empty() || Clock::now() >= registered_at_ + options_.plan_timeout;
         replan = (!placed_ && ready) || (placed_ && dirty_);
         if (replan) dirty_ = false;
       }
@@ -489,6 +513,13 @@ std::string PeerTier::InfoJson() const {
       {"plan_bytes_sent", plan_bytes_sent_},
       {"catalogs_sent", catalog_sends_},
       {"unreachable", down},
+      // Live ranks with no plan: this node waits for them (state "waiting for plans") until
+      // plan_timeout after its own registration, then places without them.
+      {"unregistered", UnregisteredLocked()},
+      {"waiting_seconds", registered_ && !placed_
+                              ? std::chrono::duration<double>(Clock::now() - registered_at_).count()
+                              : 0.0},
+      {"plan_timeout", std::chrono::duration<double>(options_.plan_timeout).count()},
       {"state", !registered_ ? "no plan"
                 : placed_    ? "placed"
                              : "waiting for plans"},

@@ -106,8 +106,8 @@ class PeerTier : public Tier {
   void PlanLoop();
   void Broadcast(int tag, const std::vector<char>& bytes);
   bool LiveLocked(int r, std::chrono::steady_clock::time_point now) const;  // mu_ held
-  // plan_mu_ held: every rank that is live has registered.
-  bool AllRegisteredLocked() const;
+  // plan_mu_ held: the live ranks (not this one) that have not registered a plan.
+  std::vector<int> UnregisteredLocked() const;
   void MarkDown(int r);
   // plan_mu_ held: sends mine to every other rank, with its catalog where that rank was not
   // sent this catalog yet (a rank skipped as gone or incompatible gets it next time).
@@ -145,6 +145,8 @@ class PeerTier : public Tier {
   ClusterPlacement totals_;
   LocalPlacement local_;
   std::vector<int> placed_ranks_;
+  bool said_waiting_ = false;       // the wait for this registration's missing ranks was logged
+  std::vector<int> said_missing_;   // the ranks the last placement was logged to lack
   StringMap<int> peer_owner_;  // files read here that another node owns
 
   mutable std::mutex mu_;

@@ -83,7 +83,7 @@ Status GetAccessCheck(const YAML::Node& node, AccessCheck* out) {
 
 Status ParseInto(const YAML::Node& root, Config* c) {
   if (!root || root.IsNull()) return Status::Ok();
-  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log", "control"}));
+  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log", "control", "warn"}));
   if (const auto k = root["cluster"]) {
     CLAIRFS_TRY(CheckKeys(
         k, "cluster",
@@ -161,6 +161,12 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(l, "file", "log.file", &c->log.file));
     CLAIRFS_TRY(GetSize(l, "max_size", "log.max_size", &c->log.max_size));
     CLAIRFS_TRY(Get(l, "max_files", "log.max_files", &c->log.max_files));
+  }
+  if (const auto w = root["warn"]) {
+    CLAIRFS_TRY(CheckKeys(w, "warn", {"no_plan_after", "check_reads", "order_slack"}));
+    CLAIRFS_TRY(Get(w, "no_plan_after", "warn.no_plan_after", &c->warn.no_plan_after));
+    CLAIRFS_TRY(Get(w, "check_reads", "warn.check_reads", &c->warn.check_reads));
+    CLAIRFS_TRY(Get(w, "order_slack", "warn.order_slack", &c->warn.order_slack));
   }
   return c->Validate();
 }
@@ -305,6 +311,9 @@ Status Config::Validate() const {
     CLAIRFS_TRY(InRange<uint64_t>("log.max_size", log.max_size, 4096, kMaxBytes, "bytes"));
   }
   CLAIRFS_TRY(InRange("log.max_files", log.max_files, 1, 1000));
+  CLAIRFS_TRY(InRange("warn.no_plan_after", warn.no_plan_after, 0.0, kDay, "seconds"));
+  CLAIRFS_TRY(InRange<uint32_t>("warn.check_reads", warn.check_reads, 0, 1u << 30, "reads"));
+  CLAIRFS_TRY(InRange<uint32_t>("warn.order_slack", warn.order_slack, 1, 1u << 30, "reads"));
   return Status::Ok();
 }
 

@@ -75,11 +75,19 @@ struct LogConfig {
   int max_files = 4;
 };
 
+// Warnings for a job whose reads do not match its plan (cache/read_watch.h).
+struct WarnConfig {
+  double no_plan_after = 60;   // seconds of reads with no plan registered; 0: never warn
+  uint32_t check_reads = 512;  // reads after a registration judged against it; 0: never
+  uint32_t order_slack = 8192;  // reads a job may run ahead of its plan's position
+};
+
 struct Config {
   FsOptions fuse;
   CacheConfig cache;
   ClusterConfig cluster;
   LogConfig log;
+  WarnConfig warn;
   // Checks ranges; the message names the bad key.
   Status Validate() const;
 };

@@ -350,6 +350,15 @@ std::string ControlPlane::StatsJson() const {
         {"access_check", get(stats_.errors.access_check)},
         {"backing_timeout", get(stats_.errors.backing_timeout)}}},
   };
+  // What the job does wrong, as ReadWatch (cache/read_watch.h) sees it; [] when nothing.
+  json warnings = json::array();
+  const auto now = std::chrono::steady_clock::now();
+  for (const ReadWarning& w : p.warnings) {
+    warnings.push_back({{"kind", WatchKindName(w.kind)},
+                        {"message", w.message},
+                        {"seconds", std::chrono::duration<double>(now - w.since).count()}});
+  }
+  j["warnings"] = std::move(warnings);
   for (const auto& [kind, bytes_capacity] : by_kind) {
     j[kind + "_bytes"] = bytes_capacity.first;
     j[kind + "_capacity"] = bytes_capacity.second;

@@ -274,6 +274,10 @@ int main(int argc, char** argv) {
   popts.chunk_size = config.cache.chunk_size;
   popts.record_chunk_size = config.cache.record_chunk_size;
   popts.consumption_lag = config.cache.consumption_lag;
+  popts.watch.no_plan_after =
+      std::chrono::milliseconds(static_cast<int64_t>(config.warn.no_plan_after * 1000));
+  popts.watch.check_reads = config.warn.check_reads;
+  popts.watch.order_slack = config.warn.order_slack;
   popts.stream_idle =
       std::chrono::milliseconds(static_cast<int64_t>(config.cache.stream_idle * 1000));
   popts.max_streams = config.cache.max_streams;

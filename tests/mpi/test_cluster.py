@@ -28,7 +28,8 @@ def run_tool(*args):
 class Cluster:
     """mpiexec running N clairfs daemons; mounts at <root>/mnt<r>, SSD caches at <root>/ssd<r>."""
 
-    def __init__(self, case, root, dataset, ranks, ram, ssd, staging="1MiB", chunk_size=None):
+    def __init__(self, case, root, dataset, ranks, ram, ssd, staging="1MiB", chunk_size=None,
+                 plan_timeout=30):
         self.case, self.root, self.dataset, self.ranks = case, root, dataset, ranks
         self.mounts = [os.path.join(root, f"mnt{r}") for r in range(ranks)]
         for m in self.mounts:
@@ -39,7 +40,9 @@ class Cluster:
             cfg["cache"]["record_chunk_size"] = chunk_size
         cfg["cache"]["tiers"].append(
             {"kind": "ssd", "capacity": ssd, "threads": 2, "dir": f"{root}/ssd{{rank}}"})
-        cfg["cluster"] = {"plan_timeout": 30, "peer_timeout": 2, "down_for": 60}
+        cfg["cluster"] = {"plan_timeout": plan_timeout, "peer_timeout": 2, "down_for": 60}
+        self.daemon_log = os.path.join(root, "clairfs.log")  # every rank's lines
+        cfg["log"]["file"] = self.daemon_log
         self.cfg_path = harness.write_config(os.path.join(root, "cluster.yaml"), cfg)
         self.log_path = os.path.join(root, "mpiexec.log")
         self.proc = None
@@ -182,6 +185,32 @@ class ClusterTest(harness.ClairfsCase):
         self.assertEqual(plan["registered"], list(range(ranks)))
         self.assertGreater(plan["from_peers"]["objects"], 0)
         self.assertEqual(plan["predicted_cluster_backing_bytes"], self.bytes)
+
+    def test_a_rank_that_never_registers_is_named_while_the_others_wait(self):
+        c = Cluster(self, self.tmpdir("mpi"), self.dataset, 2, ram="8MiB", ssd="8MiB",
+                    plan_timeout=3).start()
+        self.write_manifest(c.mounts[0], self.manifests(2)[0])
+
+        def logged(text):
+            with open(c.daemon_log, errors="replace") as f:
+                return text in f.read()
+        info = self.plan(c.mounts[0])["cluster"]
+        if info["state"] == "waiting for plans":  # read before the 3 s passed
+            self.assertEqual(info["unregistered"], [1])
+            self.assertGreater(info["plan_timeout"], info["waiting_seconds"])
+        harness.wait_for(lambda: logged("waiting up to 3 s for the plans of rank 1"), 10,
+                         "rank 0 to log whom it waits for")
+        harness.wait_for(lambda: self.plan(c.mounts[0])["cluster"]["state"] == "placed", 20,
+                         "rank 0 to place without rank 1")
+        self.assertTrue(logged("rank 1 did not register a plan within 3 s of rank 0's"))
+        info = self.plan(c.mounts[0])["cluster"]
+        self.assertEqual(info["unregistered"], [1])  # still named after the placement
+        self.assertEqual(info["placed_with"], [0])
+        # clairfs-ctl status names it too.
+        out = subprocess.run([sys.executable, "-m", "clairfs", "status", c.mounts[0]],
+                             capture_output=True, text=True, check=True,
+                             env=dict(os.environ, PYTHONPATH=os.path.join(TOOLS, "python"))).stdout
+        self.assertIn("no plan from rank 1", out)
 
     def test_two_ranks_read_the_backing_store_once(self):
         self.run_epochs(2)

@@ -144,6 +144,13 @@ TEST(Config, RangeBoundaries) {
        "86400",
        {"0", "0.001", "100000"},
        "0.01 .. 86400 seconds"},
+      {"warn.no_plan_after",
+       "warn: {no_plan_after: VALUE}",
+       "0",
+       "86400",
+       {"-1", "86401"},
+       "0 .. 86400 seconds"},
+      {"warn.order_slack", "warn: {order_slack: VALUE}", "1", "1073741824", {"0"}, "1 .. 1073741824 reads"},
       {"cluster.down_for",
        "cluster: {down_for: VALUE}",
        "0",
@@ -246,6 +253,7 @@ cache:
   consumption_lag: 1000
   keep_copies: false
 log: {level: debug, file: /tmp/x.log}
+warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
 )");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->fuse.threads, 4);
@@ -260,6 +268,9 @@ log: {level: debug, file: /tmp/x.log}
   EXPECT_EQ(c->cache.consumption_lag, 1000u);
   EXPECT_FALSE(c->cache.keep_copies);
   EXPECT_EQ(c->log.level, "debug");
+  EXPECT_EQ(c->warn.no_plan_after, 5);
+  EXPECT_EQ(c->warn.check_reads, 0u);
+  EXPECT_EQ(c->warn.order_slack, 100u);
 }
 
 TEST(Config, ChunksMustFitTheStagingWindowAndMaxFileSizeIsGone) {

@@ -217,6 +217,28 @@ TEST_F(PrefetcherTest, UnplannedFilesAreReadDirectly) {
   EXPECT_EQ(stats_.unplanned_opens.load(), 1u);
 }
 
+// The consumed positions reach ReadWatch: a job reading its plan backwards is said to read in
+// another order; the same plan read in order is not.
+TEST_F(PrefetcherTest, AJobReadingAnotherOrderThanItsPlanIsWarnedOf) {
+  AddFiles(40);
+  ram_ = std::make_unique<RamTier>("ram", 40 * kSize);
+  PrefetchOptions o;
+  o.watch.check_reads = 10;
+  o.watch.order_slack = 5;
+  o.fetch_timeout = 5000ms;
+  prefetcher_ = std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get()}, o, &stats_);
+  prefetcher_->Start();
+  prefetcher_->Install(PlanOf({Range(40)}));
+  for (int i = 0; i < 10; ++i) OpenAndCheck(i);
+  EXPECT_TRUE(prefetcher_->progress().warnings.empty());
+  prefetcher_->Install(PlanOf({Range(40)}));  // replaced: a new stream, judged anew
+  for (int i = 39; i >= 30; --i) OpenAndCheck(i);
+  const auto warnings = prefetcher_->progress().warnings;
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].kind, WatchKind::kOutOfOrder);
+  EXPECT_NE(warnings[0].message.find("'d/f0'"), std::string::npos) << warnings[0].message;
+}
+
 TEST_F(PrefetcherTest, ReplaceEvictsWhatTheNewPlanDoesNotPlaceAndAppendKeepsPosition) {
   AddFiles(10);
   Make(10 * kSize, 0);

@@ -94,9 +94,30 @@ def render_status(mount: str, stats: dict[str, Any], plan: dict[str, Any]) -> st
         lines.append("served: nothing read yet")
     lines.append(f"stall: {stats.get('stall_ns', 0) / 1e9:.2f} s   backing: "
                  f"{stats.get('backing_reads', 0)} reads, {_mib(stats.get('backing_bytes', 0))}")
+    cluster = plan.get("cluster")
+    if cluster:
+        lines.append(_cluster_line(cluster))
+    for w in stats.get("warnings", []):
+        lines.append(f"WARNING ({w.get('kind')}): {w.get('message')}")
     errs = {k: v for k, v in stats.get("errors", {}).items() if v}
     lines.append("errors: " + (", ".join(f"{k} {v}" for k, v in sorted(errs.items())) or "none"))
     return "\n".join(lines) + "\n"
+
+
+def _cluster_line(cluster: dict[str, Any]) -> str:
+    """Rank, placement state and the ranks with no plan (`cluster` of `.clairfs/plan`)."""
+    line = (f"cluster: rank {cluster.get('rank')} of {cluster.get('ranks')}, "
+            f"{cluster.get('state')}")
+    missing = cluster.get("unregistered", [])
+    if missing:
+        who = ", ".join(str(r) for r in missing)
+        line += f"; no plan from rank{'s' if len(missing) > 1 else ''} {who}"
+        if cluster.get("state") == "waiting for plans":
+            line += (f" (waited {cluster.get('waiting_seconds', 0):.0f} s of "
+                     f"{cluster.get('plan_timeout', 0):.0f})")
+        else:
+            line += " (placed without them)"
+    return line
 
 
 def _register(mount: str, source: BinaryIO, append: bool, err: TextIO) -> int:
