@@ -247,6 +247,16 @@ PrefetchProgress Prefetcher::progress() const {
   return p;
 }
 
+void Prefetcher::Stale(std::string_view key) {
+  stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
+  if (uint64_t more = 0; stale_log_.Allow(&more)) {
+    spdlog::warn("{} changed since the plan was made (size, mtime, ctime or inode number): read "
+                 "from the backing store, never from a cached copy; register the plan again to "
+                 "cache the new version{}",
+                 DisplayKey(key), more ? fmt::format(" ({} more since the last line)", more) : "");
+  }
+}
+
 void Prefetcher::Watch(const ReadWatch::Read& read) {
   if (auto warning = watch_.Observe(read, Clock::now())) spdlog::warn("{}", *warning);
 }
@@ -257,7 +267,15 @@ bool Prefetcher::StoreInTier(size_t t, const std::string& key, const BlobPtr& bl
   if (source.kind == FetchSource::Kind::kTier) from = source.tier;
   uint8_t keep = kNotKept;
   Status s = tiers_.Store(t, key, blob, from, Deadline(), &keep);
-  if (s.code() == Code::kNoSpace) stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+  if (s.code() == Code::kNoSpace) {
+    stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
+    if (uint64_t more = 0; full_log_.Allow(&more)) {
+      spdlog::warn("tier {} is full: {} not stored there ({}); it is read from slower "
+                   "sources{}",
+                   tiers_.tier(t).name(), DisplayKey(key), s.message(),
+                   more ? fmt::format(" ({} more since the last line)", more) : "");
+    }
+  }
   if (s.ok() && keep != kNotKept && from != keep) keeper_.Enqueue(key, blob->version(), keep);
   return s.ok();
 }
@@ -419,7 +437,7 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
         id == kNoPos && !chunk && plan_ ? plan_->ChunkedFile(key) : nullptr;
     if (info) {  // an open of a chunked file: its reads go chunk by chunk
       if (info->version != version) {
-        stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
+        Stale(key);
         return out;  // changed since planning: never serve a cached copy
       }
       out.source = OpenResult::Source::kChunked;
@@ -450,7 +468,7 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
     if (o.place.Staged()) staged = window_.Take(id, s >= 0 ? size_t(s) : 0, pos);
     if (s >= 0) freed = window_.Follow(s, consumption_[s]);
     if (o.version != version) {
-      stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
+      Stale(key);
       return out;  // changed since planning: never serve a cached copy
     }
     place = o.place;
@@ -493,7 +511,7 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
   auto r = pool_.Demand(key, version, &source);
   if (!r.ok()) return r.status();
   if (r.value()->version() != version) {
-    stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
+    Stale(key);
     return OpenResult{};  // it changed again: read it directly
   }
   if (place.InTier() && source != FetchSource::Tier(place.tier)) {

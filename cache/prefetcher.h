@@ -41,6 +41,7 @@
 #include "cache/fetch_pool.h"
 #include "cache/fetcher.h"
 #include "cache/keep_writer.h"
+#include "cache/log_limit.h"
 #include "cache/plan.h"
 #include "cache/read_watch.h"
 #include "cache/staging_window.h"
@@ -191,6 +192,9 @@ class Prefetcher {
   // (!chunk) of a chunked file the plan holds answers kChunked, under the same lock.
   Result<OpenResult> Serve(const std::string& key, const FileVersion& version, bool consume,
                            bool chunk);
+  // key's backing file is not at the version the plan cached: counted and logged
+  // (rate-limited); it is read from the backing store, never from a tier.
+  void Stale(std::string_view key);
   // Shows read to watch_ and logs the warning it raises, if any. Under mu_.
   void Watch(const ReadWatch::Read& read);
   void TierLoop(size_t tier);
@@ -229,6 +233,8 @@ class Prefetcher {
   std::vector<std::chrono::steady_clock::time_point> active_;  // per stream: last read/register
   StagingWindow window_;
   ReadWatch watch_;  // logs under mu_: each warning once per plan
+  LogLimit stale_log_;  // files changed since the plan was made
+  LogLimit full_log_;   // stores refused by a full tier
   std::condition_variable reap_cv_;  // stop
   std::vector<size_t> tier_next_;  // per tier: next index into plan_->tier_order
   std::vector<std::thread> threads_;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "cache/object_key.h"
+
 namespace clairfs::cluster {
 
 using Clock = std::chrono::steady_clock;
@@ -118,9 +120,17 @@ void PeerTier::Refuse(int r, HeaderCheck check, uint16_t version) {
 }
 
 void PeerTier::MarkDown(int r) {
+  bool was_live;
   {
     std::lock_guard lock(mu_);
+    was_live = LiveLocked(r, Clock::now());
     down_until_[r] = Clock::now() + options_.down_for;
+  }
+  if (was_live) {  // once per episode
+    spdlog::warn("peer rank {} did not answer within {:.1f} s: skipped for {:.0f} s; what it "
+                 "holds is read from the backing store meanwhile",
+                 r, std::chrono::duration<double>(options_.peer_timeout).count(),
+                 std::chrono::duration<double>(options_.down_for).count());
   }
   {
     std::lock_guard lock(plan_mu_);
@@ -384,7 +394,7 @@ void PeerTier::ServeLoop() {
       std::memcpy(blob->mutable_data(), data, n);
       blob->Seal();
       if (n != ObjectBytes(*path, h.version) || blob->hash() != h.hash) {
-        stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
+        Damaged(m.source, *path);
         continue;
       }
       if (adopt_) adopt_(*path, std::move(blob));
@@ -450,18 +460,28 @@ Result<BlobPtr> PeerTier::Get(std::string_view path, const FileVersion& version)
     return Miss();
   }
   if (!h || h->version != version || n != ObjectBytes(path, version)) {
-    stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
+    Damaged(holder, path);
     return Miss();
   }
   auto blob = Blob::Allocate(n, version);
   std::memcpy(blob->mutable_data(), data, n);
   blob->Seal();
   if (blob->hash() != h->hash) {
-    stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
+    Damaged(holder, path);
     return Miss();  // damaged on the way: never served
   }
   stats_->peer_bytes_in.fetch_add(n, std::memory_order_relaxed);
   return BlobPtr(std::move(blob));
+}
+
+void PeerTier::Damaged(int r, std::string_view key) {
+  stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
+  if (uint64_t more = 0; damage_log_.Allow(&more)) {
+    spdlog::warn("data of {} from peer rank {} failed its version, size or hash check: "
+                 "discarded, read elsewhere{}",
+                 DisplayKey(key), r,
+                 more ? fmt::format(" ({} more since the last line)", more) : "");
+  }
 }
 
 Status PeerTier::Put(std::string_view, BlobPtr) {

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/log_limit.h"
 #include "cache/plan.h"
 #include "cache/string_map.h"
 #include "cache/stats.h"
@@ -108,7 +109,10 @@ class PeerTier : public Tier {
   bool LiveLocked(int r, std::chrono::steady_clock::time_point now) const;  // mu_ held
   // plan_mu_ held: the live ranks (not this one) that have not registered a plan.
   std::vector<int> UnregisteredLocked() const;
-  void MarkDown(int r);
+  void MarkDown(int r);  // logged when r was live
+  // Data of key from r that fails its checks: counted in Stats::peer_errors, logged
+  // (rate-limited).
+  void Damaged(int r, std::string_view key);
   // plan_mu_ held: sends mine to every other rank, with its catalog where that rank was not
   // sent this catalog yet (a rank skipped as gone or incompatible gets it next time).
   void SendDigestLocked(const Digest& mine);
@@ -168,6 +172,7 @@ class PeerTier : public Tier {
   // digest was refused (empty: it decoded).
   std::vector<std::optional<Catalog>> catalogs_;
   std::vector<std::string> digest_error_;
+  LogLimit damage_log_;
 };
 
 }  // namespace clairfs::cluster

@@ -333,7 +333,10 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const FileVersion version = VersionOf(h->st);
   auto opened = prefetcher_.Open(node.path, version);
   if (!opened.ok()) {
-    spdlog::warn("open {}: {}", node.path, opened.status().ToString());
+    if (uint64_t more = 0; open_log_.Allow(&more)) {
+      spdlog::warn("open {}: {}{}", node.path, opened.status().ToString(),
+                   more ? fmt::format(" ({} more failed opens since the last line)", more) : "");
+    }
     return (void)fuse_reply_err(req, ToErrno(opened.status()));
   }
   h->chunked = opened.value().source == OpenResult::Source::kChunked;

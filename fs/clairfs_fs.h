@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cache/backing.h"
+#include "cache/log_limit.h"
 #include "cache/prefetcher.h"
 #include "cache/stats.h"
 #include "fs/access.h"
@@ -100,6 +101,7 @@ class ClairFs {
   struct timespec started_;
   std::atomic<fuse_session*> session_{nullptr};
   std::atomic<bool> unverified_logged_{false};  // this unreachable-store episode was logged
+  LogLimit open_log_;  // opens that failed (a fetch error, a timeout): rate-limited lines
   // The dataset root's last attributes from the store (first: as PosixBacking::Open found
   // them), answered while it does not answer (for kUnreachableAttrTimeout seconds). root_mu_ is
   // a leaf.

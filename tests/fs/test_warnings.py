@@ -15,7 +15,8 @@ def files_of(ds, cls):
     return sorted(f"{cls}/{n}" for n in os.listdir(d))
 
 
-class WarningsTest(ClairfsCase):
+class _Mounted(ClairfsCase):
+    """A dataset of 80 files in class0..class3 and a mount with its log in a file."""
 
     def setUp(self):
         super().setUp()
@@ -39,6 +40,9 @@ class WarningsTest(ClairfsCase):
 
     def warnings(self):
         return {w["kind"]: w["message"] for w in self.stats(self.mnt)["warnings"]}
+
+
+class WarningsTest(_Mounted):
 
     def test_reads_with_no_plan_are_said_once_then_cleared_by_a_registration(self):
         self.start("warn.no_plan_after=0.3")
@@ -88,3 +92,21 @@ class WarningsTest(ClairfsCase):
             text=True, check=True,
             env=dict(os.environ, PYTHONPATH=os.path.join(harness.REPO, "tools", "python"))).stdout
         self.assertIn("WARNING (out_of_order): ", out)
+
+
+class FailuresLoggedTest(_Mounted):
+    """Issue 15, item 5: a failure that changes what is served is logged with its cause."""
+
+    def test_a_file_changed_since_the_plan_is_read_fresh_and_logged(self):
+        self.start()
+        names = files_of(self.ds, "class0")
+        self.write_manifest(self.mnt, "\n".join(names) + "\n")
+        path = os.path.join(self.ds, names[0])
+        with open(path, "ab") as f:
+            f.write(b"appended after the registration")
+        with open(path, "rb") as f:
+            fresh = f.read()
+        self.assertEqual(self.read(names[0]), fresh)
+        self.assertGreater(self.stats(self.mnt)["errors"]["stale"], 0)
+        harness.wait_for(lambda: self.logged(f"{names[0]} changed since the plan was made"), 10,
+                         "the stale file's log line")
