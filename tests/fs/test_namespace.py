@@ -94,7 +94,7 @@ class ControlDirTest(SmallTreeCase):
         stats = self.stats(mnt)
         self.assertLessEqual(STATS_KEYS, set(stats), f"stats keys: {sorted(stats)}")
         self.assertLessEqual({"ram", "staging", "backing"}, set(stats["served"]))
-        self.assertLessEqual({"planned_files", "fetched_objects", "epoch", "position"},
+        self.assertLessEqual({"planned_files", "fetches", "staging_fetches", "epoch", "position"},
                              set(stats["prefetch"]))
         self.assertIsInstance(stats["errors"], dict)
         for k in STATS_KEYS - {"served", "prefetch", "errors"}:
