@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/resolver.h"
+#include "fs/metrics.h"
 #include "fs/stats_view.h"
 
 namespace clairfs {
@@ -263,6 +264,11 @@ std::shared_ptr<const PlanSummary> ControlPlane::Summary(
 std::string ControlPlane::StatsJson() const {
   const auto summary = Summary(prefetcher_.plan());
   return StatsObject(stats_, prefetcher_, summary.get()).dump(2) + "\n";
+}
+
+std::string ControlPlane::MetricsText() const {
+  const auto summary = Summary(prefetcher_.plan());
+  return RenderMetrics(StatsObject(stats_, prefetcher_, summary.get()));
 }
 
 std::string ControlPlane::PlanJson() const {

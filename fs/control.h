@@ -3,6 +3,7 @@
 //             installed at the last (release); other streams are kept
 //   errors    read: the report of the last manifest validation (empty if it was accepted)
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
+//   metrics   read: the stats in the Prometheus text format
 #pragma once
 
 #include <atomic>
@@ -88,6 +89,8 @@ class ControlPlane {
   void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
 
   std::string StatsJson() const;
+  // `stats` in the Prometheus text format (fs/metrics.h).
+  std::string MetricsText() const;
   std::string PlanJson() const;
   std::string ErrorsText() const;
 
