@@ -353,7 +353,10 @@ void Prefetcher::StagingLoop() {
     auto r = leader ? pool_.Lead(job.key, job.version, flight, std::nullopt, &source)
                     : pool_.Wait(*flight, &source, false);
     // Counted here: a reader may consume the entry (and drop it) before the lock below.
-    if (leader && r.ok()) stats_->fetched_objects.fetch_add(1, std::memory_order_relaxed);
+    if (leader && r.ok()) {
+      stats_->fetched_objects.fetch_add(1, std::memory_order_relaxed);
+      stats_->staging_fetched.fetch_add(1, std::memory_order_relaxed);
+    }
     bool freed = false;
     {
       std::lock_guard lock(mu_);

@@ -25,7 +25,10 @@ struct Stats {
   Counter unplanned_opens{0};  // opens of files the plan does not name
   Counter chunk_reads{0};      // object reads of chunks (first reads of a chunk, see above)
   Counter unplanned_chunk_reads{0};  // reads of chunks of a planned file the plan does not name
-  Counter fetched_objects{0};  // prefetches completed (tier fills and staging)
+  // Prefetches completed, tier fills and staging fetches together: counted per fetch, so an
+  // object staged in several epochs or refilled after an eviction counts each time.
+  Counter fetched_objects{0};
+  Counter staging_fetched{0};  // of those, fetches into the staging window
   Counter stall_ns{0};         // time readers waited on a fetch
   // Peer tier (cluster/): opens whose bytes a reader got from a peer, files the prefetch got
   // from peers, and the bytes moved each way.

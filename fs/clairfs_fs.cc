@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "cache/resolver.h"
@@ -16,7 +17,8 @@ namespace clairfs {
 namespace {
 
 constexpr const char* kControlDirName = ".clairfs";
-constexpr const char* kControlNames[] = {"manifest", "stats", "plan", "errors"};
+constexpr const char* kControlNames[] = {"manifest", "stats", "plan", "errors",
+                                             "metrics"};
 
 std::string Child(const std::string& dir, const char* name) {
   return dir.empty() ? std::string(name) : dir + "/" + name;
@@ -169,7 +171,7 @@ void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     return ReplyControlEntry(req, kCtlDir);
   }
   if (parent == kCtlDir) {
-    for (fuse_ino_t i = 0; i < 4; ++i) {
+    for (fuse_ino_t i = 0; i < std::size(kControlNames); ++i) {
       if (std::strcmp(name, kControlNames[i]) == 0) return ReplyControlEntry(req, kCtlManifest + i);
     }
     return (void)fuse_reply_err(req, ENOENT);
@@ -287,9 +289,10 @@ void ClairFs::OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return (void)fuse_reply_err(req, EACCES);
   } else if (ino != kCtlManifest) {
     control_.AwaitReleases();  // a plan whose writer's close() just returned is installed
-    h->blob = TextBlob(ino == kCtlStats  ? control_.StatsJson()
-                       : ino == kCtlPlan ? control_.PlanJson()
-                                         : control_.ErrorsText());
+    h->blob = TextBlob(ino == kCtlStats     ? control_.StatsJson()
+                       : ino == kCtlPlan    ? control_.PlanJson()
+                       : ino == kCtlMetrics ? control_.MetricsText()
+                                            : control_.ErrorsText());
   }
   fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
   fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
@@ -454,8 +457,8 @@ void ClairFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fu
   size_t used = 0;
   struct stat st {};
   if (h->control) {
-    static const char* const kAll[] = {".", "..", "manifest", "stats", "plan", "errors"};
-    for (off_t i = off; i < 6; ++i) {
+    static const char* const kAll[] = {".", "..", "manifest", "stats", "plan", "errors", "metrics"};
+    for (off_t i = off; i < static_cast<off_t>(std::size(kAll)); ++i) {
       st.st_ino = 0x7fffff00u + (i < 2 ? kCtlDir : kCtlManifest + (i - 2));
       st.st_mode = i < 2 ? S_IFDIR : S_IFREG;
       size_t n = fuse_add_direntry(req, buf.data() + used, size - used, kAll[i], &st, i + 1);

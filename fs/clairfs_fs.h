@@ -54,10 +54,18 @@ class ClairFs {
   void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 
  private:
-  enum ControlId : fuse_ino_t { kCtlDir = 2, kCtlManifest, kCtlStats, kCtlPlan, kCtlErrors };
+  // In the order of kControlNames (fs/clairfs_fs.cc), from kCtlManifest.
+  enum ControlId : fuse_ino_t {
+    kCtlDir = 2,
+    kCtlManifest,
+    kCtlStats,
+    kCtlPlan,
+    kCtlErrors,
+    kCtlMetrics
+  };
   struct FileHandle;
   struct DirHandle;
-  bool IsControl(fuse_ino_t ino) const { return ino >= kCtlDir && ino <= kCtlErrors; }
+  bool IsControl(fuse_ino_t ino) const { return ino >= kCtlDir && ino <= kCtlMetrics; }
   void ControlAttr(fuse_ino_t ino, struct stat* st) const;
   void ReplyControlEntry(fuse_req_t req, fuse_ino_t ino);
   void OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);

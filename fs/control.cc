@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/resolver.h"
+#include "fs/metrics.h"
+#include "fs/stats_view.h"
 
 namespace clairfs {
 
@@ -248,122 +250,25 @@ void ControlPlane::Release(Writer& w) {
   SetPending(w, false);
 }
 
-namespace {
-
-json StreamsJson(const PrefetchProgress& p) {
-  json streams = json::array();
-  for (const StreamProgress& s : p.streams) {
-    streams.push_back({{"name", s.name},
-                       {"epoch", s.epoch},
-                       {"epochs", s.epochs},
-                       {"position", s.position},
-                       {"positions", s.positions},
-                       {"entries", s.entries},
-                       {"given_up", s.given_up},
-                       {"staging_cursor", s.staging_cursor},
-                       {"idle_seconds", s.idle_seconds}});
+std::shared_ptr<const PlanSummary> ControlPlane::Summary(
+    const std::shared_ptr<const Plan>& plan) const {
+  if (!plan) return nullptr;
+  std::lock_guard lock(summary_mu_);
+  if (summary_plan_.lock() != plan) {
+    summary_ = std::make_shared<const PlanSummary>(Summarize(*plan, prefetcher_.limits()));
+    summary_plan_ = plan;
   }
-  return streams;
+  return summary_;
 }
 
-}  // namespace
-
 std::string ControlPlane::StatsJson() const {
-  const auto get = [](const Stats::Counter& c) { return c.load(std::memory_order_relaxed); };
-  json served = json::object();
-  json tiers = json::array();
-  std::map<std::string, std::pair<uint64_t, uint64_t>> by_kind = {{"ram", {0, 0}}};
-  uint64_t checksum_errors = 0;
-  const PlacementLimits& limits = prefetcher_.limits();
-  const std::vector<uint64_t> used = prefetcher_.TierUsedBytes();
-  const std::vector<uint64_t> corrupt = prefetcher_.TierCorruptions();
-  const std::vector<TierHealth> health = prefetcher_.TierHealths();
-  for (size_t t = 0; t < limits.tier_names.size() && t < kMaxTiers; ++t) {
-    const std::string& name = limits.tier_names[t];
-    served[name] = served.value(name, uint64_t{0}) + get(stats_.served_tier[t]);
-    by_kind[name].first += used[t];
-    by_kind[name].second += limits.tier_capacity[t];
-    checksum_errors += corrupt[t];
-    tiers.push_back({{"name", name},
-                     {"bytes", used[t]},
-                     {"capacity", limits.tier_capacity[t]},
-                     {"served", get(stats_.served_tier[t])},
-                     {"fetched", get(stats_.tier_fetched[t])},
-                     {"promoted", get(stats_.tier_promoted[t])},
-                     {"state", TierStateName(health[t].state)},  // "off" after a device fault
-                     {"disabled", health[t].disabled},           // times switched off
-                     {"io_errors", health[t].io_errors}});       // failed device operations
-  }
-  served["staging"] = get(stats_.served_staging);
-  served["backing"] = get(stats_.served_backing);
-  served["peer"] = get(stats_.served_peer);
-  const PrefetchProgress p = prefetcher_.progress();
-  json j = {
-      {"files_opened", get(stats_.files_opened)},
-      {"bytes_read", get(stats_.bytes_read)},
-      {"served", served},
-      {"backing_reads", get(stats_.backing_reads)},
-      {"backing_bytes", get(stats_.backing_bytes)},
-      {"unplanned_opens", get(stats_.unplanned_opens)},
-      {"chunk_reads", get(stats_.chunk_reads)},
-      {"unplanned_chunk_reads", get(stats_.unplanned_chunk_reads)},
-      {"peer_fetched", get(stats_.peer_fetched)},
-      {"peer_bytes_in", get(stats_.peer_bytes_in)},
-      {"peer_bytes_out", get(stats_.peer_bytes_out)},
-      {"peer_errors", get(stats_.peer_errors)},
-      {"peer_adopted", get(stats_.peer_adopted)},
-      {"served_unverified", get(stats_.served_unverified)},
-      {"peer_protocol_errors", get(stats_.peer_protocol_errors)},
-      {"mpi_errors", get(stats_.mpi_errors)},
-      {"kept",
-       {{"queued", get(stats_.kept.queued)},
-        {"written", get(stats_.kept.written)},
-        {"bytes", get(stats_.kept.bytes)},
-        {"skipped", get(stats_.kept.skipped)},
-        {"dropped", get(stats_.kept.dropped)},
-        {"failed", get(stats_.kept.failed)},
-        {"pending", prefetcher_.KeepPending()}}},
-      {"access",
-       {{"open_denied", get(stats_.open_denied)}, {"control_denied", get(stats_.control_denied)}}},
-      {"prefetch",
-       {{"planned_files", p.planned_files},
-        {"planned_objects", p.planned_objects},
-        {"fetched_objects", get(stats_.fetched_objects)},
-        {"epoch", p.epoch},
-        {"position", p.position},
-        {"positions", p.positions},
-        {"given_up", p.given_up},
-        {"entries", p.entries},
-        {"streams", StreamsJson(p)},
-        {"staging_bytes", p.staging_bytes},
-        {"staging_capacity", limits.staging_capacity}}},
-      {"tiers", tiers},
-      {"stall_ns", get(stats_.stall_ns)},
-      {"errors",
-       {{"fetch", get(stats_.errors.fetch)},
-        {"checksum", checksum_errors},
-        {"timeout", get(stats_.errors.timeout)},
-        {"stale", get(stats_.errors.stale)},
-        {"stale_node", get(stats_.errors.stale_node)},
-        {"tier_full", get(stats_.errors.tier_full)},
-        {"manifest_rejected", get(stats_.errors.manifest_rejected)},
-        {"access_check", get(stats_.errors.access_check)},
-        {"backing_timeout", get(stats_.errors.backing_timeout)}}},
-  };
-  // What the job does wrong, as ReadWatch (cache/read_watch.h) sees it; [] when nothing.
-  json warnings = json::array();
-  const auto now = std::chrono::steady_clock::now();
-  for (const ReadWarning& w : p.warnings) {
-    warnings.push_back({{"kind", WatchKindName(w.kind)},
-                        {"message", w.message},
-                        {"seconds", std::chrono::duration<double>(now - w.since).count()}});
-  }
-  j["warnings"] = std::move(warnings);
-  for (const auto& [kind, bytes_capacity] : by_kind) {
-    j[kind + "_bytes"] = bytes_capacity.first;
-    j[kind + "_capacity"] = bytes_capacity.second;
-  }
-  return j.dump(2) + "\n";
+  const auto summary = Summary(prefetcher_.plan());
+  return StatsObject(stats_, prefetcher_, summary.get()).dump(2) + "\n";
+}
+
+std::string ControlPlane::MetricsText() const {
+  const auto summary = Summary(prefetcher_.plan());
+  return RenderMetrics(StatsObject(stats_, prefetcher_, summary.get()));
 }
 
 std::string ControlPlane::PlanJson() const {
@@ -389,7 +294,7 @@ std::string ControlPlane::PlanJson() const {
          {"predicted_backing_bytes", 0}};
     return j.dump(2) + "\n";
   }
-  const PlanSummary s = Summarize(*plan, prefetcher_.limits());
+  const PlanSummary& s = *Summary(plan);
   json tiers = json::array();
   for (const auto& t : s.tiers) {
     tiers.push_back({{"name", t.name},

@@ -3,6 +3,7 @@
 //             installed at the last (release); other streams are kept
 //   errors    read: the report of the last manifest validation (empty if it was accepted)
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
+//   metrics   read: the stats in the Prometheus text format
 #pragma once
 
 #include <atomic>
@@ -88,6 +89,8 @@ class ControlPlane {
   void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
 
   std::string StatsJson() const;
+  // `stats` in the Prometheus text format (fs/metrics.h).
+  std::string MetricsText() const;
   std::string PlanJson() const;
   std::string ErrorsText() const;
 
@@ -97,6 +100,12 @@ class ControlPlane {
   Stats& stats_;
   const std::vector<std::string> aliases_;
   std::function<std::string()> cluster_info_;
+  // The summary of plan (null for none), computed once per plan: stats reads need it for
+  // readiness, and summarizing walks every object.
+  std::shared_ptr<const PlanSummary> Summary(const std::shared_ptr<const Plan>& plan) const;
+  mutable std::mutex summary_mu_;  // leaf
+  mutable std::weak_ptr<const Plan> summary_plan_;
+  mutable std::shared_ptr<const PlanSummary> summary_;
   // Validates w's text as it is now; sets w.last_ and w.valid_ and the `errors` report.
   void Validate(Writer& w);
   // After a write: refuses w (and reports why) if what it wrote is certain to be rejected.

@@ -27,6 +27,9 @@ PACKAGES=(
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
   python3-matplotlib  # the benchmark figures (tools/bench/plot_scenarios.py)
+  # clairfs-ctl serve-metrics: the Prometheus export (tools/python/clairfs/metrics.py), and
+  # the parser the metrics tests read .clairfs/metrics with
+  python3-prometheus-client
 )
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
 # hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check

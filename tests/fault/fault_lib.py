@@ -292,7 +292,7 @@ class Ctx:
         """Until the prefetch fetched `files` files or stopped progressing for 1.5 s."""
         deadline, last, since = time.monotonic() + limit, -1, time.monotonic()
         while time.monotonic() < deadline:
-            n = self.stats(mnt).get("prefetch", {}).get("fetched_objects", 0)
+            n = self.stats(mnt).get("prefetch", {}).get("fetches", 0)
             if n >= files:
                 return n
             if n != last:

@@ -60,7 +60,7 @@ class ChunkCase(ClairfsCase):
         return mnt
 
     def wait_tiers(self, mnt, plan, before=0, timeout=30):
-        """Waits until every tier holds the bytes the plan gives it (fetched_objects also
+        """Waits until every tier holds the bytes the plan gives it (prefetch.fetches also
         counts the staging window's fetches, so it cannot tell) and returns the stats then;
         at least `before` + the tier objects were fetched by then."""
         want = [t["bytes"] for t in plan["tiers"]]
@@ -68,7 +68,7 @@ class ChunkCase(ClairfsCase):
                          timeout, f"the tiers to hold {want} bytes")
         st = self.stats(mnt)
         self.assertEqual([t["bytes"] for t in st["tiers"]], want, (st, plan))
-        self.assertGreaterEqual(st["prefetch"]["fetched_objects"],
+        self.assertGreaterEqual(st["prefetch"]["fetches"],
                                 before + sum(t["objects"] for t in plan["tiers"]), st)
         return st
 

@@ -66,7 +66,7 @@ class ChunkedFileTest(ChunkCase):
 
     def wait_tiers_hold(self, mnt, nbytes):
         """Waits until the RAM tier holds nbytes (readers' demand fetches are stored there too,
-        so fetched_objects need not reach the planned count when readers raced the prefetch)."""
+        so prefetch.fetches need not reach the planned count when readers raced the prefetch)."""
         wait_for(lambda: self.stats(mnt)["tiers"][0]["bytes"] >= nbytes, 30,
                  f"the RAM tier to hold {nbytes} bytes")
         return self.stats(mnt)

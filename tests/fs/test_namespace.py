@@ -86,15 +86,15 @@ class ControlDirTest(SmallTreeCase):
         self.assertNotIn(".clairfs", os.listdir(mnt))
         st = os.stat(os.path.join(mnt, ".clairfs"))
         self.assertTrue(os.path.isdir(os.path.join(mnt, ".clairfs")), oct(st.st_mode))
-        self.assertLessEqual({"manifest", "stats", "plan", "errors"},
+        self.assertLessEqual({"manifest", "stats", "plan", "errors", "metrics"},
                              set(os.listdir(os.path.join(mnt, ".clairfs"))))
-        for name in ("manifest", "stats", "plan", "errors"):
+        for name in ("manifest", "stats", "plan", "errors", "metrics"):
             self.assertTrue(os.path.isfile(os.path.join(mnt, ".clairfs", name)), name)
 
         stats = self.stats(mnt)
         self.assertLessEqual(STATS_KEYS, set(stats), f"stats keys: {sorted(stats)}")
         self.assertLessEqual({"ram", "staging", "backing"}, set(stats["served"]))
-        self.assertLessEqual({"planned_files", "fetched_objects", "epoch", "position"},
+        self.assertLessEqual({"planned_files", "fetches", "staging_fetches", "epoch", "position"},
                              set(stats["prefetch"]))
         self.assertIsInstance(stats["errors"], dict)
         for k in STATS_KEYS - {"served", "prefetch", "errors"}:

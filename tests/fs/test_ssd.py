@@ -71,11 +71,11 @@ class SsdTierTest(ClairfsCase):
                 self.read_check(mnt, rel, files[rel])
 
     def wait_prefetch(self, mnt, target, limit=20.0):
-        """Polls stats until prefetch.fetched_objects reaches target or stops growing."""
+        """Polls stats until prefetch.fetches reaches target or stops growing."""
         deadline, last, since = time.monotonic() + limit, -1, time.monotonic()
         while time.monotonic() < deadline:
             st = self.stats(mnt)
-            n = st["prefetch"]["fetched_objects"]
+            n = st["prefetch"]["fetches"]
             if n >= target:
                 return st
             if n != last:
@@ -116,7 +116,7 @@ class SsdTierTest(ClairfsCase):
         self.assertEqual(ram["objects"] + ssd["objects"] + plan["staging"]["objects"], NFILES, plan)
         st = self.wait_prefetch(mnt, ram["objects"] + ssd["objects"])
         print(f"\n  ssd: plan ram {ram['objects']} ssd {ssd['objects']} staging "
-              f"{plan['staging']['objects']}; prefetched {st['prefetch']['fetched_objects']}",
+              f"{plan['staging']['objects']}; prefetched {st['prefetch']['fetches']}",
               file=sys.stderr)
         self.read_epochs(mnt, self.epochs[:1])
         after1 = self.stats(mnt)
@@ -224,9 +224,9 @@ class SsdTierTest(ClairfsCase):
         planned = self.plan(mnt)["tiers"]
         os.kill(d.proc.pid, signal.SIGKILL)
         d.proc.wait(timeout=10)
-        print(f"\n  ssd kill: fetched {st['prefetch']['fetched_objects']} of "
+        print(f"\n  ssd kill: fetched {st['prefetch']['fetches']} of "
               f"{planned[0]['objects'] + planned[1]['objects']} before SIGKILL", file=sys.stderr)
-        self.assertLess(st["prefetch"]["fetched_objects"], planned[0]["objects"] + planned[1]["objects"],
+        self.assertLess(st["prefetch"]["fetches"], planned[0]["objects"] + planned[1]["objects"],
                         "the prefetch finished before the kill: make the dataset larger")
         # Stale: what needs the daemon fails with ENOTCONN (os.stat of the root may still
         # succeed from the kernel's attribute cache, attr_timeout 3600 s).

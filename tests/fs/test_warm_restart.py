@@ -72,7 +72,7 @@ class WarmRestartTest(ClairfsCase):
         self.assertEqual(plan["staging"]["objects"], 0, plan)   # the tiers hold everything
         self.assertTrue(0 < ram["bytes"] and ram["bytes"] < self.total, plan)
         tiered = ram["objects"] + ssd["objects"]
-        self.wait_stats(mnt, lambda st: st["prefetch"]["fetched_objects"] >= tiered,
+        self.wait_stats(mnt, lambda st: st["prefetch"]["fetches"] >= tiered,
                         "the tier fill")
         self.wait_stats(mnt, lambda st: st["kept"]["written"] >= ssd["kept_objects"]
                         and st["kept"]["pending"] == 0, "the kept copies")

@@ -92,6 +92,23 @@ class CtlTest(harness.ClairfsCase):
         view = json.loads(out)
         self.assertEqual(set(view), {"readiness", "hit_rates"})
         self.assertAlmostEqual(sum(view["hit_rates"].values()), 1.0, places=6)
+        # The view shows the daemon's own hit rates and readiness (stats keys), per tier too.
+        # Once the tiers are full and nothing reads, they hold still between the two reads.
+        harness.wait_for(lambda: clairfs.stats(self.mnt)["readiness"]["ready"] >= 1.0, 30,
+                         "the tiers to fill")
+        st = clairfs.stats(self.mnt)
+        rc, out, _ = ctl("status", self.mnt, "--json")
+        view = json.loads(out)
+        self.assertEqual(view["readiness"], st["readiness"])
+        self.assertEqual(view["hit_rates"], st["hit_rates"])
+        rc, out, _ = ctl("status", self.mnt)
+        ram = st["hit_rates"]["ram"]
+        self.assertIn("tier ram: ", out)
+        self.assertIn(f"served ({ram * 100:.1f}% of reads)", out)
+        self.assertIn(f"(hit rate {st['hit_rate'] * 100:.1f}%)", out)
+        self.assertIn("ready: tiers [" + "#" * 24 + "] 100.0%", out)
+        self.assertIn(f"stall: {st['stall_seconds']:.2f} s", out)
+        self.assertIn(f"backing: {st['backing_reads']} reads", out)
         rc, out, _ = ctl("plan", self.mnt)
         self.assertEqual(json.loads(out)["entries"], 60)
         self.assertEqual(ctl("errors", self.mnt)[1], "")

@@ -31,13 +31,14 @@ SOURCE = os.path.join(REPO, "tools", "python")
 PROBE = r"""
 import importlib.metadata, json, os, sys
 import clairfs, clairfs.compact, clairfs.control, clairfs.records, clairfs.tfrecord
-import clairfs.lmdb_pages
+import clairfs.lmdb_pages, clairfs.cli, clairfs.metrics
 here = os.path.dirname(clairfs.__file__)
 print(json.dumps({"file": os.path.realpath(clairfs.__file__), "prefix": os.path.realpath(sys.prefix),
                   "version": clairfs.__version__,
                   "metadata": importlib.metadata.version("clairfs"),
                   "typed": os.path.isfile(os.path.join(here, "py.typed")),
                   "torch_loaded": "torch" in sys.modules,
+                  "prometheus_loaded": "prometheus_client" in sys.modules,
                   "has_register_paths": callable(clairfs.register_paths)}))
 """
 
@@ -174,6 +175,8 @@ class PackagingTest(unittest.TestCase):
         self.assertTrue(self.isolated_probe["has_register_paths"])
         self.assertFalse(self.isolated_probe["torch_loaded"])
         self.assertFalse(self.system_probe["torch_loaded"], "import clairfs imported torch")
+        self.assertFalse(self.system_probe["prometheus_loaded"],
+                         "importing clairfs-ctl's modules imported prometheus_client")
 
 
 if __name__ == "__main__":

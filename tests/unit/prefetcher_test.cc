@@ -114,6 +114,27 @@ TEST_F(PrefetcherTest, StagingWindowIsBoundedAndDrainsAsReadersConsume) {
   EXPECT_EQ(stats_.served_staging.load(), 50u);
 }
 
+// stats.fetched_objects (stats key prefetch.fetches) counts fetches, not objects: a staged
+// file is fetched again for every epoch that reads it, so the count passes the plan's distinct
+// objects; staging_fetched is the staging window's part of it.
+TEST_F(PrefetcherTest, FetchesCountEachStagingOfAnObject) {
+  AddFiles(5);
+  Make(0, 2 * kSize);  // nothing fits the RAM tier: everything is staged, each epoch
+  prefetcher_->Install(PlanOf({Range(5), Range(5)}));
+  prefetcher_->Start();
+  EXPECT_EQ(prefetcher_->progress().planned_objects, 5u);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (int i = 0; i < 5; ++i) {
+      const uint64_t want = epoch * 5 + i + 1;
+      ASSERT_TRUE(WaitFor([&] { return stats_.staging_fetched.load() >= want; }));
+      EXPECT_EQ(OpenAndCheck(i), OpenResult::Source::kStaging) << epoch << " " << i;
+    }
+  }
+  EXPECT_EQ(stats_.fetched_objects.load(), 10u);
+  EXPECT_EQ(stats_.staging_fetched.load(), 10u);
+  EXPECT_EQ(stats_.tier_fetched[0].load(), 0u);
+}
+
 TEST_F(PrefetcherTest, OutOfOrderConsumptionIsServedCorrectly) {
   AddFiles(60);
   Make(0, 8 * kSize);

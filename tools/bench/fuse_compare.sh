@@ -211,7 +211,7 @@ wait_ram_warm() {
   for ((i = 0; i < WARM_TIMEOUT * 5; i++)); do
     stats=$(cat "$MNT/.clairfs/stats" 2>/dev/null) || stats="{}"
     if jq -e --argjson n "$FILES" --argjson b "$DATA_BYTES" \
-      '(.prefetch.fetched_objects // 0) >= $n or (.ram_bytes // 0) >= $b' <<<"$stats" \
+      '(.prefetch.fetches // 0) >= $n or (.ram_bytes // 0) >= $b' <<<"$stats" \
       >/dev/null 2>&1; then
       log "clairfs: RAM tier warm after $((i / 5)) s: $(jq -c '{prefetch, ram_bytes}' <<<"$stats")"
       return 0

@@ -244,8 +244,8 @@ def stats_delta(before, after):
     d = {k: after.get(k, 0) - before.get(k, 0) for k in STAT_KEYS}
     d["served"] = {k: v - before.get("served", {}).get(k, 0)
                    for k, v in after.get("served", {}).items()}
-    d["fetched_objects"] = (after.get("prefetch", {}).get("fetched_objects", 0)
-                            - before.get("prefetch", {}).get("fetched_objects", 0))
+    d["fetches"] = (after.get("prefetch", {}).get("fetches", 0)
+                    - before.get("prefetch", {}).get("fetches", 0))
     d["errors"] = {k: v - before.get("errors", {}).get(k, 0)
                    for k, v in after.get("errors", {}).items() if v != before.get("errors", {}).get(k, 0)}
     return d

@@ -103,7 +103,7 @@ cache:
             if mount_no == 1:
                 tiered = sum(t["objects"] for t in plan["tiers"])
                 kept = plan["tiers"][1]["kept_objects"]
-                wait(lambda: m.control("stats")["prefetch"]["fetched_objects"] >= tiered, 600,
+                wait(lambda: m.control("stats")["prefetch"]["fetches"] >= tiered, 600,
                      "the tier fill")
                 wait(lambda: m.control("stats")["kept"]["written"] >= kept
                      and m.control("stats")["kept"]["pending"] == 0, 600, "the kept copies")

@@ -147,7 +147,7 @@ if ((WARM)); then
   start=$(date +%s.%N)
   last=-1 same_since=0
   for ((i = 0; ; i++)); do
-    fetched=$(jq '.prefetch.fetched_objects' "$MNT/.clairfs/stats")
+    fetched=$(jq '.prefetch.fetches' "$MNT/.clairfs/stats")
     ((fetched >= TIER_FILES)) && break
     if ((fetched != last)); then last=$fetched same_since=$i; fi
     if ((i - same_since >= 50)); then  # 10 s without progress: read what is there

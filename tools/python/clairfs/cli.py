@@ -2,13 +2,18 @@
 
     clairfs-ctl register MNT FILE|-      write a manifest (text or compact); exit 1 with the reason
                                          when clairfs rejects it
-    clairfs-ctl status MNT [--watch [S]] plan progress, hit rates, readiness, stall, backing traffic
+    clairfs-ctl status MNT [--watch [S]] plan progress, per-tier hit rates, readiness of the next
+                                         window, stall, backing traffic
     clairfs-ctl wait MNT [--ready F]     until the tiers and the window are F filled (0.95)
     clairfs-ctl plan MNT | errors MNT    the control files as they are
+    clairfs-ctl serve-metrics MNT... --port P | --textfile PATH
+                                         export to Prometheus (clairfs/metrics.py; needs
+                                         python3-prometheus-client)
 
 Exit status: 0 done, 1 rejected / timed out / not a clairfs mount, 2 bad usage. Standard
-library only. The numbers come from `.clairfs/stats` and `.clairfs/plan`
-(docs/control-interface.md); readiness is defined in `readiness()`.
+library only, serve-metrics aside. The numbers come from `.clairfs/stats` and `.clairfs/plan`
+(docs/control-interface.md); hit rates and readiness are the daemon's (stats keys `hit_rates`,
+`hit_rate`, `readiness`), so the tool, the metrics and the JSON always agree.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import sys
 import time
 from typing import Any, BinaryIO, Sequence, TextIO
 
-from . import control
+from . import control, metrics
 from ._version import __version__
 
 _CHUNK = 1 << 20
@@ -36,33 +41,18 @@ def _bar(fraction: float, width: int = 24) -> str:
     return "[" + "#" * full + "." * (width - full) + f"] {fraction * 100:5.1f}%"
 
 
-def readiness(stats: dict[str, Any], plan: dict[str, Any]) -> dict[str, float]:
-    """How much of what the plan stages ahead is in place, each in [0, 1]:
-
-    tiers   bytes the tiers hold over the bytes the plan places in them (1 with no tier share);
-    window  bytes in the staging window over what it can hold of the plan's staged bytes
-            (1 with nothing staged);
-    ready   the smaller of the two: what `wait` waits for.
-
-    The window takes a next object only when all of it fits, so it seldom holds its room to
-    the byte: `wait` defaults to 0.95.
-    """
-    planned_tier = sum(t.get("bytes", 0) for t in plan.get("tiers", []))
-    held_tier = sum(t.get("bytes", 0) for t in stats.get("tiers", []))
-    tiers = 1.0 if planned_tier == 0 else min(1.0, held_tier / planned_tier)
-    prefetch = stats.get("prefetch", {})
-    staged_plan = plan.get("staging", {}).get("bytes", 0)
-    room = min(staged_plan, prefetch.get("staging_capacity", staged_plan))
-    window = 1.0 if room == 0 else min(1.0, prefetch.get("staging_bytes", 0) / room)
-    return {"tiers": tiers, "window": window, "ready": min(tiers, window)}
+def readiness(stats: dict[str, Any]) -> dict[str, float]:
+    """The daemon's readiness (stats key `readiness`): `tiers`, `window` and `ready` in [0, 1]
+    (docs/control-interface.md). The window takes a next object only when all of it fits, so
+    it seldom holds its room to the byte: `wait` defaults to 0.95."""
+    r = stats.get("readiness", {})
+    return {k: float(r.get(k, 0.0)) for k in ("tiers", "window", "ready")}
 
 
 def hit_rates(stats: dict[str, Any]) -> dict[str, float]:
-    """Share of the files served from each source since the mount (`served`: ram, ssd, ...,
-    staging, peer, backing); empty when nothing was served yet."""
-    served = {k: v for k, v in stats.get("served", {}).items() if isinstance(v, int)}
-    total = sum(served.values())
-    return {k: v / total for k, v in served.items()} if total else {}
+    """The daemon's share of object reads served by each source since the mount (stats key
+    `hit_rates`: a tier's name, staging, peer, backing); empty when nothing was read yet."""
+    return {k: float(v) for k, v in stats.get("hit_rates", {}).items() if v is not None}
 
 
 def render_status(mount: str, stats: dict[str, Any], plan: dict[str, Any]) -> str:
@@ -79,20 +69,21 @@ def render_status(mount: str, stats: dict[str, Any], plan: dict[str, Any]) -> st
         done = s.get("position", 0) / positions if positions else 0.0
         lines.append(f"  stream {s.get('name')}: epoch {min(s.get('epoch', 0) + 1, s.get('epochs', 0))}"
                      f"/{s.get('epochs', 0)} {_bar(done)}  idle {s.get('idle_seconds', 0):.0f} s")
-    ready = readiness(stats, plan)
+    ready = readiness(stats)
     lines.append(f"ready: tiers {_bar(ready['tiers'])}  window {_bar(ready['window'])}")
+    rates = hit_rates(stats)
     for t in stats.get("tiers", []):
         cap = t.get("capacity", 0)
+        rate = rates.get(t.get("name", ""))
+        hit = f" ({rate * 100:.1f}% of reads)" if rate is not None else ""
         lines.append(f"  tier {t.get('name')}: {_mib(t.get('bytes', 0))} of {_mib(cap)}, "
-                     f"{t.get('served', 0)} served, state {t.get('state', 'on')}")
-    rates = hit_rates(stats)
+                     f"{t.get('served', 0)} served{hit}, state {t.get('state', 'on')}")
     if rates:
-        hits = 1.0 - rates.get("backing", 0.0)
         lines.append("served: " + ", ".join(f"{k} {v * 100:.1f}%" for k, v in sorted(rates.items()))
-                     + f"  (hit rate {hits * 100:.1f}%)")
+                     + f"  (hit rate {stats.get('hit_rate', 0.0) * 100:.1f}%)")
     else:
         lines.append("served: nothing read yet")
-    lines.append(f"stall: {stats.get('stall_ns', 0) / 1e9:.2f} s   backing: "
+    lines.append(f"stall: {stats.get('stall_seconds', 0.0):.2f} s   backing: "
                  f"{stats.get('backing_reads', 0)} reads, {_mib(stats.get('backing_bytes', 0))}")
     cluster = plan.get("cluster")
     if cluster:
@@ -157,7 +148,7 @@ def _wait(mount: str, want: float, timeout: float, interval: float, out: TextIO)
     tty = out.isatty()
     while True:
         stats, plan = control.stats(mount), control.plan(mount)
-        r = readiness(stats, plan)
+        r = readiness(stats)
         if tty:
             out.write(f"\rready {_bar(r['ready'])}")
             out.flush()
@@ -197,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="give up after this long, exit 1 (default 3600)")
     for name, what in (("plan", "the active plan (JSON)"), ("errors", "the last rejection")):
         sub.add_parser(name, help=what).add_argument("mount")
+    metrics.add_parser(sub)
     return p
 
 
@@ -215,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "errors":
             out.write(control.errors(args.mount))
             return 0
+        if args.command == "serve-metrics":
+            return metrics.main(args)
         if args.command == "wait":
             if not 0 < args.ready <= 1 or args.timeout < 0:
                 print("clairfs-ctl: --ready must be in (0, 1] and --timeout >= 0", file=err)
@@ -225,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         while True:
             stats, plan = control.stats(args.mount), control.plan(args.mount)
             if args.json:
-                view = json.dumps({"readiness": readiness(stats, plan),
+                view = json.dumps({"readiness": readiness(stats),
                                    "hit_rates": hit_rates(stats)}, sort_keys=True) + "\n"
             else:
                 view = render_status(args.mount, stats, plan)

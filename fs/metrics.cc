@@ -1,0 +1,283 @@
+#include "fs/metrics.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace clairfs {
+
+using nlohmann::json;
+
+std::string EscapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string EscapeHelp(std::string_view help) {
+  std::string out;
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string FormatValue(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  return std::string(buf, end);
+}
+
+void Exposition::Family(std::string_view name, Type type, std::string_view help) {
+  name_ = name;
+  out_ += "# HELP " + name_ + " " + EscapeHelp(help) + "\n";
+  out_ += "# TYPE " + name_ + (type == Type::kCounter ? " counter\n" : " gauge\n");
+}
+
+void Exposition::Begin(const Labels& labels) {
+  out_ += name_;
+  if (!labels.empty()) {
+    out_ += '{';
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (i > 0) out_ += ',';
+      out_ += labels[i].first;
+      out_ += "=\"" + EscapeLabelValue(labels[i].second) + '"';
+    }
+    out_ += '}';
+  }
+  out_ += ' ';
+}
+
+void Exposition::Sample(const Labels& labels, uint64_t value) {
+  Begin(labels);
+  out_ += std::to_string(value) + "\n";
+}
+
+void Exposition::Sample(const Labels& labels, double value) {
+  Begin(labels);
+  out_ += FormatValue(value) + "\n";
+}
+
+void Exposition::Sample(const Labels& labels, const json& value) {
+  if (value.is_number_unsigned()) return Sample(labels, value.get<uint64_t>());
+  if (value.is_number()) return Sample(labels, value.get<double>());
+  Sample(labels, std::nan(""));
+}
+
+namespace {
+
+using Type = Exposition::Type;
+
+// The number at pointer (e.g. "/prefetch/position"), or fallback if absent or not a number.
+json At(const json& j, const char* pointer, json fallback = 0) {
+  const json::json_pointer p(pointer);
+  return j.contains(p) && j.at(p).is_number() ? j.at(p) : fallback;
+}
+
+const json& ArrayAt(const json& j, const char* key) {
+  static const json kEmpty = json::array();
+  return j.contains(key) && j[key].is_array() ? j[key] : kEmpty;
+}
+
+// A family with one unlabelled sample from the stats at pointer.
+// A ratio absent (or null: nothing read yet) is NaN.
+void One(Exposition& e, const json& stats, std::string_view name, Type type, const char* pointer,
+         std::string_view help, json fallback = 0) {
+  e.Family(name, type, help);
+  e.Sample({}, At(stats, pointer, std::move(fallback)));
+}
+
+// A family with one sample per member of the object at pointer, labelled label=<member>.
+void ByMember(Exposition& e, const json& stats, std::string_view name, Type type,
+              const char* pointer, std::string_view label, std::string_view help) {
+  e.Family(name, type, help);
+  const json::json_pointer p(pointer);
+  if (!stats.contains(p) || !stats.at(p).is_object()) return;
+  for (const auto& [key, value] : stats.at(p).items()) e.Sample({{label, key}}, value);
+}
+
+// A family with one sample per tier, labelled tier=<name>, of each tier's field.
+void ByTier(Exposition& e, const json& stats, std::string_view name, Type type, const char* field,
+            std::string_view help) {
+  e.Family(name, type, help);
+  for (const json& t : ArrayAt(stats, "tiers")) {
+    e.Sample({{"tier", t.value("name", "")}}, t.contains(field) ? t[field] : json(0));
+  }
+}
+
+void Traffic(Exposition& e, const json& s) {
+  One(e, s, "clairfs_files_opened_total", Type::kCounter, "/files_opened",
+      "Opens of dataset files.");
+  One(e, s, "clairfs_read_bytes_total", Type::kCounter, "/bytes_read",
+      "Bytes returned by read() of dataset files.");
+  ByMember(e, s, "clairfs_object_reads_total", Type::kCounter, "/served", "source",
+           "Object reads (opens of files read whole, first reads of a chunk) by the source "
+           "that served them: a tier's name, staging, peer, or backing (read on demand).");
+  One(e, s, "clairfs_chunk_reads_total", Type::kCounter, "/chunk_reads",
+      "Object reads of chunks of chunked files.");
+  One(e, s, "clairfs_unplanned_opens_total", Type::kCounter, "/unplanned_opens",
+      "Opens of files the plan does not name.");
+  One(e, s, "clairfs_unplanned_chunk_reads_total", Type::kCounter, "/unplanned_chunk_reads",
+      "Reads of chunks of a planned file that the plan does not name.");
+  One(e, s, "clairfs_backing_reads_total", Type::kCounter, "/backing_reads",
+      "Objects or direct opens read from the backing store, by prefetch and readers.");
+  One(e, s, "clairfs_backing_read_bytes_total", Type::kCounter, "/backing_bytes",
+      "Bytes read from the backing store.");
+  One(e, s, "clairfs_served_unverified_total", Type::kCounter, "/served_unverified",
+      "Opens served from a cached copy while the backing store did not answer.");
+  One(e, s, "clairfs_stall_seconds_total", Type::kCounter, "/stall_seconds",
+      "Time readers waited on a fetch, summed over readers.");
+  One(e, s, "clairfs_hit_ratio", Type::kGauge, "/hit_rate",
+      "Share of object reads since the mount not read on demand from the backing store "
+      "(NaN before the first).",
+      std::nan(""));
+  ByMember(e, s, "clairfs_served_ratio", Type::kGauge, "/hit_rates", "source",
+           "Share of object reads since the mount served by each source (NaN before the first).");
+}
+
+void Peers(Exposition& e, const json& s) {
+  e.Family("clairfs_peer_bytes_total", Type::kCounter,
+           "Bytes moved between this node and its peers, by direction (in: received).");
+  e.Sample({{"direction", "in"}}, At(s, "/peer_bytes_in"));
+  e.Sample({{"direction", "out"}}, At(s, "/peer_bytes_out"));
+  One(e, s, "clairfs_peer_fetched_total", Type::kCounter, "/peer_fetched",
+      "Objects the prefetch or a reader got from a peer.");
+  One(e, s, "clairfs_peer_adopted_total", Type::kCounter, "/peer_adopted",
+      "Objects other nodes read from the backing store and pushed to this node, their owner.");
+}
+
+void Errors(Exposition& e, const json& s) {
+  e.Family("clairfs_errors_total", Type::kCounter,
+           "Errors by kind (docs/control-interface.md, stats key errors; peer, peer_protocol "
+           "and mpi: the cluster's).");
+  const json::json_pointer errors("/errors");
+  if (s.contains(errors) && s.at(errors).is_object()) {
+    for (const auto& [kind, value] : s.at(errors).items()) e.Sample({{"kind", kind}}, value);
+  }
+  e.Sample({{"kind", "peer"}}, At(s, "/peer_errors"));
+  e.Sample({{"kind", "peer_protocol"}}, At(s, "/peer_protocol_errors"));
+  e.Sample({{"kind", "mpi"}}, At(s, "/mpi_errors"));
+  e.Family("clairfs_access_denied_total", Type::kCounter,
+           "Opens refused beyond the kernel's own check: dataset opens (open) and opens of the "
+           "manifest for writing (control).");
+  e.Sample({{"kind", "open"}}, At(s, "/access/open_denied"));
+  e.Sample({{"kind", "control"}}, At(s, "/access/control_denied"));
+}
+
+void Tiers(Exposition& e, const json& s) {
+  ByTier(e, s, "clairfs_tier_used_bytes", Type::kGauge, "bytes", "Bytes a tier holds.");
+  ByTier(e, s, "clairfs_tier_capacity_bytes", Type::kGauge, "capacity", "Bytes a tier may hold.");
+  e.Family("clairfs_tier_on", Type::kGauge, "1 while a tier is on, 0 after a device fault.");
+  for (const json& t : ArrayAt(s, "tiers")) {
+    e.Sample({{"tier", t.value("name", "")}}, uint64_t{t.value("state", "") == "on"});
+  }
+  ByTier(e, s, "clairfs_tier_fills_total", Type::kCounter, "fetched",
+         "Objects the prefetch stored into a tier.");
+  ByTier(e, s, "clairfs_tier_promotions_total", Type::kCounter, "promoted",
+         "Of the fills, objects copied from another tier.");
+  ByTier(e, s, "clairfs_tier_disabled_total", Type::kCounter, "disabled",
+         "Times a tier was switched off after a device fault.");
+  ByTier(e, s, "clairfs_tier_io_errors_total", Type::kCounter, "io_errors",
+         "Failed device operations of a tier.");
+}
+
+void Plan(Exposition& e, const json& s) {
+  One(e, s, "clairfs_plan_files", Type::kGauge, "/prefetch/planned_files",
+      "Distinct files in the active plan.");
+  One(e, s, "clairfs_plan_objects", Type::kGauge, "/prefetch/planned_objects",
+      "Objects (files read whole, and chunks) in the active plan.");
+  One(e, s, "clairfs_plan_epoch", Type::kGauge, "/prefetch/epoch",
+      "The lowest of the streams' epochs, counted from 0.");
+  One(e, s, "clairfs_plan_position", Type::kGauge, "/prefetch/position",
+      "Object reads of the plan consumed or given up, summed over streams.");
+  One(e, s, "clairfs_plan_positions", Type::kGauge, "/prefetch/positions",
+      "Object reads in the plan, summed over streams.");
+  One(e, s, "clairfs_plan_given_up", Type::kGauge, "/prefetch/given_up",
+      "Object reads of the plan given up (passed by readers), summed over streams.");
+  One(e, s, "clairfs_prefetch_fetches_total", Type::kCounter, "/prefetch/fetches",
+      "Prefetches completed (tier fills and staging fetches; an object may count again).");
+  One(e, s, "clairfs_staging_fetches_total", Type::kCounter, "/prefetch/staging_fetches",
+      "Prefetches into the staging window.");
+  One(e, s, "clairfs_staging_used_bytes", Type::kGauge, "/prefetch/staging_bytes",
+      "Bytes held or reserved by the staging window.");
+  One(e, s, "clairfs_staging_capacity_bytes", Type::kGauge, "/prefetch/staging_capacity",
+      "Bytes the staging window may hold.");
+  ByMember(e, s, "clairfs_readiness_ratio", Type::kGauge, "/readiness", "part",
+           "What the plan stages ahead that is in place: tiers (held over planned tier bytes), "
+           "window (staging window filled), ready (the smaller).");
+  const json::json_pointer streams("/prefetch/streams");
+  const json& list = s.contains(streams) ? s.at(streams) : json::array();
+  const struct {
+    const char* name;
+    const char* field;
+    const char* help;
+  } kStream[] = {
+      {"clairfs_stream_position", "position", "A stream's object reads consumed or given up."},
+      {"clairfs_stream_positions", "positions", "A stream's object reads in the plan."},
+      {"clairfs_stream_idle_seconds", "idle_seconds",
+       "Time since a stream was read or registered."},
+  };
+  for (const auto& f : kStream) {
+    e.Family(f.name, Type::kGauge, f.help);
+    if (!list.is_array()) continue;
+    for (const json& st : list) {
+      e.Sample({{"stream", st.value("name", "")}}, st.contains(f.field) ? st[f.field] : json(0));
+    }
+  }
+}
+
+void Kept(Exposition& e, const json& s) {
+  e.Family("clairfs_kept_copies_total", Type::kCounter,
+           "Copies of faster tiers' objects for the persistent tier, by outcome.");
+  for (const char* outcome : {"queued", "written", "skipped", "dropped", "failed"}) {
+    e.Sample({{"outcome", outcome}}, At(s, (std::string("/kept/") + outcome).c_str()));
+  }
+  One(e, s, "clairfs_kept_written_bytes_total", Type::kCounter, "/kept/bytes",
+      "Bytes of the copies written into the persistent tier.");
+  One(e, s, "clairfs_kept_pending", Type::kGauge, "/kept/pending",
+      "Copies queued and not yet written.");
+}
+
+void Warnings(Exposition& e, const json& s) {
+  e.Family("clairfs_warning", Type::kGauge,
+           "1 while the job does what this kind of warning says (stats key warnings), else 0.");
+  for (const char* kind : {"no_plan", "not_in_plan", "out_of_order"}) {
+    bool on = false;
+    for (const json& w : ArrayAt(s, "warnings")) on |= w.value("kind", "") == kind;
+    e.Sample({{"kind", kind}}, uint64_t{on});
+  }
+}
+
+}  // namespace
+
+std::string RenderMetrics(const json& stats) {
+  Exposition e;
+  Traffic(e, stats);
+  Peers(e, stats);
+  Errors(e, stats);
+  Tiers(e, stats);
+  Plan(e, stats);
+  Kept(e, stats);
+  Warnings(e, stats);
+  return e.text();
+}
+
+}  // namespace clairfs

@@ -1,0 +1,167 @@
+#include "fs/stats_view.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+
+namespace clairfs {
+
+using nlohmann::json;
+
+namespace {
+
+json StreamsJson(const PrefetchProgress& p) {
+  json streams = json::array();
+  for (const StreamProgress& s : p.streams) {
+    streams.push_back({{"name", s.name},
+                       {"epoch", s.epoch},
+                       {"epochs", s.epochs},
+                       {"position", s.position},
+                       {"positions", s.positions},
+                       {"entries", s.entries},
+                       {"given_up", s.given_up},
+                       {"staging_cursor", s.staging_cursor},
+                       {"idle_seconds", s.idle_seconds}});
+  }
+  return streams;
+}
+
+double Ratio(uint64_t part, uint64_t whole) {
+  return whole == 0 ? 1.0 : std::min(1.0, static_cast<double>(part) / static_cast<double>(whole));
+}
+
+}  // namespace
+
+Readiness ComputeReadiness(const PlanSummary* summary, const std::vector<uint64_t>& tier_used,
+                           uint64_t staging_bytes, uint64_t staging_capacity) {
+  Readiness r;
+  if (summary == nullptr) return r;
+  uint64_t planned = 0, held = 0;
+  for (const PlanSummary::Part& t : summary->tiers) planned += t.bytes;
+  for (uint64_t used : tier_used) held += used;
+  r.tiers = Ratio(held, planned);
+  r.window = Ratio(staging_bytes, std::min(summary->staging.bytes, staging_capacity));
+  r.ready = std::min(r.tiers, r.window);
+  return r;
+}
+
+json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* summary) {
+  const auto get = [](const Stats::Counter& c) { return c.load(std::memory_order_relaxed); };
+  json served = json::object();
+  json tiers = json::array();
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_kind = {{"ram", {0, 0}}};
+  uint64_t checksum_errors = 0;
+  const PlacementLimits& limits = prefetcher.limits();
+  const std::vector<uint64_t> used = prefetcher.TierUsedBytes();
+  const std::vector<uint64_t> corrupt = prefetcher.TierCorruptions();
+  const std::vector<TierHealth> health = prefetcher.TierHealths();
+  for (size_t t = 0; t < limits.tier_names.size() && t < kMaxTiers; ++t) {
+    const std::string& name = limits.tier_names[t];
+    served[name] = served.value(name, uint64_t{0}) + get(stats.served_tier[t]);
+    by_kind[name].first += used[t];
+    by_kind[name].second += limits.tier_capacity[t];
+    checksum_errors += corrupt[t];
+    tiers.push_back({{"name", name},
+                     {"bytes", used[t]},
+                     {"capacity", limits.tier_capacity[t]},
+                     {"served", get(stats.served_tier[t])},
+                     {"fetched", get(stats.tier_fetched[t])},
+                     {"promoted", get(stats.tier_promoted[t])},
+                     {"state", TierStateName(health[t].state)},  // "off" after a device fault
+                     {"disabled", health[t].disabled},           // times switched off
+                     {"io_errors", health[t].io_errors}});       // failed device operations
+  }
+  served["staging"] = get(stats.served_staging);
+  served["backing"] = get(stats.served_backing);
+  served["peer"] = get(stats.served_peer);
+  // Shares of the object reads by source; null (each) until the first object read.
+  uint64_t reads = 0;
+  for (const auto& [source, n] : served.items()) reads += n.get<uint64_t>();
+  json hit_rates = json::object();
+  for (const auto& [source, n] : served.items()) {
+    hit_rates[source] = reads ? json(static_cast<double>(n.get<uint64_t>()) / reads) : json();
+  }
+  const json hit_rate =
+      reads ? json(1.0 - static_cast<double>(served["backing"].get<uint64_t>()) / reads) : json();
+  const PrefetchProgress p = prefetcher.progress();
+  const Readiness ready = ComputeReadiness(summary, used, p.staging_bytes, limits.staging_capacity);
+  const uint64_t stall_ns = get(stats.stall_ns);
+  json j = {
+      {"files_opened", get(stats.files_opened)},
+      {"bytes_read", get(stats.bytes_read)},
+      {"served", served},
+      {"object_reads", reads},
+      {"hit_rates", hit_rates},
+      {"hit_rate", hit_rate},
+      {"readiness", {{"tiers", ready.tiers}, {"window", ready.window}, {"ready", ready.ready}}},
+      {"backing_reads", get(stats.backing_reads)},
+      {"backing_bytes", get(stats.backing_bytes)},
+      {"unplanned_opens", get(stats.unplanned_opens)},
+      {"chunk_reads", get(stats.chunk_reads)},
+      {"unplanned_chunk_reads", get(stats.unplanned_chunk_reads)},
+      {"peer_fetched", get(stats.peer_fetched)},
+      {"peer_bytes_in", get(stats.peer_bytes_in)},
+      {"peer_bytes_out", get(stats.peer_bytes_out)},
+      {"peer_errors", get(stats.peer_errors)},
+      {"peer_adopted", get(stats.peer_adopted)},
+      {"served_unverified", get(stats.served_unverified)},
+      {"peer_protocol_errors", get(stats.peer_protocol_errors)},
+      {"mpi_errors", get(stats.mpi_errors)},
+      {"kept",
+       {{"queued", get(stats.kept.queued)},
+        {"written", get(stats.kept.written)},
+        {"bytes", get(stats.kept.bytes)},
+        {"skipped", get(stats.kept.skipped)},
+        {"dropped", get(stats.kept.dropped)},
+        {"failed", get(stats.kept.failed)},
+        {"pending", prefetcher.KeepPending()}}},
+      {"access",
+       {{"open_denied", get(stats.open_denied)}, {"control_denied", get(stats.control_denied)}}},
+      {"prefetch",
+       {{"planned_files", p.planned_files},
+        {"planned_objects", p.planned_objects},
+        // Fetches, not distinct objects: an object is staged again in each epoch that reads
+        // it, and refilled after an eviction or a plan change (so this can pass
+        // planned_objects). Tier fills per tier: tiers[].fetched.
+        {"fetches", get(stats.fetched_objects)},
+        {"staging_fetches", get(stats.staging_fetched)},
+        {"epoch", p.epoch},
+        {"position", p.position},
+        {"positions", p.positions},
+        {"given_up", p.given_up},
+        {"entries", p.entries},
+        {"streams", StreamsJson(p)},
+        {"staging_bytes", p.staging_bytes},
+        {"staging_capacity", limits.staging_capacity}}},
+      {"tiers", tiers},
+      {"stall_ns", stall_ns},
+      {"stall_seconds", static_cast<double>(stall_ns) / 1e9},
+      {"errors",
+       {{"fetch", get(stats.errors.fetch)},
+        {"checksum", checksum_errors},
+        {"timeout", get(stats.errors.timeout)},
+        {"stale", get(stats.errors.stale)},
+        {"stale_node", get(stats.errors.stale_node)},
+        {"tier_full", get(stats.errors.tier_full)},
+        {"manifest_rejected", get(stats.errors.manifest_rejected)},
+        {"access_check", get(stats.errors.access_check)},
+        {"backing_timeout", get(stats.errors.backing_timeout)}}},
+  };
+  // What the job does wrong, as ReadWatch (cache/read_watch.h) sees it; [] when nothing.
+  json warnings = json::array();
+  const auto now = std::chrono::steady_clock::now();
+  for (const ReadWarning& w : p.warnings) {
+    warnings.push_back({{"kind", WatchKindName(w.kind)},
+                        {"message", w.message},
+                        {"seconds", std::chrono::duration<double>(now - w.since).count()}});
+  }
+  j["warnings"] = std::move(warnings);
+  for (const auto& [kind, bytes_capacity] : by_kind) {
+    j[kind + "_bytes"] = bytes_capacity.first;
+    j[kind + "_capacity"] = bytes_capacity.second;
+  }
+  return j;
+}
+
+}  // namespace clairfs
