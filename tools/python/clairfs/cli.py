@@ -5,8 +5,12 @@
     clairfs-ctl status MNT [--watch [S]] plan progress, hit rates, readiness, stall, backing traffic
     clairfs-ctl wait MNT [--ready F]     until the tiers and the window are F filled (0.95)
     clairfs-ctl plan MNT | errors MNT    the control files as they are
+    clairfs-ctl cache list|verify|clean  the SSD caches on this machine: owner, dataset, size,
+                                         last use, in use; every object's hash; removal
+                                         (cache_admin.py; docs/usage.md "Clean up")
 
-Exit status: 0 done, 1 rejected / timed out / not a clairfs mount, 2 bad usage. Standard
+Exit status: 0 done, 1 rejected / timed out / not a clairfs mount, 2 bad usage (`cache verify`:
+also 66 not a cache, 74 unreadable, 75 in use). Standard
 library only. The numbers come from `.clairfs/stats` and `.clairfs/plan`
 (docs/control-interface.md); readiness is defined in `readiness()`.
 """
@@ -20,7 +24,7 @@ import sys
 import time
 from typing import Any, BinaryIO, Sequence, TextIO
 
-from . import control
+from . import cache_admin, control
 from ._version import __version__
 
 _CHUNK = 1 << 20
@@ -176,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="give up after this long, exit 1 (default 3600)")
     for name, what in (("plan", "the active plan (JSON)"), ("errors", "the last rejection")):
         sub.add_parser(name, help=what).add_argument("mount")
+    cache_admin.add_parser(sub)
     return p
 
 
@@ -183,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
     try:
+        if args.command == "cache":
+            return cache_admin.run(args, out, err)
         if args.command == "register":
             if args.file == "-":
                 return _register(args.mount, sys.stdin.buffer, args.append, err)
