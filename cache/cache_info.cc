@@ -67,8 +67,10 @@ Result<CacheInfo> ReadCacheInfo(const std::string& dir) {
 }
 
 Status WriteCacheInfo(const std::string& dir, const CacheInfo& info) {
-  nlohmann::json j = {{"format", kFormat},          {"dataset", info.dataset},
-                      {"version", info.version},    {"created", info.created},
+  nlohmann::json j = {{"format", kFormat},
+                      {"dataset", info.dataset},
+                      {"version", info.version},
+                      {"created", info.created},
                       {"last_used", info.last_used}};
   // Invalid UTF-8 in a path is replaced rather than refused: the file is for people.
   const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -197,7 +197,8 @@ long LockHolderPid(const std::string& dir) {
   if (fd < 0) return 0;
   char buf[32] = {};
   struct stat st;
-  const ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+  const ssize_t n =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
   close(fd);
   return n > 0 ? std::strtol(buf, nullptr, 10) : 0;
 }

@@ -32,8 +32,8 @@ rocksdb::DBOptions DbOptions(std::shared_ptr<rocksdb::Logger> logger) {
   db_opts.create_missing_column_families = true;
   db_opts.use_fsync = false;
   db_opts.max_background_jobs = 2;
-  db_opts.env = PrivateFilesEnv();  // files 0600 (rocks_env.h)
-  db_opts.info_log = std::move(logger);  // no LOG file in the cache directory (rocks_logger.h)
+  db_opts.env = PrivateFilesEnv();           // files 0600 (rocks_env.h)
+  db_opts.info_log = std::move(logger);      // no LOG file in the cache directory (rocks_logger.h)
   db_opts.max_total_wal_size = 64ull << 20;  // flush (and drop old WAL) past this
   return db_opts;
 }

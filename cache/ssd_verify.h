@@ -23,10 +23,10 @@ struct VerifyReport {
     std::string key;     // DisplayKey of the object (path, and [offset+length] for a chunk)
     std::string reason;  // what is wrong with it
   };
-  uint64_t objects = 0;   // records checked
-  uint64_t bytes = 0;     // bytes of data read and hashed
-  std::vector<Bad> bad;   // objects that fail, in key order
-  uint64_t deleted = 0;   // kRepair: bad objects deleted
+  uint64_t objects = 0;  // records checked
+  uint64_t bytes = 0;    // bytes of data read and hashed
+  std::vector<Bad> bad;  // objects that fail, in key order
+  uint64_t deleted = 0;  // kRepair: bad objects deleted
   bool clean() const { return bad.empty(); }
 };
 

@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
     const clairfs::Status& s = report.status();
     if (s.code() == clairfs::Code::kUnavailable) {
       const long pid = clairfs::LockHolderPid(clairfs::NormalCacheDir(dir));
-      std::fprintf(stderr, "clairfs-cache: '%s' is in use by %s; unmount it first\n",
-                   dir.c_str(), pid > 0 ? ("pid " + std::to_string(pid)).c_str() : "a process");
+      std::fprintf(stderr, "clairfs-cache: '%s' is in use by %s; unmount it first\n", dir.c_str(),
+                   pid > 0 ? ("pid " + std::to_string(pid)).c_str() : "a process");
       return Exit(VerifyExit::kInUse);
     }
     std::fprintf(stderr, "clairfs-cache: %s\n", s.message().c_str());
@@ -97,9 +97,12 @@ int main(int argc, char** argv) {
   if (json) {
     nlohmann::json bad = nlohmann::json::array();
     for (const auto& b : r.bad) bad.push_back({{"object", b.key}, {"reason", b.reason}});
-    nlohmann::json out = {{"dir", clairfs::NormalCacheDir(dir)}, {"objects", r.objects},
-                          {"bytes", r.bytes},  {"bad", bad},
-                          {"deleted", r.deleted}, {"clean", r.clean()}};
+    nlohmann::json out = {{"dir", clairfs::NormalCacheDir(dir)},
+                          {"objects", r.objects},
+                          {"bytes", r.bytes},
+                          {"bad", bad},
+                          {"deleted", r.deleted},
+                          {"clean", r.clean()}};
     std::printf("%s\n", out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     for (const auto& b : r.bad) std::printf("bad: %s: %s\n", b.key.c_str(), b.reason.c_str());

@@ -190,10 +190,10 @@ class CleanSelectionTest(harness.ClairfsCase):
             f.write("keep")
         link = os.path.join(os.path.dirname(self.root), "link")
         os.symlink(self.old, link)
-        for target in (plain, link):
+        for target, why in ((plain, "not a clairfs cache"), (link, "a symbolic link")):
             rc, out, err = ctl("cache", "clean", target)
             self.assertEqual(rc, 1, out + err)
-            self.assertIn(f"refusing {target}: not a clairfs cache", err)
+            self.assertIn(f"refusing {target}: {why}", err)
         self.assertEqual(os.listdir(plain), ["precious"])
         self.assertTrue(os.path.isfile(os.path.join(self.old, "clairfs.json")))
         rc, out, err = ctl("cache", "clean")

@@ -241,7 +241,6 @@ def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t is not None else "-"
 
 
-
 def _state_text(c: Cache) -> str:
     if c.state is State.IN_USE:
         return f"in use by pid {c.pid}" if c.pid else "in use"
@@ -387,6 +386,11 @@ def clean(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
     failed, freed, removed = 0, 0, 0
     for path in targets:
+        if os.path.islink(path):
+            print(f"clairfs-ctl: refusing {path}: a symbolic link (name the cache itself)",
+                  file=err)
+            failed += 1
+            continue
         if not is_cache(path):
             print(f"clairfs-ctl: refusing {path}: not a clairfs cache (no {LOCK_FILE} with "
                   f"{INFO_FILE} or RocksDB's {DB_FILE})", file=err)
