@@ -5,7 +5,9 @@
 // Families: the default one holds a record per object (the key is the object key,
 // cache/object_key.h); "data" holds the object's bytes under the same key, in blob files.
 // A record is 40 bytes: size, mtime, ctime, inode number (the FileVersion), then the xxh3 of
-// the bytes, each 8 bytes in host order. A record of another size cannot be validated.
+// the bytes, each 8 bytes in host order. A record of another size (an older format, without
+// ctime and inode) cannot be validated: the tier erases such records at open, the checker
+// reports them as damaged.
 #pragma once
 
 #include <rocksdb/db.h>

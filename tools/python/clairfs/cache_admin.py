@@ -310,7 +310,10 @@ class _Held:
 def _take(path: str) -> _Held | str:
     """Locks the cache at path for removal, or says why not."""
     parent, name = os.path.split(path.rstrip("/"))
-    pfd = os.open(parent or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        pfd = os.open(parent or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        return e.strerror or str(e)
     try:
         st = os.lstat(name, dir_fd=pfd)
         if not stat.S_ISDIR(st.st_mode):
