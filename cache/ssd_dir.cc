@@ -101,7 +101,7 @@ std::string NormalCacheDir(const std::string& dir) {
   return s;
 }
 
-Status SecureCacheDir(const std::string& dir) {
+Status SecureCacheDir(const std::string& dir, std::vector<std::string>* created) {
   const fs::path p(dir);
   if (!p.is_absolute() || p.lexically_normal() != p || p == p.root_path()) {
     return Status::Error(Code::kInvalidArgument,
@@ -113,6 +113,7 @@ Status SecureCacheDir(const std::string& dir) {
   for (const fs::path& comp : p.relative_path()) {
     cur /= comp;
     if (mkdir(cur.c_str(), 0700) == 0) {
+      if (created) created->push_back(cur.string());
       if (chmod(cur.c_str(), 0700) != 0) {
         return Status::FromErrno(errno, "chmod 0700 '" + cur.string() + "'");
       }
@@ -188,6 +189,18 @@ Result<CacheDirLock> CacheDirLock::Acquire(const std::string& dir) {
   }
   lock.RecordPid();
   return lock;
+}
+
+long LockHolderPid(const std::string& dir) {
+  const std::string path = dir + "/clairfs.lock";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return 0;
+  char buf[32] = {};
+  struct stat st;
+  const ssize_t n =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+  close(fd);
+  return n > 0 ? std::strtol(buf, nullptr, 10) : 0;
 }
 
 CacheDirLock& CacheDirLock::operator=(CacheDirLock&& other) noexcept {

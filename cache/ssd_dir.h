@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cache/status.h"
 
@@ -22,7 +23,13 @@ std::string NormalCacheDir(const std::string& dir);
 
 // Checks the ancestors of dir (normal, absolute), creates what is missing with mode 0700, and
 // checks dir itself, as above. kInvalidArgument with the reason when dir is not safe to use.
-Status SecureCacheDir(const std::string& dir);
+// created (if given) receives the directories this call made, outermost first (dir itself
+// last when it was made), also when it fails after making some: only those may be taken back.
+Status SecureCacheDir(const std::string& dir, std::vector<std::string>* created = nullptr);
+
+// The pid recorded in <dir>/clairfs.lock by its last holder (see RecordPid); 0 if none. Says
+// nothing about whether that process still holds the lock.
+long LockHolderPid(const std::string& dir);
 
 // An exclusive flock() on <dir>/clairfs.lock (opened O_CLOEXEC|O_NOFOLLOW, mode 0600), held
 // while the object lives. The lock belongs to the open file description, so a child that

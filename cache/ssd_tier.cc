@@ -8,46 +8,20 @@
 #include <sys/statvfs.h>
 
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
+#include "cache/cache_info.h"
 #include "cache/object_key.h"
-#include "cache/rocks_env.h"
 #include "cache/rocks_logger.h"
+#include "cache/ssd_format.h"
 
 namespace clairfs {
 namespace {
 
-// A record: size, mtime, ctime, inode number, xxh3 (8 bytes each). Records of another size
-// (an older format without ctime and inode) cannot be validated and are erased at open.
-constexpr size_t kRecordSize = 40;
-
-std::string EncodeRecord(const FileVersion& v, uint64_t hash) {
-  std::string out(kRecordSize, '\0');
-  std::memcpy(out.data(), &v.size, 8);
-  std::memcpy(out.data() + 8, &v.mtime_ns, 8);
-  std::memcpy(out.data() + 16, &v.ctime_ns, 8);
-  std::memcpy(out.data() + 24, &v.ino, 8);
-  std::memcpy(out.data() + 32, &hash, 8);
-  return out;
-}
-
-bool DecodeRecord(const rocksdb::Slice& s, FileVersion* v, uint64_t* hash) {
-  if (s.size() != kRecordSize) return false;
-  std::memcpy(&v->size, s.data(), 8);
-  std::memcpy(&v->mtime_ns, s.data() + 8, 8);
-  std::memcpy(&v->ctime_ns, s.data() + 16, 8);
-  std::memcpy(&v->ino, s.data() + 24, 8);
-  std::memcpy(hash, s.data() + 32, 8);
-  return true;
-}
-
-Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return Status::Ok();
-  if (s.IsNotFound()) return Status::Error(Code::kNotFound, what + ": " + s.ToString());
-  if (s.IsCorruption()) return Status::Error(Code::kCorruption, what + ": " + s.ToString());
-  if (s.IsNoSpace()) return Status::Error(Code::kNoSpace, what + ": " + s.ToString());
-  return Status::Error(Code::kIoError, what + ": " + s.ToString());
-}
+using ssd_format::DecodeRecord;
+using ssd_format::EncodeRecord;
+using ssd_format::FromRocks;
 
 rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
 
@@ -66,14 +40,58 @@ SsdTier::SsdTier(std::string name, std::string dir, uint64_t capacity, SsdOption
       options_(options),
       logger_(std::make_shared<RocksLogger>(name_ + " tier (" + dir_ + ")")) {}
 
+namespace {
+
+// Removes the directories in created (outermost first) that a failed start made: the innermost
+// with its contents, the others only if empty. remove_all never follows a symbolic link, and
+// nobody but this user (or root) can add entries below a directory made 0700 moments ago.
+void RemoveCreated(const std::vector<std::string>& created) {
+  for (auto it = created.rbegin(); it != created.rend(); ++it) {
+    std::error_code ec;
+    if (it == created.rbegin()) {
+      std::filesystem::remove_all(*it, ec);
+    } else {
+      std::filesystem::remove(*it, ec);  // fails, harmlessly, if no longer empty
+    }
+    if (ec) {
+      spdlog::warn("cannot remove '{}', made by this failed start: {}", *it, ec.message());
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 Result<std::unique_ptr<SsdTier>> SsdTier::Create(std::string name, const std::string& dir,
                                                  uint64_t capacity, SsdOptions options) {
   const std::string normal = NormalCacheDir(dir);
-  if (Status s = SecureCacheDir(normal); !s.ok()) return s;
+  std::vector<std::string> created;
+  if (Status s = SecureCacheDir(normal, &created); !s.ok()) {
+    RemoveCreated(created);
+    return s;
+  }
   auto lock = CacheDirLock::Acquire(normal);
-  if (!lock.ok()) return lock.status();
+  if (!lock.ok()) {
+    RemoveCreated(created);
+    return lock.status();
+  }
   std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), normal, capacity, options));
   tier->lock_ = std::move(lock.value());
+  tier->created_ = std::move(created);
+  if (tier->created_dir()) {
+    spdlog::warn(
+        "{} tier: created '{}', a new and empty cache directory; if a cache of this dataset "
+        "exists elsewhere (clairfs-ctl cache list shows them), check the path "
+        "(cache.tiers[].dir)",
+        tier->name_, normal);
+  }
+  std::string previous;
+  if (Status s = RecordCacheUse(normal, options.dataset, &previous); !s.ok()) {
+    spdlog::warn("{} tier: cannot describe the cache: {}", tier->name_, s.message());
+  } else if (!options.dataset.empty() && !previous.empty() && previous != options.dataset) {
+    spdlog::warn("{} tier: '{}' was a cache of '{}' and is now used for '{}'", tier->name_,
+                 normal, previous, options.dataset);
+  }
   return tier;
 }
 
@@ -81,7 +99,10 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Open(std::string name, const std::stri
                                                uint64_t capacity, SsdOptions options) {
   auto tier = Create(std::move(name), dir, capacity, options);
   if (!tier.ok()) return tier;
-  if (Status s = tier.value()->Reopen(); !s.ok()) return s;
+  if (Status s = tier.value()->Reopen(); !s.ok()) {
+    tier.value()->Abandon();
+    return s;
+  }
   return tier;
 }
 
@@ -91,37 +112,15 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Prepare(std::string name, const std::s
 }
 
 Status SsdTier::OpenDbLocked() {
-  rocksdb::DBOptions db_opts;
-  db_opts.create_if_missing = true;
-  db_opts.create_missing_column_families = true;
-  db_opts.use_fsync = false;
-  db_opts.max_background_jobs = 2;
-  db_opts.env = PrivateFilesEnv();  // files 0600 (rocks_env.h)
-  db_opts.info_log = logger_;       // no LOG file on the cache file system (rocks_logger.h)
-  db_opts.max_total_wal_size = 64ull << 20;  // flush (and drop old WAL) past this
-  rocksdb::ColumnFamilyOptions meta_opts;
-  meta_opts.compression = rocksdb::kNoCompression;
-  rocksdb::ColumnFamilyOptions data_opts;
-  data_opts.compression = rocksdb::kNoCompression;  // dataset files are compressed already
-  data_opts.enable_blob_files = true;               // values live in blob files ...
-  data_opts.min_blob_size = 0;                      // ... all of them
-  data_opts.blob_file_size = 256ull << 20;
-  data_opts.blob_compression_type = rocksdb::kNoCompression;
-  data_opts.enable_blob_garbage_collection = true;  // reclaim space of deleted objects
-  data_opts.blob_garbage_collection_age_cutoff = 0.5;
-  // Values sit in the memtable until a flush writes them to blob files: two 16 MiB memtables
-  // bound the memory this tier adds beyond its capacity on disk.
-  data_opts.write_buffer_size = 16ull << 20;
-  data_opts.max_write_buffer_number = 2;
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
-      {rocksdb::kDefaultColumnFamilyName, meta_opts}, {"data", data_opts}};
+  const rocksdb::DBOptions db_opts = ssd_format::DbOptions(logger_);
+  const std::vector<rocksdb::ColumnFamilyDescriptor> cfs = ssd_format::Families();
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_opts, dir_, cfs, &handles, &raw);
   if (!s.ok()) return FromRocks(s, "cannot open the SSD cache in '" + dir_ + "'");
   db_ = raw;
-  meta_ = handles[0];
-  data_ = handles[1];
+  meta_ = handles[ssd_format::kMetaFamily];
+  data_ = handles[ssd_format::kDataFamily];
   std::lock_guard lock(mu_);
   index_.clear();
   used_ = 0;
@@ -189,10 +188,32 @@ SsdTier::~SsdTier() {
 
 void SsdTier::Close() {
   std::unique_lock dl(db_mu_);
+  const bool was_open = db_ != nullptr;
   CloseDbLocked();
-  std::lock_guard lock(mu_);
-  index_.clear();
-  used_ = 0;
+  {
+    std::lock_guard lock(mu_);
+    index_.clear();
+    used_ = 0;
+  }
+  if (was_open && !abandoned_) {
+    if (Status s = RecordCacheUse(dir_, options_.dataset); !s.ok()) {
+      spdlog::warn("{} tier: cannot describe the cache: {}", name_, s.message());
+    }
+  }
+}
+
+void SsdTier::Abandon() {
+  {
+    std::lock_guard lock(state_mu_);
+    stop_ = true;
+  }
+  state_cv_.notify_all();
+  if (recovery_.joinable()) recovery_.join();
+  std::unique_lock dl(db_mu_);
+  abandoned_ = true;
+  CloseDbLocked();
+  RemoveCreated(created_);
+  created_.clear();
 }
 
 Status SsdTier::Reopen() {

@@ -14,7 +14,10 @@
 // Get runs is a plain miss. No wrong byte leaves this class.
 //
 // The directory: made safe and locked as cache/ssd_dir.h says, before RocksDB touches it.
-// RocksDB's files are created 0600 and its info log goes to the daemon's log (spdlog).
+// RocksDB's files are created 0600 and its info log goes to the daemon's log (spdlog). A
+// directory made by this start is logged as a new, empty cache (a mistyped path shows). The
+// directory's description (cache/cache_info.h) is written when the lock is taken and again
+// when the database is closed. A start that fails before serving calls Abandon().
 //
 // Faults degrade, never stop: the first RocksDB I/O error (a full file system, EIO) switches
 // the tier off (logged once with its cause, counted in Health()). While off, Get and Contains
@@ -33,6 +36,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "cache/log_limit.h"
 #include "cache/ssd_dir.h"
@@ -51,6 +55,8 @@ class RocksLogger;
 struct SsdOptions {
   std::chrono::milliseconds retry_after{30'000};  // an off tier tries to come back this often
   uint64_t resume_free_bytes = 32ull << 20;       // ...after a lack of space, once this is free
+  std::string dataset;  // absolute path of the dataset cached, for the directory's description
+                        // (cache/cache_info.h); "": keep the one it names
 };
 
 class SsdTier final : public Tier {
@@ -85,8 +91,16 @@ class SsdTier final : public Tier {
   // descriptor is inherited by the child, which keeps the lock when the parent exits.
   static Result<std::unique_ptr<SsdTier>> Prepare(std::string name, const std::string& dir,
                                                   uint64_t capacity, SsdOptions options = {});
-  // Closes the database, if open (the directory stays locked).
+  // Closes the database, if open (the directory stays locked), and records the use in the
+  // directory's description.
   void Close();
+  // For a start that fails before serving: closes the database and removes what Open or
+  // Prepare created, i.e. the directory if it was made by them (with everything in it, all of
+  // it this process's) and the ancestors they made, if empty. Nothing that existed before is
+  // touched. The tier is unusable afterwards, except for destruction.
+  void Abandon();
+  // Whether Open or Prepare made the directory (it held no cache before).
+  bool created_dir() const { return !created_.empty() && created_.back() == dir_; }
   // Closes the database, if open, and opens it, reloading the index. An I/O failure switches
   // the tier off (it retries) and returns Ok; other failures are returned.
   Status Reopen();
@@ -123,6 +137,8 @@ class SsdTier final : public Tier {
   const uint64_t capacity_;
   const SsdOptions options_;
   CacheDirLock lock_;
+  std::vector<std::string> created_;  // directories made by Create, outermost first
+  bool abandoned_ = false;            // set by Abandon(): the directory is no longer described
   std::shared_ptr<RocksLogger> logger_;
 
   // Lock order: db_mu_, then mu_, then state_mu_.

@@ -138,6 +138,25 @@ constexpr std::chrono::seconds kStopGrace{5};
 // uninterruptible I/O keeps the process alive. Named for tests/tsan.supp.
 void AbortFuseConnection(int fd) { close(fd); }
 
+// Until Serving(): a start that fails takes back the SSD cache directories it made
+// (SsdTier::Abandon), so that a failed start leaves no empty cache behind. Declared after the
+// tiers it names, so that it runs while they are still alive.
+class StartGuard {
+ public:
+  explicit StartGuard(const std::vector<clairfs::SsdTier*>& tiers) : tiers_(tiers) {}
+  ~StartGuard() {
+    if (serving_) return;
+    for (auto* t : tiers_) t->Abandon();
+  }
+  StartGuard(const StartGuard&) = delete;
+  StartGuard& operator=(const StartGuard&) = delete;
+  void Serving() { serving_ = true; }
+
+ private:
+  const std::vector<clairfs::SsdTier*>& tiers_;
+  bool serving_ = false;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -244,13 +263,16 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<clairfs::Tier>> tiers;
   std::vector<clairfs::Tier*> tier_ptrs;
   std::vector<clairfs::SsdTier*> ssd_tiers;  // closed across the daemonizing fork
+  StartGuard start_guard(ssd_tiers);
   clairfs::PrefetchOptions popts;
   for (const auto& t : config.cache.tiers) {
     if (t.kind == "ssd") {
       // A daemon opens RocksDB only after the fork (see SsdTier::Prepare).
       ThreadsWithoutStopSignals guard;  // RocksDB's
-      auto ssd = foreground ? clairfs::SsdTier::Open(t.kind, t.dir, t.capacity)
-                            : clairfs::SsdTier::Prepare(t.kind, t.dir, t.capacity);
+      clairfs::SsdOptions ssd_opts;
+      ssd_opts.dataset = data_abs;  // recorded in the directory's description (cache_info.h)
+      auto ssd = foreground ? clairfs::SsdTier::Open(t.kind, t.dir, t.capacity, ssd_opts)
+                            : clairfs::SsdTier::Prepare(t.kind, t.dir, t.capacity, ssd_opts);
       if (!ssd.ok()) {
         // Another daemon holds the directory's lock (cache/ssd_dir.h): worth a retry later.
         const bool locked = ssd.status().os_errno() == EWOULDBLOCK;
@@ -387,6 +409,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  start_guard.Serving();
   std::optional<ThreadsWithoutStopSignals> guard(std::in_place);
   life.value()->StartThread();
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, data_abs, mount_abs);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what clairfs needs on Debian 12 from Debian's packages, builds it and installs
-# `clairfs` and `clairfs-bench` on PATH (/usr/local/bin) and the Python package `clairfs`
+# `clairfs`, `clairfs-cache` and `clairfs-bench` on PATH (/usr/local/bin) and the Python package `clairfs`
 # where /usr/bin/python3 imports it from. Run as root. Idempotent.
 #
 #   tools/setup.sh               what clairfs and its demo need

@@ -92,6 +92,10 @@ class WarningsTest(_Mounted):
             text=True, check=True,
             env=dict(os.environ, PYTHONPATH=os.path.join(harness.REPO, "tools", "python"))).stdout
         self.assertIn("WARNING (out_of_order): ", out)
+        # And the metrics, for alerts.
+        metrics = self.control_read(self.mnt, "metrics").splitlines()
+        self.assertIn('clairfs_warning{kind="out_of_order"} 1', metrics)
+        self.assertIn('clairfs_warning{kind="no_plan"} 0', metrics)
 
 
 class FailuresLoggedTest(_Mounted):

@@ -9,11 +9,15 @@
     clairfs-ctl serve-metrics MNT... --port P | --textfile PATH
                                          export to Prometheus (clairfs/metrics.py; needs
                                          python3-prometheus-client)
+    clairfs-ctl cache list|verify|clean  the SSD caches on this machine: owner, dataset, size,
+                                         last use, in use; every object's hash; removal
+                                         (cache_admin.py; docs/usage.md "Clean up")
 
-Exit status: 0 done, 1 rejected / timed out / not a clairfs mount, 2 bad usage. Standard
-library only, serve-metrics aside. The numbers come from `.clairfs/stats` and `.clairfs/plan`
-(docs/control-interface.md); hit rates and readiness are the daemon's (stats keys `hit_rates`,
-`hit_rate`, `readiness`), so the tool, the metrics and the JSON always agree.
+Exit status: 0 done, 1 rejected / timed out / not a clairfs mount, 2 bad usage (`cache verify`:
+also 66 not a cache, 74 unreadable, 75 in use). Standard library only, serve-metrics aside.
+The numbers come from `.clairfs/stats` and `.clairfs/plan` (docs/control-interface.md); hit
+rates and readiness are the daemon's (stats keys `hit_rates`, `hit_rate`, `readiness`), so the
+tool, the metrics and the JSON always agree.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ import sys
 import time
 from typing import Any, BinaryIO, Sequence, TextIO
 
-from . import control, metrics
+from . import cache_admin, control, metrics
 from ._version import __version__
 
 _CHUNK = 1 << 20
@@ -189,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, what in (("plan", "the active plan (JSON)"), ("errors", "the last rejection")):
         sub.add_parser(name, help=what).add_argument("mount")
     metrics.add_parser(sub)
+    cache_admin.add_parser(sub)
     return p
 
 
@@ -196,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
     try:
+        if args.command == "cache":
+            return cache_admin.run(args, out, err)
         if args.command == "register":
             if args.file == "-":
                 return _register(args.mount, sys.stdin.buffer, args.append, err)
