@@ -406,9 +406,10 @@ int Prefetcher::Attribute(uint32_t id) {
   return best;
 }
 
-Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version) {
+Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version,
+                                    bool consume) {
   stats_->files_opened.fetch_add(1, std::memory_order_relaxed);
-  return Serve(path, version, true, false);
+  return Serve(path, version, consume, false);
 }
 
 Result<OpenResult> Prefetcher::ReadChunk(const std::string& path, const FileVersion& version,

@@ -170,8 +170,10 @@ class Prefetcher {
 
   // A reader opened path, whose backing file is now at version: consumes and serves the
   // file's object if the plan has the file as one; kChunked if the plan holds chunks of it at
-  // this version; else kDirect. Thread-safe.
-  Result<OpenResult> Open(const std::string& path, const FileVersion& version);
+  // this version; else kDirect. consume false: serves without consuming (a read of the file
+  // already counted). Thread-safe.
+  Result<OpenResult> Open(const std::string& path, const FileVersion& version,
+                          bool consume = true);
   // A reader of chunked file path (opened at version, kChunked) reads at offset: the chunk of
   // the file's grid in the active plan holding offset, served like Open serves an object, or
   // kDirect if the plan has no such chunk. consume: this is the reader's first read of the chunk since

@@ -75,6 +75,21 @@ Status GetAccessCheck(const YAML::Node& node, AccessCheck* out) {
   return Status::Ok();
 }
 
+// fuse.open_mode: "none" or "per_open".
+Status GetOpenMode(const YAML::Node& node, OpenMode* out) {
+  if (!node["open_mode"]) return Status::Ok();
+  std::string value;
+  if (Status s = Get(node, "open_mode", "fuse.open_mode", &value); !s.ok()) return s;
+  if (value == "none") {
+    *out = OpenMode::kNone;
+  } else if (value == "per_open") {
+    *out = OpenMode::kPerOpen;
+  } else {
+    return Bad("fuse.open_mode", "'" + value + "' is not one of: none, per_open");
+  }
+  return Status::Ok();
+}
+
 #define CLAIRFS_TRY(expr)    \
   do {                       \
     Status _s = (expr);      \
@@ -99,12 +114,14 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   }
   if (const auto f = root["fuse"]) {
     CLAIRFS_TRY(CheckKeys(
-        f, "fuse", {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check"}));
+        f, "fuse",
+        {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check", "open_mode"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
     CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
     CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
     CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));
     CLAIRFS_TRY(GetAccessCheck(f, &c->fuse.access_check));
+    CLAIRFS_TRY(GetOpenMode(f, &c->fuse.open_mode));
   }
   if (const auto k = root["control"]) {
     CLAIRFS_TRY(CheckKeys(k, "control", {"group"}));

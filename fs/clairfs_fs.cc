@@ -309,10 +309,27 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   InodeTable::NodeInfo node;
   if (!NodeOf(req, ino, &node)) return;
   if (!access_.AllowOpen(req, node.path, fi->flags)) return;  // a revoked access fails at once
-  // The handle is bound to the file opened here: O_NONBLOCK so that a FIFO swapped in for it
-  // never blocks, and every later byte comes from this descriptor or from a blob of exactly
-  // its version.
+  // No-open mode: the kernel takes ENOSYS as "open it yourself, from now on, for every file of
+  // this connection"; the reads that miss its page cache come to ReadNode.
+  if (options_.open_mode == OpenMode::kNone) return (void)fuse_reply_err(req, ENOSYS);
   auto h = std::make_unique<FileHandle>();
+  InodeTable::Seen seen;
+  const Bound bound = Bind(req, ino, node, true, h.get(), &seen);
+  if (bound == Bound::kReplied) return;
+  // The page cache may keep this file's pages only while its version is the one they hold.
+  const FileVersion version = bound == Bound::kFresh ? VersionOf(h->st) : h->blob->version();
+  fi->keep_cache = options_.keep_cache &&
+                   (seen.opened == version ||
+                    (bound == Bound::kFresh && seen.opened == FileVersion{}));
+  fi->noflush = 1;  // nothing to flush on a read-only file: close() needs no round trip
+  fi->fh = reinterpret_cast<uint64_t>(h.get());
+  if (fuse_reply_open(req, fi) == 0) h.release();
+}
+
+ClairFs::Bound ClairFs::Bind(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
+                             bool consume, OpenContents* h, InodeTable::Seen* seen) {
+  // Bound to the file opened here: O_NONBLOCK so that a FIFO swapped in for it never blocks,
+  // and every later byte comes from this descriptor or from a blob of exactly its version.
   h->dataset = true;
   auto fd = backing_.OpenFile(node.path);
   if (!fd.ok() && fd.status().code() == Code::kInvalidArgument) {
@@ -320,27 +337,34 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // looks the name up again and learns what it is now.
     struct stat now;
     if (Verify(req, ino, node, &now)) fuse_reply_err(req, EINVAL);
-    return;
+    return Bound::kReplied;
   }
   if (!fd.ok() && StoreUnreachable(fd.status())) {
-    (void)OpenUnverified(req, ino, node, fi, fd.status());
-    return;
+    return BindUnverified(req, ino, node, h, seen, fd.status()) ? Bound::kUnverified
+                                                                  : Bound::kReplied;
   }
-  if (!fd.ok()) return (void)fuse_reply_err(req, PathErrno(fd.status()));
+  if (!fd.ok()) {
+    fuse_reply_err(req, PathErrno(fd.status()));
+    return Bound::kReplied;
+  }
   unverified_logged_.store(false, std::memory_order_relaxed);
   h->store = std::move(fd.value().handle);
   h->st = fd.value().st;
   h->path = node.path;
-  if (!CheckIdentity(req, ino, node, h->st)) return;
-  if (!S_ISREG(h->st.st_mode)) return (void)fuse_reply_err(req, EINVAL);
+  if (!CheckIdentity(req, ino, node, h->st)) return Bound::kReplied;
+  if (!S_ISREG(h->st.st_mode)) {
+    fuse_reply_err(req, EINVAL);
+    return Bound::kReplied;
+  }
   const FileVersion version = VersionOf(h->st);
-  auto opened = prefetcher_.Open(node.path, version);
+  auto opened = prefetcher_.Open(node.path, version, consume);
   if (!opened.ok()) {
     if (uint64_t more = 0; open_log_.Allow(&more)) {
       spdlog::warn("open {}: {}{}", node.path, opened.status().ToString(),
                    more ? fmt::format(" ({} more failed opens since the last line)", more) : "");
     }
-    return (void)fuse_reply_err(req, ToErrno(opened.status()));
+    fuse_reply_err(req, ToErrno(opened.status()));
+    return Bound::kReplied;
   }
   h->chunked = opened.value().source == OpenResult::Source::kChunked;
   if (h->chunked) h->chunk_size = opened.value().chunk;  // keeps store for unplanned chunks
@@ -355,26 +379,22 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     stats_.served_backing.fetch_add(1, std::memory_order_relaxed);
     stats_.backing_reads.fetch_add(1, std::memory_order_relaxed);
   }
-  // The page cache may keep this file's pages only while its version is the one they hold.
   // The kernel's attributes (size above all: reads stop at the size it caches) must follow
-  // too. The invalidation is sent before the reply, from this handler: with offset -1 the
-  // kernel only marks the inode's attributes stale (fuse_reverse_inval_inode takes no inode
-  // or page lock), and a read-only open waits for this reply without holding the inode lock
-  // (Linux fuse_open locks it only for an O_TRUNC open with writeback cache or DAX; O_TRUNC is
-  // refused above, writeback cache is off), so it cannot deadlock. Without dirty pages (this
-  // mount has none) libfuse documents that the notification never blocks.
-  const InodeTable::Seen seen = inodes_.SwapOpen(ino, version);
-  if (seen.reported != version) InvalidateAttrs(ino);
-  fi->keep_cache = options_.keep_cache && (seen.opened == version || seen.opened == FileVersion{});
-  fi->noflush = 1;  // nothing to flush on a read-only file: close() needs no round trip
-  fi->fh = reinterpret_cast<uint64_t>(h.get());
-  if (fuse_reply_open(req, fi) == 0) h.release();
+  // the version. The invalidation is sent from this handler: with offset -1 the kernel only
+  // marks the inode's attributes stale (fuse_reverse_inval_inode takes no inode or page lock),
+  // and neither a read-only open (Linux fuse_open locks the inode only for an O_TRUNC open
+  // with writeback cache or DAX; O_TRUNC is refused, writeback cache is off) nor a READ holds
+  // the inode lock while it waits for the reply, so it cannot deadlock. Without dirty pages
+  // (this mount has none) libfuse documents that the notification never blocks.
+  *seen = inodes_.SwapOpen(ino, version);
+  if (seen->reported != version) InvalidateAttrs(ino);
+  return Bound::kFresh;
 }
 
-bool ClairFs::OpenUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
-                             fuse_file_info* fi, const Status& cause) {
-  const InodeTable::Seen seen = inodes_.SeenOf(ino);
-  const FileVersion& last = seen.reported;  // what the kernel's cached attributes say
+bool ClairFs::BindUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
+                             OpenContents* h, InodeTable::Seen* seen, const Status& cause) {
+  *seen = inodes_.SeenOf(ino);
+  const FileVersion& last = seen->reported;  // what the kernel's cached attributes say
   auto blob = last == FileVersion{} ? Result<BlobPtr>(Status::Error(Code::kNotFound, node.path))
                                     : prefetcher_.GetLocal(node.path, last);
   if (!blob.ok() || !blob.value() || blob.value()->version() != last) {
@@ -386,19 +406,14 @@ bool ClairFs::OpenUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::N
                  "last seen, unverified, until it does",
                  cause.message());
   }
-  auto h = std::make_unique<FileHandle>();
-  h->dataset = true;
+  h->path = node.path;
   h->blob = std::move(blob.value());
   stats_.served_unverified.fetch_add(1, std::memory_order_relaxed);
-  fi->keep_cache = options_.keep_cache && seen.opened == last;
-  fi->noflush = 1;
-  fi->fh = reinterpret_cast<uint64_t>(h.get());
-  if (fuse_reply_open(req, fi) != 0) return false;
-  h.release();
   return true;
 }
 
-void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
+void ClairFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  if (fi->fh == 0) return ReadNode(req, ino, size, off);  // no-open mode: no handle
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   // The reply may complete the reader's read() before fuse_reply_iov returns here, and its
   // close() may release the handle meanwhile: `reply` keeps the bytes alive until then.
@@ -407,6 +422,42 @@ void ClairFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
                           &reply);
   if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
+}
+
+void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
+  std::shared_ptr<OpenContents> c = node_reads_.Find(ino);
+  bool changed = false;  // the kernel may hold pages of another version of the file
+  if (off == 0 || !c) {
+    // A read of the file starts (or its binding was dropped): bound afresh, so the version is
+    // checked at every read that reaches the daemon, and consumed in the plan as an open is.
+    control_.AwaitReleases();
+    InodeTable::NodeInfo node;
+    if (!NodeOf(req, ino, &node)) return;
+    auto fresh = std::make_shared<OpenContents>();
+    InodeTable::Seen seen;
+    const Bound bound = Bind(req, ino, node, true, fresh.get(), &seen);
+    if (bound == Bound::kReplied) return;
+    changed = bound == Bound::kFresh && seen.opened != FileVersion{} &&
+              seen.opened != VersionOf(fresh->st);
+    node_reads_.Bind(ino, fresh);
+    c = std::move(fresh);
+  }
+  ReadReply reply;
+  Status s = ReadContents(*c, backing_, prefetcher_, stats_, size, static_cast<uint64_t>(off),
+                          &reply);
+  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
+  const uint64_t end = c->blob ? c->blob->size() : static_cast<uint64_t>(c->st.st_size);
+  if (static_cast<uint64_t>(off) + size >= end) node_reads_.Release(ino, c.get());  // all read
+  fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
+  if (changed) {
+    // The page cache may hold pages of the version seen before: dropped once this READ's own
+    // pages are unlocked (its reply is sent), so that no later read mixes the two versions.
+    // Between reads that reach the daemon the kernel notices a change when it refreshes the
+    // attributes (attr_timeout) and drops the pages itself (FUSE_CAP_AUTO_INVAL_DATA).
+    if (fuse_session* se = session_.load(std::memory_order_acquire)) {
+      fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+    }
+  }
 }
 
 void ClairFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
@@ -419,6 +470,8 @@ void ClairFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fus
 }
 
 void ClairFs::Flush(fuse_req_t req, fuse_file_info* fi) {
+  // No-open mode: ENOSYS stops FLUSH for the whole connection, so close() is free.
+  if (fi->fh == 0) return (void)fuse_reply_err(req, ENOSYS);
   auto* h = reinterpret_cast<FileHandle*>(fi->fh);
   if (!h->writer) return (void)fuse_reply_err(req, 0);
   fuse_reply_err(req, ToErrno(control_.Flush(*h->writer)));
@@ -586,8 +639,8 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
     o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->Open(r, i, f); });
     };
-    o.read = [](fuse_req_t r, fuse_ino_t, size_t s, off_t o, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Read(r, s, o, f); });
+    o.read = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t o, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Read(r, i, s, o, f); });
     };
     o.write = [](fuse_req_t r, fuse_ino_t, const char* b, size_t s, off_t o, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->Write(r, b, s, o, f); });

@@ -18,6 +18,7 @@
 #include "fs/control.h"
 #include "fs/fs_options.h"
 #include "fs/inode_table.h"
+#include "fs/node_reads.h"
 
 namespace clairfs {
 
@@ -36,12 +37,15 @@ class ClairFs {
   // Request handlers (called through Ops()).
   void Init(fuse_conn_info* conn);
   void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
-  void Forget(fuse_ino_t ino, uint64_t n) { inodes_.Forget(ino, n); }
+  void Forget(fuse_ino_t ino, uint64_t n) {
+    node_reads_.Drop(ino);
+    inodes_.Forget(ino, n);
+  }
   void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi);
   void ReadLink(fuse_req_t req, fuse_ino_t ino);
   void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
+  void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
   void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
   void Flush(fuse_req_t req, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_file_info* fi);
@@ -84,12 +88,27 @@ class ClairFs {
   // The errno for a failure to reach a node's path: ESTALE when the path no longer leads to
   // an object of the node's kind (ENOENT, ENOTDIR, ELOOP), else the failure's own.
   int PathErrno(const Status& s);
-  // The backing store did not answer the open of node (cause): serves, if a local tier holds
-  // it, the version the kernel last saw of the node (its attributes are what the kernel
-  // checked permissions on), counted in served_unverified and logged once per episode; else
-  // replies with cause's errno. True if it replied with an open file.
-  bool OpenUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
-                      fuse_file_info* fi, const Status& cause);
+  // The backing store did not answer the open of node (cause): binds h, if a local tier
+  // holds it, to the version the kernel last saw of the node (its attributes are what the
+  // kernel checked permissions on), counted in served_unverified and logged once per episode;
+  // else replies with cause's errno and returns false.
+  bool BindUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
+                      OpenContents* h, InodeTable::Seen* seen, const Status& cause);
+  // How Bind bound a file's contents.
+  enum class Bound {
+    kFresh,       // to the version the backing file has now (its identity checked)
+    kUnverified,  // the store does not answer: to a cached copy of the version last seen
+    kReplied,     // not bound: an error was replied
+  };
+  // Binds h to dataset file node as an open does: its descriptor (O_NONBLOCK, identity
+  // checked) at its current version, and the prefetcher's blob of that version if it has one
+  // (consume: this is a read of the file in the plan). The kernel's cached attributes are
+  // invalidated if they show another version. *seen: what the kernel had of the node before.
+  Bound Bind(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node, bool consume,
+             OpenContents* h, InodeTable::Seen* seen);
+  // A READ without a handle (fuse.open_mode: none): served from the contents the node is
+  // bound to (fs/node_reads.h), binding it first when this READ starts a read of the file.
+  void ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off);
   // Makes the kernel drop the attributes it caches for ino (size, times, mode), so that the
   // next stat() or read() asks GetAttr again. Never blocks (see Open).
   void InvalidateAttrs(fuse_ino_t ino);
@@ -103,6 +122,7 @@ class ClairFs {
   const FsOptions options_;
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
+  NodeReads node_reads_;  // fuse.open_mode none: contents of the files being read
   AccessPolicy access_;
   uid_t uid_;
   gid_t gid_;

@@ -15,12 +15,20 @@ enum class AccessCheck {
   kKernel,  // the kernel's check only, on modes and ACLs it may have cached for attr_timeout
 };
 
+// How dataset files are opened (docs/architecture.md, "No-open mode").
+enum class OpenMode {
+  kPerOpen,  // every open and close of a dataset file is a request to the daemon
+  kNone,     // the kernel opens dataset files itself and keeps their pages across opens; the
+             // daemon sees a file's reads only when they miss the page cache (fs/node_reads.h)
+};
+
 struct FsOptions {
   int threads = 8;              // most FUSE worker threads serving requests at once
   double entry_timeout = 3600;  // seconds the kernel may cache a name lookup
   double attr_timeout = 3600;   // seconds the kernel may cache attributes
   bool keep_cache = true;       // keep file pages in the page cache across opens
   AccessCheck access_check = AccessCheck::kOpen;  // fuse.access_check
+  OpenMode open_mode = OpenMode::kPerOpen;        // fuse.open_mode
   std::string control_group;         // control.group: its members may write .clairfs/manifest too
   std::optional<gid_t> control_gid;  // control_group's id, resolved at start; none: owner only
 };

@@ -241,7 +241,7 @@ TEST(Config, ImpossibleCapacitiesNameTheKey) {
 
 TEST(Config, FullFileParses) {
   auto c = ParseConfig(R"(
-fuse: {threads: 4, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false}
+fuse: {threads: 4, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false, open_mode: none}
 cache:
   tiers:
     - {kind: ram, capacity: 2GiB, threads: 3}
@@ -259,6 +259,7 @@ warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
   EXPECT_EQ(c->fuse.threads, 4);
   EXPECT_EQ(c->fuse.attr_timeout, 1.5);
   EXPECT_FALSE(c->fuse.keep_cache);
+  EXPECT_EQ(c->fuse.open_mode, OpenMode::kNone);
   EXPECT_EQ(c->cache.tiers[0].capacity, 2ull << 30);
   EXPECT_EQ(c->cache.tiers[0].threads, 3);
   EXPECT_EQ(c->cache.staging_capacity, 64u << 20);
@@ -322,6 +323,7 @@ TEST(Config, ErrorsNameTheKey) {
       {"cluster: {peer_timeout: 0}", "'cluster.peer_timeout'"},
       {"cluster: {serve_threads: 0}", "'cluster.serve_threads'"},
       {"cluster: {wait: 3}", "'cluster.wait'"},
+      {"fuse: {open_mode: lazy}", "'fuse.open_mode'"},
   };
   for (const auto& c : cases) {
     auto r = ParseConfig(c.yaml);

@@ -1,0 +1,113 @@
+"""Issue 11: no-open mode (fuse.open_mode: none). The kernel opens dataset files itself and
+keeps their pages; the daemon serves only the READs that miss the page cache, from the same
+tiers, with the same checks. Control files keep their whole contract on their own connection."""
+import errno
+import os
+import random
+
+import harness
+from harness import ClairfsCase, config
+import treeutil as tu
+
+NFILES = 120
+
+
+def no_open(**kw):
+    cfg = config(**kw)
+    cfg["fuse"]["open_mode"] = "none"
+    return cfg
+
+
+class NoOpenTest(ClairfsCase):
+
+    @classmethod
+    def setUpClass(cls):
+        rng = random.Random(11)
+        cls.base = cls.class_tmpdir("noopen")
+        cls.ds = os.path.join(cls.base, "ds")
+        cls.files = {}
+        for i in range(NFILES):
+            rel = f"d{i % 4}/f{i:03d}.bin"
+            cls.files[rel] = rng.randbytes(rng.randint(1, 300_000))
+        for rel, data in cls.files.items():
+            os.makedirs(os.path.dirname(os.path.join(cls.ds, rel)), exist_ok=True)
+            tu.write_file(os.path.join(cls.ds, rel), data)
+        cls.order = sorted(cls.files)
+        random.Random(3).shuffle(cls.order)
+
+    def mount_here(self, cfg):
+        mnt = os.path.join(self.tmpdir("mnt"), "m")
+        os.mkdir(mnt)
+        self.mount(self.ds, mnt, cfg=cfg)
+        return mnt
+
+    def read(self, mnt, rel):
+        with open(os.path.join(mnt, rel), "rb") as f:
+            return f.read()
+
+    def evict(self, mnt, rel):
+        """Drops the file's pages from the page cache, so its next read reaches the daemon."""
+        fd = os.open(os.path.join(mnt, rel), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+    def test_reads_are_right_and_cached_files_cost_no_round_trip(self):
+        mnt = self.mount_here(no_open(ram="64MiB", staging="4MiB"))
+        self.write_manifest(mnt, "#epoch\n" + "\n".join(self.order) + "\n#epoch\n" +
+                            "\n".join(self.order) + "\n")
+        for rel in self.order:
+            self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
+        first = self.stats(mnt)
+        # The second epoch comes from the page cache: no request reaches the daemon.
+        for rel in self.order:
+            self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
+        second = self.stats(mnt)
+        self.assertEqual(second["files_opened"], first["files_opened"], second)
+        self.assertEqual(second["bytes_read"], first["bytes_read"], second)
+        # The control files still answer on every read (their own connection).
+        self.assertEqual(self.plan(mnt)["entries"], 2 * NFILES)
+        self.assertIn("files_opened", self.control_read(mnt, "metrics"))
+        # Writes of dataset files are refused as before.
+        with self.assertRaises(OSError) as e:
+            os.open(os.path.join(mnt, self.order[0]), os.O_WRONLY)
+        self.assertEqual(e.exception.errno, errno.EROFS)
+
+    def test_a_read_that_misses_the_page_cache_is_served_from_the_tiers(self):
+        mnt = self.mount_here(no_open(ram="64MiB", staging="4MiB"))
+        self.write_manifest(mnt, "\n".join(self.order) + "\n" + "\n".join(self.order) + "\n")
+        harness.wait_for(lambda: sum(t["bytes"] for t in self.stats(mnt)["tiers"]) >=
+                         sum(len(d) for d in self.files.values()), 30, "the RAM tier to fill")
+        for rel in self.order:
+            self.read(mnt, rel)
+            self.evict(mnt, rel)
+        before = self.stats(mnt)
+        for rel in self.order:
+            self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
+        after = self.stats(mnt)
+        self.assertEqual(after["files_opened"] - before["files_opened"], NFILES, after)
+        self.assertEqual(after["backing_bytes"], before["backing_bytes"], after)
+        self.assertEqual(after["prefetch"]["position"], 2 * NFILES, after)
+
+    def test_a_changed_file_is_never_served_from_a_tier(self):
+        # What the page cache holds is served until the kernel revalidates the name and the
+        # attributes (entry_timeout, attr_timeout: short here) or a read misses it.
+        cfg = no_open(ram="64MiB", staging="4MiB")
+        cfg["fuse"].update({"entry_timeout": 0.2, "attr_timeout": 0.2})
+        mnt = self.mount_here(cfg)
+        rel = self.order[0]
+        self.write_manifest(mnt, rel + "\n")
+        self.assertTrue(self.read(mnt, rel) == self.files[rel])
+        path = os.path.join(self.ds, rel)
+        new = b"changed " + self.files[rel]
+        tu.write_file(path + ".tmp", new)
+        os.rename(path + ".tmp", path)  # another inode: the old name's node goes stale
+        harness.wait_for(lambda: self.read(mnt, rel) == new, 10,
+                         "the new version to be read")
+        # An in-place change of the same inode: noticed at the next read that misses the cache.
+        with open(path, "r+b") as f:
+            f.write(b"CHANGED!")
+        new2 = b"CHANGED!" + new[8:]
+        self.evict(mnt, rel)
+        self.assertTrue(self.read(mnt, rel) == new2)
