@@ -131,7 +131,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   if (const auto k = root["cache"]) {
     CLAIRFS_TRY(CheckKeys(k, "cache",
                           {"tiers", "staging", "demand_threads", "fetch_timeout", "chunk_size",
-                           "record_chunk_size", "consumption_lag", "backing_timeout", "max_file_size",
+                           "record_chunk_size", "consumption_lag", "page_cache_lag", "backing_timeout", "max_file_size",
                            "stream_idle", "max_streams", "keep_copies"}));
     if (k["max_file_size"]) {
       return Bad("cache.max_file_size",
@@ -167,6 +167,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
       c->cache.record_chunk_size = std::min(c->cache.record_chunk_size, c->cache.staging_capacity);
     }
     CLAIRFS_TRY(Get(k, "consumption_lag", "cache.consumption_lag", &c->cache.consumption_lag));
+    CLAIRFS_TRY(Get(k, "page_cache_lag", "cache.page_cache_lag", &c->cache.page_cache_lag));
     CLAIRFS_TRY(Get(k, "backing_timeout", "cache.backing_timeout", &c->cache.backing_timeout));
     CLAIRFS_TRY(Get(k, "stream_idle", "cache.stream_idle", &c->cache.stream_idle));
     CLAIRFS_TRY(Get(k, "max_streams", "cache.max_streams", &c->cache.max_streams));
@@ -310,6 +311,8 @@ Status Config::Validate() const {
                                               std::to_string(cache.staging_capacity) +
                                               " bytes): the staging window must hold a chunk");
   }
+  CLAIRFS_TRY(InRange<uint32_t>("cache.page_cache_lag", cache.page_cache_lag, 1, 1u << 30,
+                                "object reads"));
   CLAIRFS_TRY(InRange<uint32_t>("cache.consumption_lag", cache.consumption_lag, 1, 1u << 30,
                                 "object reads"));
   if (cache.stream_idle != 0) {

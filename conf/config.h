@@ -36,6 +36,10 @@ struct CacheConfig {
   // How far (in object reads) readers may run out of order before a position they skipped is
   // given up (cache/consumption.h).
   uint32_t consumption_lag = 1u << 16;
+  // fuse.open_mode none: reads the kernel answers from its page cache never reach the daemon,
+  // so a planned read more than this many reads behind the furthest one that did is taken as
+  // served from it (given up, as consumption_lag gives up) and the staging window moves on.
+  uint32_t page_cache_lag = 4096;
   // Seconds after which a stream nobody reads or registers is removed (a crashed job must not
   // pin its plan); 0: never.
   double stream_idle = 3600;

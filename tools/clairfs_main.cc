@@ -12,6 +12,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -295,7 +296,9 @@ int main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<int64_t>(config.cache.fetch_timeout * 1000));
   popts.chunk_size = config.cache.chunk_size;
   popts.record_chunk_size = config.cache.record_chunk_size;
-  popts.consumption_lag = config.cache.consumption_lag;
+  popts.consumption_lag = config.fuse.open_mode == clairfs::OpenMode::kNone
+                              ? std::min(config.cache.consumption_lag, config.cache.page_cache_lag)
+                              : config.cache.consumption_lag;
   popts.watch.no_plan_after =
       std::chrono::milliseconds(static_cast<int64_t>(config.warn.no_plan_after * 1000));
   popts.watch.check_reads = config.warn.check_reads;
