@@ -111,3 +111,27 @@ class NoOpenTest(ClairfsCase):
         new2 = b"CHANGED!" + new[8:]
         self.evict(mnt, rel)
         self.assertTrue(self.read(mnt, rel) == new2)
+
+    def test_the_window_moves_past_reads_the_page_cache_served(self):
+        # No tier: every object is staged, in a window of a few files. In the second epoch
+        # every other file comes from the page cache (no READ) and the rest miss it: the
+        # window must give the cached ones up and stage the misses ahead of the reader.
+        cfg = no_open(ram="1", staging="2MiB")
+        cfg["cache"]["page_cache_lag"] = 4
+        mnt = self.mount_here(cfg)
+        self.write_manifest(mnt, "#epoch\n" + "\n".join(self.order) + "\n#epoch\n" +
+                            "\n".join(self.order) + "\n")
+        for rel in self.order:
+            self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
+        misses = self.order[::2]
+        for rel in misses:
+            self.evict(mnt, rel)
+        before = self.stats(mnt)
+        for rel in self.order:
+            self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
+        after = self.stats(mnt)
+        self.assertEqual(after["files_opened"] - before["files_opened"], len(misses), after)
+        staged = after["served"]["staging"] - before["served"]["staging"]
+        self.assertGreaterEqual(staged, 0.8 * len(misses), after)
+        # Everything before the last reads is consumed or given up.
+        self.assertGreaterEqual(after["prefetch"]["position"], 2 * NFILES - 4, after)
