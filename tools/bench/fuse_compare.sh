@@ -24,6 +24,7 @@
 #   keep_cache=BOOL  -> fuse.keep_cache        timeouts=S     -> fuse.entry_timeout, attr_timeout
 #   entry_timeout=S  -> fuse.entry_timeout     attr_timeout=S -> fuse.attr_timeout
 #   fuse_threads=N   -> fuse.threads           ram_threads=N  -> cache.tiers[0].threads
+#   open_mode=M      -> fuse.open_mode (per_open, none)
 #   e.g. --clairfs-variants "default,keep_cache=false,timeouts=0,keep_cache=false+timeouts=0"
 # Report (markdown) on stdout, progress on stderr; --out FILE also writes the report to FILE.
 # Everything set up (mounts, daemons, the temp dir) is torn down on exit, error, INT and TERM.
@@ -94,6 +95,7 @@ clairfs_config() {
         timeouts) fuse+="  entry_timeout: $val"$'\n'"  attr_timeout: $val"$'\n' ;;
         entry_timeout|attr_timeout) fuse+="  $key: $val"$'\n' ;;
         fuse_threads) fuse+="  threads: $val"$'\n' ;;
+        open_mode) fuse+="  open_mode: $val"$'\n' ;;
         ram_threads) ram_threads="      threads: $val"$'\n' ;;
         *) die "unknown variant key '$key' in '$1'" ;;
       esac
