@@ -110,7 +110,8 @@ Result<std::unique_ptr<ControlMount>> ControlMount::Mount(ControlFs& fs, const s
   if (fuse_opt_add_opt_escaped(&raw, fsname.c_str()) != 0 ||
       fuse_opt_add_opt(&raw, subtype.c_str()) != 0 ||
       fuse_opt_add_opt(&raw, "default_permissions") != 0 ||
-      (geteuid() == 0 && fuse_opt_add_opt(&raw, "allow_other") != 0)) {
+      (geteuid() == 0 && fuse_opt_add_opt(&raw, "allow_other") != 0) ||
+      fuse_opt_add_opt(&raw, "auto_unmount") != 0) {
     std::free(raw);
     return Status::Error(Code::kIoError, "out of memory");
   }

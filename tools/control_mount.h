@@ -44,7 +44,10 @@ class ControlMount {
   // Creates a session serving fs (which must outlive it) and mounts it at path (prepared),
   // shown in the mount table as "clairfs-control:<mountpoint>". Mount options: the ones of
   // the main mount that concern access (default_permissions, allow_other as root); none of
-  // the user's -o options (a `ro` among them would refuse every manifest write).
+  // the user's -o options (a `ro` among them would refuse every manifest write); and
+  // auto_unmount: a fusermount3 process watches the session and unmounts it when the daemon
+  // dies, even by SIGKILL, so that no stale control mount outlives it in the runtime
+  // directory (PrepareControlMountpoint still clears one whose watcher died as well).
   static Result<std::unique_ptr<ControlMount>> Mount(ControlFs& fs, const std::string& path,
                                                      const std::string& mountpoint, bool debug);
   // Starts `threads` workers (after fuse_daemonize: fork keeps no threads).
