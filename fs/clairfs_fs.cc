@@ -201,7 +201,8 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
   } else if (ino == FUSE_ROOT_ID) {
     // The root's attributes stay available while the store does not answer, so that the
-    // control files below it (stats, errors) can still be reached: the last ones it gave.
+    // control files (stats, errors) can still be reached through `.clairfs`: the last ones it
+    // gave.
     Status got = backing_.Lstat("", &st);
     std::lock_guard lock(root_mu_);
     if (got.ok()) {
@@ -409,8 +410,7 @@ void ClairFs::StatFs(fuse_req_t req) {
   fuse_reply_statfs(req, &st);
 }
 
-void ClairFs::Access(fuse_req_t req, fuse_ino_t ino, int mask) {
-  (void)ino;
+void ClairFs::Access(fuse_req_t req, fuse_ino_t /*ino*/, int mask) {
   fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
 }
 

@@ -99,7 +99,7 @@ Status PrepareControlMountpoint(const std::string& path) {
 }
 
 ControlMount::ControlMount(fuse_session* se, std::string path, int stop_fd)
-    : se_(se), path_(std::move(path)), stop_fd_(stop_fd) {}
+    : se_(se), fd_(fuse_session_fd(se)), path_(std::move(path)), stop_fd_(stop_fd) {}
 
 Result<std::unique_ptr<ControlMount>> ControlMount::Mount(ControlFs& fs, const std::string& path,
                                                           const std::string& mountpoint,
@@ -182,6 +182,7 @@ void ControlMount::Stop() {
   for (auto& w : workers_) w.join();
   workers_.clear();
   // No worker reads the descriptor any more: unmounting may close it.
+  if (unmounted_.exchange(true)) return;  // DetachForExit took it: the process is ending
   fuse_session_unmount(se_);
   fuse_session_destroy(se_);
   se_ = nullptr;
@@ -192,14 +193,14 @@ void ControlMount::Stop() {
 }
 
 void ControlMount::DetachForExit() {
-  if (!se_) return;
+  if (unmounted_.exchange(true)) return;  // Stop unmounted it (or is doing so)
   auto m = FindMount(path_);
   if (m && m->devno == devno_) {
     if (Status s = DetachMount(path_); !s.ok()) {
       spdlog::critical("cannot detach {}: {}", path_, s.message());
     }
   }
-  close(fuse_session_fd(se_));  // the kernel aborts the connection once the workers die
+  close(fd_);  // the kernel aborts the connection once the workers die in _exit
 }
 
 }  // namespace clairfs

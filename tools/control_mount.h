@@ -69,12 +69,14 @@ class ControlMount {
   // Serves requests until stop_fd_ is readable or the connection ends (unmounted).
   void Serve();
 
-  fuse_session* se_;
+  fuse_session* se_;  // main thread only (null once stopped)
+  const int fd_;      // the session's descriptor, for DetachForExit
   const std::string path_;
   const int stop_fd_;  // an eventfd, written once by Stop: readable for every worker from then
   dev_t devno_ = 0;    // the mount's device number, to tell it apart from what sits there later
   std::vector<std::thread> workers_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> unmounted_{false};  // Stop has begun to unmount (and close fd_)
   std::atomic<bool> gone_logged_{false};
 };
 
