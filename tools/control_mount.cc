@@ -133,6 +133,7 @@ Result<std::unique_ptr<ControlMount>> ControlMount::Mount(ControlFs& fs, const s
   if (fuse_session_mount(se, path.c_str()) != 0) {
     close(stop_fd);
     fuse_session_destroy(se);
+    (void)rmdir(path.c_str());  // made by PrepareControlMountpoint: a failed start leaves none
     return Status::Error(Code::kIoError, "cannot mount the control files on '" + path + "'");
   }
   std::unique_ptr<ControlMount> mount(new ControlMount(se, path, stop_fd));

@@ -41,7 +41,8 @@ Status PrepareControlMountpoint(const std::string& path);
 // daemon's main thread, DetachForExit also by the lifecycle thread on a stop's overrun.
 class ControlMount {
  public:
-  // Creates a session serving fs (which must outlive it) and mounts it at path (prepared),
+  // Creates a session serving fs (which must outlive it) and mounts it at path (prepared; the
+  // directory is removed again when the mount fails),
   // shown in the mount table as "clairfs-control:<mountpoint>". Mount options: the ones of
   // the main mount that concern access (default_permissions, allow_other as root); none of
   // the user's -o options (a `ro` among them would refuse every manifest write); and
