@@ -85,6 +85,24 @@ class ControlMountTest(ClairfsCase):
         self.assertEqual(control_layers(ctl), 0, harness.fuse_mounts())
         self.assertFalse(os.path.exists(ctl), "the control mount's directory is left behind")
 
+    def test_stop_with_a_writer_holding_the_manifest_open(self):
+        _, mnt, d, ctl = self.setup_mount()
+        fd = os.open(os.path.join(mnt, ".clairfs", "manifest"), os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, b"a/f\n")
+            r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, text=True,
+                               timeout=20)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(d.proc.wait(timeout=15), 0, harness.read_tail(d.log_path))
+            self.assertEqual(control_layers(ctl), 0, harness.fuse_mounts())
+            with self.assertRaises(OSError):  # the connection is gone
+                os.write(fd, b"a/f\n")
+        finally:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def test_restart_after_sigkill(self):
         ds, mnt, d, ctl = self.setup_mount()
         cfg_path = d.argv[d.argv.index("-c") + 1]
