@@ -43,6 +43,28 @@ Status EnsureOwnDir(const std::string& dir, mode_t mode) {
   return Status::Ok();
 }
 
+// True if dir (absolute) is the user's own 0700 directory and no other user can replace it:
+// every directory above it is a real directory owned by root or the user that others may not
+// write to (unless sticky, as /tmp).
+bool UsableRuntimeDir(const std::string& dir) {
+  if (dir.empty() || dir[0] != '/') return false;
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return false;
+  }
+  for (size_t slash = dir.find('/', 1); slash != std::string::npos;
+       slash = dir.find('/', slash + 1)) {
+    const std::string above = dir.substr(0, slash);
+    if (lstat(above.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        (st.st_uid != 0 && st.st_uid != geteuid()) ||
+        ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool IsControlMount(const std::string& path) {
   auto m = FindMount(path);
   return m && m->fstype == std::string("fuse.") + kControlSubtype;
@@ -61,9 +83,7 @@ Result<std::string> ControlMountPath(const std::string& mountpoint) {
   } else {
     // $XDG_RUNTIME_DIR when it is the user's own (pam_systemd makes it 0700), else /tmp.
     const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-    struct stat st;
-    if (xdg && xdg[0] == '/' && lstat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
-        st.st_uid == geteuid() && (st.st_mode & 077) == 0) {
+    if (xdg && UsableRuntimeDir(xdg)) {
       base = std::string(xdg) + "/clairfs";
     } else {
       base = "/tmp/clairfs-" + std::to_string(geteuid());
