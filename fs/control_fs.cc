@@ -165,8 +165,7 @@ void ControlFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi)
   fuse_reply_buf(req, text.data() + from, std::min(size, text.size() - from));
 }
 
-void ControlFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off,
-                      fuse_file_info* fi) {
+void ControlFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   auto* h = reinterpret_cast<Handle*>(fi->fh);
   if (!h->writer) return (void)fuse_reply_err(req, EBADF);
   Status s = control_.Write(*h->writer, std::string_view(buf, size), static_cast<uint64_t>(off),

@@ -36,9 +36,10 @@ Status EnsureOwnDir(const std::string& dir, mode_t mode) {
   if (lstat(dir.c_str(), &st) != 0) return Status::FromErrno(errno, "'" + dir + "'");
   if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
     return Status::Error(Code::kInvalidArgument,
-                         "'" + dir + "' is unsafe for the control mount: it must be a directory "
-                         "(not a symlink) owned by uid " + std::to_string(geteuid()) +
-                         " that its group and others cannot write");
+                         "'" + dir +
+                             "' is unsafe for the control mount: it must be a directory "
+                             "(not a symlink) owned by uid " +
+                             std::to_string(geteuid()) + " that its group and others cannot write");
   }
   return Status::Ok();
 }
@@ -99,9 +100,9 @@ Status PrepareControlMountpoint(const std::string& path) {
     // session from a killed one's.
     struct statvfs sv;
     if (statvfs(path.c_str(), &sv) == 0) {
-      return Status::Error(Code::kInvalidArgument,
-                           "the control mount '" + path +
-                               "' is served by a running clairfs (of this mountpoint)");
+      return Status::Error(
+          Code::kInvalidArgument,
+          "the control mount '" + path + "' is served by a running clairfs (of this mountpoint)");
     }
     if (errno != ENOTCONN) break;
     if (Status s = DetachMount(path); !s.ok()) {
@@ -112,8 +113,10 @@ Status PrepareControlMountpoint(const std::string& path) {
                  path.c_str());
   }
   if (IsControlMount(path)) {
-    return Status::Error(Code::kIoError, "'" + path + "' is still a control mount; run: "
-                                         "fusermount3 -u " + path);
+    return Status::Error(Code::kIoError, "'" + path +
+                                             "' is still a control mount; run: "
+                                             "fusermount3 -u " +
+                                             path);
   }
   return EnsureOwnDir(path, geteuid() == 0 ? 0755 : 0700);
 }
@@ -181,9 +184,10 @@ void ControlMount::Serve() {
     if (n < 0 || (p[1].revents & POLLIN)) break;
     if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
       if (!stopping_.load() && !gone_logged_.exchange(true)) {
-        spdlog::error("the control mount {} was unmounted: .clairfs leads nowhere until "
-                      "clairfs is restarted",
-                      path_);
+        spdlog::error(
+            "the control mount {} was unmounted: .clairfs leads nowhere until "
+            "clairfs is restarted",
+            path_);
       }
       break;
     }
