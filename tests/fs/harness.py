@@ -316,6 +316,7 @@ class Daemon:
         if mountpoint:
             self.argv.append(mountpoint)
         self.proc = None
+        self.control = None  # where .clairfs led once mounted (the control mount)
 
     def start(self, timeout=MOUNT_TIMEOUT):
         if is_fuse_mounted(self.mountpoint):
@@ -351,6 +352,10 @@ class Daemon:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if mounted():
+                try:
+                    self.control = os.readlink(os.path.join(self.mountpoint, ".clairfs"))
+                except OSError:
+                    pass
                 return self
             if self.proc.poll() is not None:
                 raise AssertionError(
@@ -365,6 +370,14 @@ class Daemon:
             return
         release_mount(self.mountpoint)
         release_proc(self.proc)
+        if self.control:
+            # A killed daemon's control mount went with its auto_unmount watcher, but its
+            # directory stays (for the next start on the mountpoint): remove it if empty and
+            # unmounted (rmdir refuses anything else).
+            try:
+                os.rmdir(self.control)
+            except OSError:
+                pass
         LOGS.setdefault(self.test_id, []).append(
             (os.path.basename(self.log_path) + f" (exit {self.proc.returncode})",
              read_tail(self.log_path)))
