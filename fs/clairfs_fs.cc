@@ -17,17 +17,9 @@ namespace clairfs {
 namespace {
 
 constexpr const char* kControlDirName = ".clairfs";
-constexpr const char* kControlNames[] = {"manifest", "stats", "plan", "errors",
-                                             "metrics"};
 
 std::string Child(const std::string& dir, const char* name) {
   return dir.empty() ? std::string(name) : dir + "/" + name;
-}
-
-BlobPtr TextBlob(const std::string& text) {
-  auto blob = Blob::Allocate(text.size(), {text.size(), 0});
-  std::copy(text.begin(), text.end(), blob->mutable_data());
-  return blob;
 }
 
 ClairFs* Self(fuse_req_t req) { return static_cast<ClairFs*>(fuse_req_userdata(req)); }
@@ -45,29 +37,27 @@ void Guard(fuse_req_t req, F&& f) {
 
 }  // namespace
 
-// An open file: its contents (fs/file_read.h: a dataset file's or a control file's snapshot),
-// or a manifest writer.
-struct ClairFs::FileHandle : OpenContents {
-  std::unique_ptr<ControlPlane::Writer> writer;
-};
+// An open file is an OpenContents (fs/file_read.h): a dataset file's contents.
+using FileHandle = OpenContents;
 
 // An open directory: a stream on the store (read on its I/O threads, closed there when the
-// handle goes), or the control directory.
+// handle goes).
 struct ClairFs::DirHandle {
   StoreHandlePtr store;
   std::string path;
-  bool control = false;
 };
 
-ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control, Stats& stats,
-                 FsOptions options, std::vector<std::string> root_aliases)
+ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
+                 AccessPolicy& access, Stats& stats, FsOptions options,
+                 std::vector<std::string> root_aliases, std::string control_target)
     : backing_(backing),
       prefetcher_(prefetcher),
       control_(control),
       stats_(stats),
       options_(options),
       aliases_(std::move(root_aliases)),
-      access_(backing, options_, stats),
+      access_(access),
+      control_target_(std::move(control_target)),
       uid_(getuid()),
       gid_(getgid()),
       root_st_(backing.root_at_open().st) {
@@ -88,29 +78,15 @@ void ClairFs::Init(fuse_conn_info* conn) {
   // No call on the store here: every request of the mount waits for the answer to INIT.
 }
 
-void ClairFs::ControlAttr(fuse_ino_t ino, struct stat* st) const {
+void ClairFs::ControlLinkAttr(struct stat* st) const {
   std::memset(st, 0, sizeof(*st));
-  st->st_ino = 0x7fffff00u + ino;
+  st->st_ino = 0x7fffff00u + kControlLink;
+  st->st_mode = S_IFLNK | 0777;
+  st->st_nlink = 1;
   st->st_uid = uid_;
   st->st_gid = gid_;
+  st->st_size = static_cast<off_t>(control_target_.size());
   st->st_atim = st->st_mtim = st->st_ctim = started_;
-  st->st_nlink = 1;
-  if (ino == kCtlDir) {
-    st->st_mode = S_IFDIR | 0755;
-    st->st_nlink = 2;
-  } else {
-    st->st_mode = S_IFREG | (ino == kCtlManifest ? 0644 : 0444);
-    if (ino == kCtlManifest) access_.ManifestAttr(st);
-  }
-}
-
-void ClairFs::ReplyControlEntry(fuse_req_t req, fuse_ino_t ino) {
-  fuse_entry_param e{};
-  e.ino = ino;
-  ControlAttr(ino, &e.attr);
-  e.attr_timeout = 0;  // stats and plan change: never cache their attributes
-  e.entry_timeout = options_.entry_timeout;
-  fuse_reply_entry(req, &e);
 }
 
 bool ClairFs::PathOf(fuse_req_t req, fuse_ino_t ino, std::string* path) {
@@ -168,15 +144,14 @@ bool ClairFs::Visible(const std::string& path, const struct stat& st) {
 
 void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (parent == FUSE_ROOT_ID && std::strcmp(name, kControlDirName) == 0) {
-    return ReplyControlEntry(req, kCtlDir);
+    fuse_entry_param e{};
+    e.ino = kControlLink;
+    ControlLinkAttr(&e.attr);
+    e.attr_timeout = options_.attr_timeout;  // fixed for the life of the daemon
+    e.entry_timeout = options_.entry_timeout;
+    return (void)fuse_reply_entry(req, &e);
   }
-  if (parent == kCtlDir) {
-    for (fuse_ino_t i = 0; i < std::size(kControlNames); ++i) {
-      if (std::strcmp(name, kControlNames[i]) == 0) return ReplyControlEntry(req, kCtlManifest + i);
-    }
-    return (void)fuse_reply_err(req, ENOENT);
-  }
-  if (IsControl(parent)) return (void)fuse_reply_err(req, ENOTDIR);
+  if (parent == kControlLink) return (void)fuse_reply_err(req, ENOTDIR);
   InodeTable::NodeInfo dir;
   if (!NodeOf(req, parent, &dir)) return;
   if (dir.type != S_IFDIR) return (void)fuse_reply_err(req, ENOTDIR);
@@ -205,9 +180,9 @@ void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   struct stat st;
-  if (IsControl(ino)) {
-    ControlAttr(ino, &st);
-    return (void)fuse_reply_attr(req, &st, 0);
+  if (ino == kControlLink) {
+    ControlLinkAttr(&st);
+    return (void)fuse_reply_attr(req, &st, options_.attr_timeout);
   }
   const auto* h = fi ? reinterpret_cast<const FileHandle*>(fi->fh) : nullptr;
   if (h && h->dataset && h->st.st_mode != 0) {
@@ -226,7 +201,8 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
   } else if (ino == FUSE_ROOT_ID) {
     // The root's attributes stay available while the store does not answer, so that the
-    // control files below it (stats, errors) can still be reached: the last ones it gave.
+    // control files (stats, errors) can still be reached through `.clairfs`: the last ones it
+    // gave.
     Status got = backing_.Lstat("", &st);
     std::lock_guard lock(root_mu_);
     if (got.ok()) {
@@ -244,30 +220,8 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 
-void ClairFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
-                      fuse_file_info* fi) {
-  constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
-                         FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
-  if (ino != kCtlManifest || (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes)) != 0) {
-    return (void)fuse_reply_err(req, EROFS);
-  }
-  // ftruncate(fd, 0) on a writer starts its text over; truncate(path) has no writer and
-  // changes nothing (an open with O_TRUNC arrives in open(): FUSE_CAP_ATOMIC_O_TRUNC).
-  if (to_set & FUSE_SET_ATTR_SIZE) {
-    auto* h = fi ? reinterpret_cast<FileHandle*>(fi->fh) : nullptr;
-    if (h && h->writer) {
-      Status s = control_.Truncate(*h->writer, static_cast<uint64_t>(attr->st_size));
-      if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
-    } else if (attr->st_size != 0) {
-      return (void)fuse_reply_err(req, EINVAL);
-    }
-  }
-  struct stat st;
-  ControlAttr(ino, &st);
-  fuse_reply_attr(req, &st, 0);
-}
-
 void ClairFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
+  if (ino == kControlLink) return (void)fuse_reply_readlink(req, control_target_.c_str());
   InodeTable::NodeInfo node;
   struct stat st;
   if (!NodeOf(req, ino, &node) || !Verify(req, ino, node, &st)) return;
@@ -278,30 +232,8 @@ void ClairFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_readlink(req, target.value().c_str());
 }
 
-void ClairFs::OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (ino == kCtlManifest && (fi->flags & O_ACCMODE) != O_RDONLY && !access_.AllowControlWrite(req))
-    return;
-  auto h = std::make_unique<FileHandle>();
-  const int mode = fi->flags & O_ACCMODE;
-  if (ino == kCtlManifest && mode != O_RDONLY) {
-    h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0);
-  } else if (mode != O_RDONLY) {
-    return (void)fuse_reply_err(req, EACCES);
-  } else if (ino != kCtlManifest) {
-    control_.AwaitReleases();  // a plan whose writer's close() just returned is installed
-    h->blob = TextBlob(ino == kCtlStats     ? control_.StatsJson()
-                       : ino == kCtlPlan    ? control_.PlanJson()
-                       : ino == kCtlMetrics ? control_.MetricsText()
-                                            : control_.ErrorsText());
-  }
-  fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
-  fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
-  fi->fh = reinterpret_cast<uint64_t>(h.get());
-  if (fuse_reply_open(req, fi) == 0) h.release();
-}
-
 void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (IsControl(ino)) return OpenControl(req, ino, fi);
+  if (ino == kControlLink) return (void)fuse_reply_err(req, ELOOP);  // the kernel follows it
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
     return (void)fuse_reply_err(req, EROFS);
   }
@@ -460,47 +392,23 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   }
 }
 
-void ClairFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-  if (!h->writer) return (void)fuse_reply_err(req, EBADF);
-  Status s = control_.Write(*h->writer, std::string_view(buf, size), static_cast<uint64_t>(off),
-                            (fi->flags & O_APPEND) != 0);
-  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
-  fuse_reply_write(req, size);
-}
-
-void ClairFs::Flush(fuse_req_t req, fuse_file_info* fi) {
-  // No-open mode: ENOSYS stops FLUSH for the whole connection, so close() is free.
-  if (fi->fh == 0) return (void)fuse_reply_err(req, ENOSYS);
-  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-  if (!h->writer) return (void)fuse_reply_err(req, 0);
-  fuse_reply_err(req, ToErrno(control_.Flush(*h->writer)));
-}
-
 void ClairFs::Release(fuse_req_t req, fuse_file_info* fi) {
-  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-  if (h->writer) control_.Release(*h->writer);  // the last close() was answered by flush
-  delete h;
+  delete reinterpret_cast<FileHandle*>(fi->fh);
   fuse_reply_err(req, 0);
 }
 
 void ClairFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto h = std::make_unique<DirHandle>();
-  if (ino == kCtlDir) {
-    h->control = true;
-  } else if (IsControl(ino)) {
-    return (void)fuse_reply_err(req, ENOTDIR);
-  } else {
-    InodeTable::NodeInfo node;
-    if (!NodeOf(req, ino, &node)) return;
-    h->path = node.path;
-    auto opened = backing_.OpenDir(h->path);
-    if (!opened.ok()) return (void)fuse_reply_err(req, PathErrno(opened.status()));
-    if (!CheckIdentity(req, ino, node, opened.value().st)) return;
-    h->store = std::move(opened.value().handle);
-  }
+  if (ino == kControlLink) return (void)fuse_reply_err(req, ENOTDIR);
+  InodeTable::NodeInfo node;
+  if (!NodeOf(req, ino, &node)) return;
+  h->path = node.path;
+  auto opened = backing_.OpenDir(h->path);
+  if (!opened.ok()) return (void)fuse_reply_err(req, PathErrno(opened.status()));
+  if (!CheckIdentity(req, ino, node, opened.value().st)) return;
+  h->store = std::move(opened.value().handle);
   fi->fh = reinterpret_cast<uint64_t>(h.get());
-  fi->cache_readdir = options_.entry_timeout > 0 && !h->control;
+  fi->cache_readdir = options_.entry_timeout > 0;
   if (fuse_reply_open(req, fi) == 0) h.release();
 }
 
@@ -509,17 +417,6 @@ void ClairFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fu
   std::vector<char> buf(size);
   size_t used = 0;
   struct stat st {};
-  if (h->control) {
-    static const char* const kAll[] = {".", "..", "manifest", "stats", "plan", "errors", "metrics"};
-    for (off_t i = off; i < static_cast<off_t>(std::size(kAll)); ++i) {
-      st.st_ino = 0x7fffff00u + (i < 2 ? kCtlDir : kCtlManifest + (i - 2));
-      st.st_mode = i < 2 ? S_IFDIR : S_IFREG;
-      size_t n = fuse_add_direntry(req, buf.data() + used, size - used, kAll[i], &st, i + 1);
-      if (n > size - used) break;
-      used += n;
-    }
-    return (void)fuse_reply_buf(req, buf.data(), used);
-  }
   // Entries come in batches read on an I/O thread; one whose entries are all hidden is
   // followed by the next, so that an empty reply only ever means the end.
   bool full = false;
@@ -564,19 +461,19 @@ void ClairFs::StatFs(fuse_req_t req) {
   fuse_reply_statfs(req, &st);
 }
 
-void ClairFs::Access(fuse_req_t req, fuse_ino_t ino, int mask) {
-  fuse_reply_err(req, (mask & W_OK) && ino != kCtlManifest ? EROFS : 0);
+void ClairFs::Access(fuse_req_t req, fuse_ino_t /*ino*/, int mask) {
+  fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
 }
 
 void ClairFs::GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  if (IsControl(ino)) return (void)fuse_reply_err(req, ENODATA);
+  if (ino == kControlLink) return (void)fuse_reply_err(req, ENODATA);
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   access_.GetXattr(req, path, name, size);
 }
 
 void ClairFs::ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  if (IsControl(ino))
+  if (ino == kControlLink)
     return (void)(size ? fuse_reply_buf(req, nullptr, 0) : fuse_reply_xattr(req, 0));
   std::string path;
   if (!PathOf(req, ino, &path)) return;
@@ -603,8 +500,8 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
     o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->GetAttr(r, i, f); });
     };
-    o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->SetAttr(r, i, a, s, f); });
+    o.setattr = [](fuse_req_t r, fuse_ino_t, struct stat*, int, fuse_file_info*) {
+      fuse_reply_err(r, EROFS);
     };
     o.readlink = [](fuse_req_t r, fuse_ino_t i) { Guard(r, [&] { Self(r)->ReadLink(r, i); }); };
     o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) {
@@ -642,11 +539,14 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
     o.read = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t o, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->Read(r, i, s, o, f); });
     };
-    o.write = [](fuse_req_t r, fuse_ino_t, const char* b, size_t s, off_t o, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Write(r, b, s, o, f); });
+    // Files are opened read-only and without flush (noflush in per_open mode): neither a
+    // write nor (in per_open mode) a flush arrives in practice.
+    o.write = [](fuse_req_t r, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
+      fuse_reply_err(r, EBADF);
     };
+    // No-open mode: ENOSYS stops FLUSH for the whole connection, so close() is free.
     o.flush = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Flush(r, f); });
+      fuse_reply_err(r, f->fh == 0 ? ENOSYS : 0);
     };
     o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->Release(r, f); });

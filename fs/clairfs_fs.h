@@ -1,6 +1,8 @@
-// ClairFs: the thin FUSE low-level adapter. It maps kernel requests onto the backing store
-// (namespace), the prefetcher (file contents) and the control plane (.clairfs/), and turns
-// every Status into an errno through ToErrno. No exception leaves a callback.
+// ClairFs: the thin FUSE low-level adapter of the dataset. It maps kernel requests onto the
+// backing store (namespace) and the prefetcher (file contents), and turns every Status into an
+// errno through ToErrno. No exception leaves a callback. `.clairfs` in the root is a symbolic
+// link to the control files' own mount (fs/control_fs.h), never listed by readdir; a
+// `.clairfs` of the dataset is shadowed.
 #pragma once
 
 #define FUSE_USE_VERSION 314
@@ -25,9 +27,11 @@ namespace clairfs {
 class ClairFs {
  public:
   // All references must outlive the session. root_aliases are the absolute paths that name the
-  // dataset root (dataset and mountpoint), for symlink checks.
-  ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control, Stats& stats,
-          FsOptions options, std::vector<std::string> root_aliases);
+  // dataset root (dataset and mountpoint), for symlink checks. control_target: the absolute
+  // path `.clairfs` leads to (the control mount, tools/control_mount.h).
+  ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
+          AccessPolicy& access, Stats& stats, FsOptions options,
+          std::vector<std::string> root_aliases, std::string control_target);
   // The operation table; the session's userdata must be this object.
   static const fuse_lowlevel_ops& Ops();
   // The session serving this object, for notifications to the kernel; set right after
@@ -42,12 +46,9 @@ class ClairFs {
     inodes_.Forget(ino, n);
   }
   void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi);
   void ReadLink(fuse_req_t req, fuse_ino_t ino);
   void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
-  void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
-  void Flush(fuse_req_t req, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_file_info* fi);
   void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
@@ -58,21 +59,11 @@ class ClairFs {
   void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 
  private:
-  // In the order of kControlNames (fs/clairfs_fs.cc), from kCtlManifest.
-  enum ControlId : fuse_ino_t {
-    kCtlDir = 2,
-    kCtlManifest,
-    kCtlStats,
-    kCtlPlan,
-    kCtlErrors,
-    kCtlMetrics
-  };
-  struct FileHandle;
+  // The node of `.clairfs` in the root: a symbolic link to control_target_ (a reserved id,
+  // below InodeTable::kFirstDynamicId).
+  static constexpr fuse_ino_t kControlLink = 2;
   struct DirHandle;
-  bool IsControl(fuse_ino_t ino) const { return ino >= kCtlDir && ino <= kCtlMetrics; }
-  void ControlAttr(fuse_ino_t ino, struct stat* st) const;
-  void ReplyControlEntry(fuse_req_t req, fuse_ino_t ino);
-  void OpenControl(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void ControlLinkAttr(struct stat* st) const;
   // The node's path, without checking what it names now (prefer NodeOf and Verify); replies
   // ESTALE and returns false if the kernel sent an unknown id.
   bool PathOf(fuse_req_t req, fuse_ino_t ino, std::string* path);
@@ -123,7 +114,8 @@ class ClairFs {
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
   NodeReads node_reads_;  // fuse.open_mode none: contents of the files being read
-  AccessPolicy access_;
+  AccessPolicy& access_;
+  const std::string control_target_;
   uid_t uid_;
   gid_t gid_;
   struct timespec started_;

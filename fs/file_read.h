@@ -1,5 +1,5 @@
 // FileRead: what an open file of the mount holds, and the bytes a READ of it gets: from a whole
-// object (a cached file, or a control file's snapshot), from the backing descriptor, or chunk
+// object (a cached file), from the backing descriptor, or chunk
 // by chunk through the prefetcher for a chunked file (cache/object_key.h). No FUSE types: the
 // adapter (fs/clairfs_fs.cc) turns a ReadReply into one fuse_reply_iov.
 #pragma once

@@ -33,7 +33,7 @@ namespace clairfs {
 class InodeTable {
  public:
   static constexpr uint64_t kRootId = 1;
-  static constexpr uint64_t kFirstDynamicId = 64;  // ids below are reserved (control files)
+  static constexpr uint64_t kFirstDynamicId = 64;  // ids below are reserved (the .clairfs link)
 
   // What a node stands for. The root has path "" and no (dev, ino): it is the backing root
   // descriptor itself and is never stale.

@@ -31,9 +31,12 @@
 #include "cluster/mpi_transport.h"
 #include "cluster/peer_tier.h"
 #include "conf/config.h"
+#include "fs/access.h"
 #include "fs/clairfs_fs.h"
 #include "fs/control.h"
+#include "fs/control_fs.h"
 #include "tools/command_line.h"
+#include "tools/control_mount.h"
 #include "tools/daemon_log.h"
 #include "tools/lifecycle.h"
 #include "tools/mounts.h"
@@ -92,13 +95,16 @@ std::string LexicalAbsolute(const std::string& p) {
 
 // The FUSE options: what clairfs sets, then the user's -o options as they are. A value that
 // comes from a path is escaped, so a comma or backslash in it cannot start another option.
+// The mount is read-only for the kernel too (the control files are on a mount of their own:
+// tools/control_mount.h), so an open for writing fails there, also in no-open mode, where
+// no OPEN reaches the daemon.
 // Returns nullptr when libfuse cannot allocate.
 char* MountOptions(const std::string& dataset, const std::string& user) {
   char* opts = nullptr;
   const std::string fsname = "fsname=clairfs:" + dataset;
   if (fuse_opt_add_opt_escaped(&opts, fsname.c_str()) != 0 ||
       fuse_opt_add_opt(&opts, "subtype=clairfs") != 0 ||
-      fuse_opt_add_opt(&opts, "default_permissions") != 0 ||
+      fuse_opt_add_opt(&opts, "default_permissions") != 0 || fuse_opt_add_opt(&opts, "ro") != 0 ||
       (geteuid() == 0 && fuse_opt_add_opt(&opts, "allow_other") != 0)) {
     std::free(opts);
     return nullptr;
@@ -133,6 +139,12 @@ class ThreadsWithoutStopSignals {
 // How long a stop may take once asked for (FUSE requests in progress, prefetch threads, the
 // peer tier, RocksDB) before the daemon detaches its mount and exits anyway.
 constexpr std::chrono::seconds kStopGrace{5};
+
+// Threads serving the control mount. More than one, so that a long manifest validation at a
+// writer's close() or a read of stats waiting for another writer's release
+// (ControlPlane::AwaitReleases) never holds back the release it waits for; a few more for
+// several processes registering at once. Each costs only its stack while idle.
+constexpr int kControlThreads = 4;
 
 // Closes the FUSE session's descriptor under the FUSE threads still reading it, on the way to
 // _exit: deliberate, so that the kernel aborts the connection even while a thread stuck in
@@ -236,6 +248,9 @@ int main(int argc, char** argv) {
   if (mount_abs.empty()) {
     return Fail(ExitCode::kNoInput, "mountpoint '" + mountpoint + "': " + std::strerror(errno));
   }
+  // Where the control files are mounted; `.clairfs` in the mount leads there.
+  auto control_path = clairfs::ControlMountPath(mount_abs);
+  if (!control_path.ok()) return Fail(ExitCode::kMountFailed, control_path.status().message());
 
   // The dataset stays reachable through this descriptor after the mount hides its path.
   clairfs::Stats stats;
@@ -311,7 +326,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> aliases = {data_abs};
   if (mount_abs != data_abs) aliases.push_back(mount_abs);
   clairfs::ControlPlane control(*backing.value(), prefetcher, stats, aliases);
-  clairfs::ClairFs fs(*backing.value(), prefetcher, control, stats, config.fuse, aliases);
+  clairfs::AccessPolicy access(*backing.value(), config.fuse, stats);
+  clairfs::ClairFs fs(*backing.value(), prefetcher, control, access, stats, config.fuse, aliases,
+                      control_path.value());
+  clairfs::ControlFs control_fs(control, access, config.fuse);
   std::unique_ptr<clairfs::cluster::PeerTier> peer;
   if (transport) {
     const auto ms = [](double secs) {
@@ -365,10 +383,12 @@ int main(int argc, char** argv) {
   // thread stuck in uninterruptible I/O keeps the process (and its descriptors) alive.
   dev_t mount_dev = 0;
   int fuse_fd = -1;
+  std::unique_ptr<clairfs::ControlMount> control_mount;  // set before the lifecycle thread starts
   clairfs::Lifecycle::Hooks hooks;
   hooks.on_hangup = [] { clairfs::ReopenLog(); };
   hooks.on_stop = [b = backing.value().get()] { b->Stop(); };
-  hooks.on_overrun = [&mount_abs, &mount_dev, &fuse_fd] {
+  hooks.on_overrun = [&mount_abs, &mount_dev, &fuse_fd, &control_mount] {
+    if (control_mount) control_mount->DetachForExit();
     auto m = clairfs::FindMount(mount_abs);
     if (m && m->devno == mount_dev) {
       if (clairfs::Status s = clairfs::DetachMount(mount_abs); !s.ok()) {
@@ -387,7 +407,21 @@ int main(int argc, char** argv) {
     fuse_session_destroy(se);
     return Fail(ExitCode::kFailure, life.status().message());
   }
+  // The control files first: the main mount is announced (appears) with `.clairfs` usable.
+  auto mounted_control = [&]() -> clairfs::Result<std::unique_ptr<clairfs::ControlMount>> {
+    if (clairfs::Status s = clairfs::PrepareControlMountpoint(control_path.value()); !s.ok()) {
+      return s;
+    }
+    return clairfs::ControlMount::Mount(control_fs, control_path.value(), mount_abs, debug);
+  }();
+  if (!mounted_control.ok()) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Fail(ExitCode::kMountFailed, mounted_control.status().message());
+  }
+  control_mount = std::move(mounted_control.value());
   if (fuse_session_mount(se, mount_abs.c_str()) != 0) {
+    control_mount->Stop();
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return Fail(ExitCode::kMountFailed, "cannot mount on '" + mount_abs + "' (see the message above)");
@@ -414,6 +448,7 @@ int main(int argc, char** argv) {
   }
   start_guard.Serving();
   std::optional<ThreadsWithoutStopSignals> guard(std::in_place);
+  control_mount->Start(kControlThreads);
   life.value()->StartThread();
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, data_abs, mount_abs);
   if (peer) {
@@ -439,6 +474,9 @@ int main(int argc, char** argv) {
   fuse_loop_cfg_destroy(loop);
   // Calls stuck on the backing store fail now, so no prefetch thread waits out their deadline.
   backing.value()->Stop();
+  // fusermount3 -u of the mount alone (or a signal) ends the control mount too.
+  lc.SetStage("unmounting the control files");
+  control_mount->Stop();
   lc.SetStage("stopping the prefetch threads");
   prefetcher.Stop();
   if (peer) {

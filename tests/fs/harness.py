@@ -57,6 +57,26 @@ def fuse_mounts():
     return result
 
 
+def control_mounts():
+    """[(mount point, main mountpoint)] of every control mount (fuse.clairfs-control): its
+    source names the clairfs mount it belongs to ("clairfs-control:<mountpoint>")."""
+    result = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = right.split()
+            if len(fields) >= 2 and fields[0] == "fuse.clairfs-control":
+                result.append((_unescape_mountinfo(left.split()[4]),
+                               _unescape_mountinfo(fields[1]).partition(":")[2]))
+    return result
+
+
+def control_mounts_of(prefix):
+    """Mount points of the control mounts of clairfs mounts at or under prefix."""
+    prefix = os.path.abspath(prefix)
+    return [c for c, main in control_mounts() if main == prefix or main.startswith(prefix + "/")]
+
+
 def is_fuse_mounted(path):
     path = os.path.abspath(path)
     return any(m == path for m, _, _ in fuse_mounts())
@@ -180,6 +200,8 @@ def make_tmpdir(tag="t"):
 def remove_tmpdir(d):
     for m in sorted(mounts_under(d), key=len, reverse=True):
         unmount(m)
+    for m in control_mounts_of(d):  # stale: the daemon and its auto_unmount watcher were killed
+        unmount(m)
     if mounts_under(d):
         print(f"WARNING: {d} still has mounts; not removing it", file=sys.stderr)
         return
@@ -294,6 +316,7 @@ class Daemon:
         if mountpoint:
             self.argv.append(mountpoint)
         self.proc = None
+        self.control = None  # where .clairfs led once mounted (the control mount)
 
     def start(self, timeout=MOUNT_TIMEOUT):
         if is_fuse_mounted(self.mountpoint):
@@ -329,6 +352,10 @@ class Daemon:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if mounted():
+                try:
+                    self.control = os.readlink(os.path.join(self.mountpoint, ".clairfs"))
+                except OSError:
+                    pass
                 return self
             if self.proc.poll() is not None:
                 raise AssertionError(
@@ -343,6 +370,14 @@ class Daemon:
             return
         release_mount(self.mountpoint)
         release_proc(self.proc)
+        if self.control:
+            # A killed daemon's control mount went with its auto_unmount watcher, but its
+            # directory stays (for the next start on the mountpoint): remove it if empty and
+            # unmounted (rmdir refuses anything else).
+            try:
+                os.rmdir(self.control)
+            except OSError:
+                pass
         LOGS.setdefault(self.test_id, []).append(
             (os.path.basename(self.log_path) + f" (exit {self.proc.returncode})",
              read_tail(self.log_path)))

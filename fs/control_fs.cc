@@ -1,0 +1,297 @@
+#include "fs/control_fs.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fs/status_errno.h"
+
+namespace clairfs {
+namespace {
+
+using Node = ControlFs::Node;
+
+// The names of the files, in the order of their nodes from Node::kManifest.
+constexpr const char* kNames[] = {"manifest", "stats", "plan", "errors", "metrics"};
+constexpr fuse_ino_t kFirstFile = static_cast<fuse_ino_t>(Node::kManifest);
+
+ControlFs* Self(fuse_req_t req) { return static_cast<ControlFs*>(fuse_req_userdata(req)); }
+
+// Runs a handler so that no exception escapes into libfuse; on one the request gets EIO.
+template <typename F>
+void Guard(fuse_req_t req, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    spdlog::error("control request failed: {}", e.what());
+    if (req) fuse_reply_err(req, EIO);
+  }
+}
+
+}  // namespace
+
+// An open file: a snapshot of a generated file (stats, plan, metrics, errors; empty for the
+// manifest opened to read), or a manifest writer.
+struct ControlFs::Handle {
+  std::string text;
+  std::unique_ptr<ControlPlane::Writer> writer;
+};
+
+ControlFs::ControlFs(ControlPlane& control, AccessPolicy& access, const FsOptions& options)
+    : control_(control),
+      access_(access),
+      entry_timeout_(options.entry_timeout),
+      uid_(getuid()),
+      gid_(getgid()) {
+  clock_gettime(CLOCK_REALTIME, &started_);
+}
+
+bool ControlFs::NodeOf(fuse_ino_t ino, Node* node) {
+  if (ino < FUSE_ROOT_ID || ino > static_cast<fuse_ino_t>(Node::kMetrics)) return false;
+  *node = static_cast<Node>(ino);
+  return true;
+}
+
+void ControlFs::Init(fuse_conn_info* conn) {
+  // O_TRUNC reaches open() (replace vs. append of the manifest) instead of a separate setattr.
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // A write must reach the writer's buffer at once, and close() report on it (flush).
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // No POSIX ACLs here: the nodes have none, the mode bits (and AllowControlWrite) decide.
+}
+
+void ControlFs::Attr(Node node, struct stat* st) const {
+  std::memset(st, 0, sizeof(*st));
+  st->st_ino = static_cast<ino_t>(node);
+  st->st_uid = uid_;
+  st->st_gid = gid_;
+  st->st_atim = st->st_mtim = st->st_ctim = started_;
+  st->st_nlink = 1;
+  if (node == Node::kRoot) {
+    st->st_mode = S_IFDIR | 0755;
+    st->st_nlink = 2;
+  } else if (node == Node::kManifest) {
+    access_.ManifestAttr(st);  // 0644, or 0664 with control.group's id
+  } else {
+    st->st_mode = S_IFREG | 0444;
+  }
+}
+
+void ControlFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Node dir;
+  if (!NodeOf(parent, &dir)) return (void)fuse_reply_err(req, ESTALE);
+  if (dir != Node::kRoot) return (void)fuse_reply_err(req, ENOTDIR);
+  for (fuse_ino_t i = 0; i < std::size(kNames); ++i) {
+    if (std::strcmp(name, kNames[i]) != 0) continue;
+    fuse_entry_param e{};
+    e.ino = kFirstFile + i;
+    Attr(static_cast<Node>(e.ino), &e.attr);
+    e.attr_timeout = 0;  // stats and plan change: never cache their attributes
+    e.entry_timeout = entry_timeout_;
+    return (void)fuse_reply_entry(req, &e);
+  }
+  fuse_reply_err(req, ENOENT);
+}
+
+void ControlFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
+  Node node;
+  if (!NodeOf(ino, &node)) return (void)fuse_reply_err(req, ESTALE);
+  struct stat st;
+  Attr(node, &st);
+  fuse_reply_attr(req, &st, 0);
+}
+
+void ControlFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                        fuse_file_info* fi) {
+  constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+                         FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+  Node node;
+  if (!NodeOf(ino, &node) || node != Node::kManifest ||
+      (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes)) != 0) {
+    return (void)fuse_reply_err(req, EROFS);
+  }
+  // ftruncate(fd, 0) on a writer starts its text over; truncate(path) has no writer and
+  // changes nothing (an open with O_TRUNC arrives in open(): FUSE_CAP_ATOMIC_O_TRUNC).
+  if (to_set & FUSE_SET_ATTR_SIZE) {
+    auto* h = fi ? reinterpret_cast<Handle*>(fi->fh) : nullptr;
+    if (h && h->writer) {
+      Status s = control_.Truncate(*h->writer, static_cast<uint64_t>(attr->st_size));
+      if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+    } else if (attr->st_size != 0) {
+      return (void)fuse_reply_err(req, EINVAL);
+    }
+  }
+  struct stat st;
+  Attr(node, &st);
+  fuse_reply_attr(req, &st, 0);
+}
+
+void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Node node;
+  if (!NodeOf(ino, &node)) return (void)fuse_reply_err(req, ESTALE);
+  if (node == Node::kRoot) return (void)fuse_reply_err(req, EISDIR);
+  const int mode = fi->flags & O_ACCMODE;
+  if (node == Node::kManifest && mode != O_RDONLY && !access_.AllowControlWrite(req)) return;
+  auto h = std::make_unique<Handle>();
+  if (node == Node::kManifest && mode != O_RDONLY) {
+    h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0);
+  } else if (mode != O_RDONLY) {
+    return (void)fuse_reply_err(req, EACCES);
+  } else if (node != Node::kManifest) {
+    control_.AwaitReleases();  // a plan whose writer's close() just returned is installed
+    h->text = node == Node::kStats     ? control_.StatsJson()
+              : node == Node::kPlan    ? control_.PlanJson()
+              : node == Node::kMetrics ? control_.MetricsText()
+                                       : control_.ErrorsText();
+  }
+  fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
+  fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
+  fi->fh = reinterpret_cast<uint64_t>(h.get());
+  if (fuse_reply_open(req, fi) == 0) h.release();
+}
+
+void ControlFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
+  const auto* h = reinterpret_cast<const Handle*>(fi->fh);
+  const std::string& text = h->text;  // a writer's is empty: reads of the manifest return nothing
+  if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  const size_t from = std::min(static_cast<size_t>(off), text.size());
+  fuse_reply_buf(req, text.data() + from, std::min(size, text.size() - from));
+}
+
+void ControlFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+  auto* h = reinterpret_cast<Handle*>(fi->fh);
+  if (!h->writer) return (void)fuse_reply_err(req, EBADF);
+  Status s = control_.Write(*h->writer, std::string_view(buf, size), static_cast<uint64_t>(off),
+                            (fi->flags & O_APPEND) != 0);
+  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+  fuse_reply_write(req, size);
+}
+
+void ControlFs::Flush(fuse_req_t req, fuse_file_info* fi) {
+  auto* h = reinterpret_cast<Handle*>(fi->fh);
+  if (!h->writer) return (void)fuse_reply_err(req, 0);
+  fuse_reply_err(req, ToErrno(control_.Flush(*h->writer)));
+}
+
+void ControlFs::Release(fuse_req_t req, fuse_file_info* fi) {
+  auto* h = reinterpret_cast<Handle*>(fi->fh);
+  if (h->writer) control_.Release(*h->writer);  // the last close() was answered by flush
+  delete h;
+  fuse_reply_err(req, 0);
+}
+
+void ControlFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Node node;
+  if (!NodeOf(ino, &node)) return (void)fuse_reply_err(req, ESTALE);
+  if (node != Node::kRoot) return (void)fuse_reply_err(req, ENOTDIR);
+  fi->fh = 0;  // the listing is fixed: no handle
+  fuse_reply_open(req, fi);
+}
+
+void ControlFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
+  if (ino != FUSE_ROOT_ID) return (void)fuse_reply_err(req, ENOTDIR);
+  static const char* const kAll[] = {".", "..", "manifest", "stats", "plan", "errors", "metrics"};
+  static_assert(std::size(kAll) == std::size(kNames) + 2);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  struct stat st {};
+  for (off_t i = std::max<off_t>(off, 0); i < static_cast<off_t>(std::size(kAll)); ++i) {
+    st.st_ino = i < 2 ? FUSE_ROOT_ID : kFirstFile + static_cast<fuse_ino_t>(i - 2);
+    st.st_mode = i < 2 ? S_IFDIR : S_IFREG;
+    const size_t n = fuse_add_direntry(req, buf.data() + used, size - used, kAll[i], &st, i + 1);
+    if (n > size - used) break;
+    used += n;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void ControlFs::Access(fuse_req_t req, fuse_ino_t ino, int mask) {
+  const bool manifest = ino == static_cast<fuse_ino_t>(Node::kManifest);
+  fuse_reply_err(req, (mask & W_OK) && !manifest ? EROFS : 0);
+}
+
+const fuse_lowlevel_ops& ControlFs::Ops() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o{};
+    o.init = [](void* u, fuse_conn_info* c) { static_cast<ControlFs*>(u)->Init(c); };
+    o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* n) {
+      Guard(r, [&] { Self(r)->Lookup(r, p, n); });
+    };
+    // The nodes are fixed: nothing to forget.
+    o.forget = [](fuse_req_t r, fuse_ino_t, uint64_t) { fuse_reply_none(r); };
+    o.forget_multi = [](fuse_req_t r, size_t, fuse_forget_data*) { fuse_reply_none(r); };
+    o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info*) {
+      Guard(r, [&] { Self(r)->GetAttr(r, i); });
+    };
+    o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->SetAttr(r, i, a, s, f); });
+    };
+    o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.mkdir = [](fuse_req_t r, fuse_ino_t, const char*, mode_t) { fuse_reply_err(r, EROFS); };
+    o.unlink = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.rmdir = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.rename = [](fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.link = [](fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.create = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.setxattr = [](fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.removexattr = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
+    o.getxattr = [](fuse_req_t r, fuse_ino_t, const char*, size_t) { fuse_reply_err(r, ENODATA); };
+    o.listxattr = [](fuse_req_t r, fuse_ino_t, size_t s) {
+      if (s) {
+        fuse_reply_buf(r, nullptr, 0);
+      } else {
+        fuse_reply_xattr(r, 0);
+      }
+    };
+    o.fallocate = [](fuse_req_t r, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
+      fuse_reply_err(r, EROFS);
+    };
+    o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Open(r, i, f); });
+    };
+    o.read = [](fuse_req_t r, fuse_ino_t, size_t s, off_t o, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Read(r, s, o, f); });
+    };
+    o.write = [](fuse_req_t r, fuse_ino_t, const char* b, size_t s, off_t o, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Write(r, b, s, o, f); });
+    };
+    o.flush = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Flush(r, f); });
+    };
+    o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->Release(r, f); });
+    };
+    o.opendir = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      Guard(r, [&] { Self(r)->OpenDir(r, i, f); });
+    };
+    o.readdir = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t o, fuse_file_info*) {
+      Guard(r, [&] { Self(r)->ReadDir(r, i, s, o); });
+    };
+    o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info*) { fuse_reply_err(r, 0); };
+    o.access = [](fuse_req_t r, fuse_ino_t i, int m) {
+      Guard(r, [&] { Self(r)->Access(r, i, m); });
+    };
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace clairfs

@@ -1,0 +1,67 @@
+// ControlFs: the FUSE low-level file system of the control files (docs/control-interface.md).
+// It serves its own connection, mounted at a runtime directory of the daemon
+// (tools/control_mount.h) that `<mount>/.clairfs` (a symbolic link, fs/clairfs_fs.cc) leads
+// to. A connection of its own, because the control files need OPEN, FLUSH and RELEASE (per
+// writer buffers, EINVAL at close(), snapshots per open) whatever the dataset connection does
+// with them (issue 11). The root directory holds manifest, stats, plan, errors and metrics; the
+// contents come from ControlPlane, write permission on the manifest from AccessPolicy.
+// No exception leaves a callback. Thread-safe: requests may arrive on any number of threads.
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+
+#include "fs/access.h"
+#include "fs/control.h"
+#include "fs/fs_options.h"
+
+namespace clairfs {
+
+class ControlFs {
+ public:
+  // control and access must outlive the session. Only entry_timeout of options is used.
+  ControlFs(ControlPlane& control, AccessPolicy& access, const FsOptions& options);
+  // The operation table; the session's userdata must be this object.
+  static const fuse_lowlevel_ops& Ops();
+
+  // The node ids of the connection, fixed for its life. The files in the order their names
+  // are listed (kNames in fs/control_fs.cc).
+  enum class Node : fuse_ino_t {
+    kRoot = FUSE_ROOT_ID,
+    kManifest,
+    kStats,
+    kPlan,
+    kErrors,
+    kMetrics,
+  };
+
+  // Request handlers (called through Ops()).
+  void Init(fuse_conn_info* conn);
+  void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void GetAttr(fuse_req_t req, fuse_ino_t ino);
+  void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi);
+  void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
+  void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
+  void Flush(fuse_req_t req, fuse_file_info* fi);
+  void Release(fuse_req_t req, fuse_file_info* fi);
+  void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off);
+  void Access(fuse_req_t req, fuse_ino_t ino, int mask);
+
+ private:
+  struct Handle;
+  // True and *node set iff ino is one of this connection's nodes.
+  static bool NodeOf(fuse_ino_t ino, Node* node);
+  void Attr(Node node, struct stat* st) const;
+
+  ControlPlane& control_;
+  AccessPolicy& access_;
+  const double entry_timeout_;
+  const uid_t uid_;
+  const gid_t gid_;
+  struct timespec started_ {};
+};
+
+}  // namespace clairfs
