@@ -408,7 +408,7 @@ int Prefetcher::Attribute(uint32_t id) {
 
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version,
                                     bool consume) {
-  stats_->files_opened.fetch_add(1, std::memory_order_relaxed);
+  if (consume) stats_->files_opened.fetch_add(1, std::memory_order_relaxed);
   return Serve(path, version, consume, false);
 }
 

@@ -360,14 +360,16 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   std::shared_ptr<OpenContents> c = node_reads_.Find(ino);
   bool changed = false;  // the kernel may hold pages of another version of the file
   if (off == 0 || !c) {
-    // A read of the file starts (or its binding was dropped): bound afresh, so the version is
-    // checked at every read that reaches the daemon, and consumed in the plan as an open is.
+    // A read of the file starts (at offset 0), or a READ finds its node not bound (the
+    // kernel's readahead can send a later READ before the first one bound it): bound afresh,
+    // so the version is checked at every read that reaches the daemon. Only a start is
+    // consumed in the plan (and counted in files_opened), as an open is.
     control_.AwaitReleases();
     InodeTable::NodeInfo node;
     if (!NodeOf(req, ino, &node)) return;
     auto fresh = std::make_shared<OpenContents>();
     InodeTable::Seen seen;
-    const Bound bound = Bind(req, ino, node, true, fresh.get(), &seen);
+    const Bound bound = Bind(req, ino, node, off == 0, fresh.get(), &seen);
     if (bound == Bound::kReplied) return;
     changed = bound == Bound::kFresh && seen.opened != FileVersion{} &&
               seen.opened != VersionOf(fresh->st);
