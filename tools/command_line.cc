@@ -52,11 +52,11 @@ int TakeOption(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
     return 0;
   }
   if (name == "ro") {
-    // The data is served read-only whatever the options say; a read-only mount would also
-    // make .clairfs/manifest unwritable, which no job wants.
+    // The dataset's mount is read-only whatever the options say (tools/clairfs_main.cc), and
+    // .clairfs/manifest lives on the control files' own mount, which stays writable.
     ctx->cl->notes.push_back(
-        "-o ro ignored: the dataset is always served read-only, and .clairfs/manifest stays "
-        "writable for the job's registration");
+        "-o ro: the dataset is always mounted read-only; .clairfs/manifest stays writable on "
+        "the control files' own mount");
     return 0;
   }
   return 1;  // a FUSE or generic mount option: libfuse decides
