@@ -11,6 +11,7 @@
 
 #include "cache/resolver.h"
 #include "fs/file_read.h"
+#include "fs/read_only_ops.h"
 #include "fs/status_errno.h"
 
 namespace clairfs {
@@ -485,6 +486,7 @@ void ClairFs::ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 const fuse_lowlevel_ops& ClairFs::Ops() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o{};
+    RefuseChanges(&o);
     o.init = [](void* u, fuse_conn_info* c) { static_cast<ClairFs*>(u)->Init(c); };
     o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* n) {
       Guard(r, [&] { Self(r)->Lookup(r, p, n); });
@@ -506,34 +508,11 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
       fuse_reply_err(r, EROFS);
     };
     o.readlink = [](fuse_req_t r, fuse_ino_t i) { Guard(r, [&] { Self(r)->ReadLink(r, i); }); };
-    o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.mkdir = [](fuse_req_t r, fuse_ino_t, const char*, mode_t) { fuse_reply_err(r, EROFS); };
-    o.unlink = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
-    o.rmdir = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
-    o.symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.rename = [](fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.link = [](fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
-    o.create = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.setxattr = [](fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.removexattr = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
     o.getxattr = [](fuse_req_t r, fuse_ino_t i, const char* n, size_t s) {
       Guard(r, [&] { Self(r)->GetXattr(r, i, n, s); });
     };
     o.listxattr = [](fuse_req_t r, fuse_ino_t i, size_t s) {
       Guard(r, [&] { Self(r)->ListXattr(r, i, s); });
-    };
-    o.fallocate = [](fuse_req_t r, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
-      fuse_reply_err(r, EROFS);
     };
     o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->Open(r, i, f); });

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fs/read_only_ops.h"
 #include "fs/status_errno.h"
 
 namespace clairfs {
@@ -220,6 +221,7 @@ void ControlFs::Access(fuse_req_t req, fuse_ino_t ino, int mask) {
 const fuse_lowlevel_ops& ControlFs::Ops() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o{};
+    RefuseChanges(&o);
     o.init = [](void* u, fuse_conn_info* c) { static_cast<ControlFs*>(u)->Init(c); };
     o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* n) {
       Guard(r, [&] { Self(r)->Lookup(r, p, n); });
@@ -233,26 +235,6 @@ const fuse_lowlevel_ops& ControlFs::Ops() {
     o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->SetAttr(r, i, a, s, f); });
     };
-    o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.mkdir = [](fuse_req_t r, fuse_ino_t, const char*, mode_t) { fuse_reply_err(r, EROFS); };
-    o.unlink = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
-    o.rmdir = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
-    o.symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.rename = [](fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.link = [](fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
-    o.create = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.setxattr = [](fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) {
-      fuse_reply_err(r, EROFS);
-    };
-    o.removexattr = [](fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, EROFS); };
     o.getxattr = [](fuse_req_t r, fuse_ino_t, const char*, size_t) { fuse_reply_err(r, ENODATA); };
     o.listxattr = [](fuse_req_t r, fuse_ino_t, size_t s) {
       if (s) {
@@ -260,9 +242,6 @@ const fuse_lowlevel_ops& ControlFs::Ops() {
       } else {
         fuse_reply_xattr(r, 0);
       }
-    };
-    o.fallocate = [](fuse_req_t r, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
-      fuse_reply_err(r, EROFS);
     };
     o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->Open(r, i, f); });

@@ -7,16 +7,19 @@ namespace clairfs {
 
 using nlohmann::json;
 
-std::string EscapeLabelValue(std::string_view value) {
+namespace {
+
+// Backslash and newline escaped; with quotes, the double quote too (label values).
+std::string Escape(std::string_view text, bool quotes) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
+    } else if (quotes && c == '"') {
+      out += "\\\"";
     } else {
       out += c;
     }
@@ -24,19 +27,11 @@ std::string EscapeLabelValue(std::string_view value) {
   return out;
 }
 
-std::string EscapeHelp(std::string_view help) {
-  std::string out;
-  for (char c : help) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view value) { return Escape(value, true); }
+
+std::string EscapeHelp(std::string_view help) { return Escape(help, false); }
 
 std::string FormatValue(double value) {
   if (std::isnan(value)) return "NaN";
