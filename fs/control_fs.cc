@@ -41,7 +41,10 @@ void Guard(fuse_req_t req, F&& f) {
 // An open file: a snapshot of a generated file (stats, plan, metrics, errors; empty for the
 // manifest opened to read), or a manifest writer.
 struct ControlFs::Handle {
-  std::string text;
+  // Shared with each READ's reply: the reader's read() can return, and its close() release
+  // the handle, before fuse_reply_buf returns (and ASan's writev interceptor reads the buffer
+  // after the call).
+  std::shared_ptr<const std::string> text = std::make_shared<const std::string>();
   std::unique_ptr<ControlPlane::Writer> writer;
 };
 
@@ -147,10 +150,10 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return (void)fuse_reply_err(req, EACCES);
   } else if (node != Node::kManifest) {
     control_.AwaitReleases();  // a plan whose writer's close() just returned is installed
-    h->text = node == Node::kStats     ? control_.StatsJson()
-              : node == Node::kPlan    ? control_.PlanJson()
-              : node == Node::kMetrics ? control_.MetricsText()
-                                       : control_.ErrorsText();
+    h->text = std::make_shared<const std::string>(node == Node::kStats     ? control_.StatsJson()
+                                                  : node == Node::kPlan    ? control_.PlanJson()
+                                                  : node == Node::kMetrics ? control_.MetricsText()
+                                                                           : control_.ErrorsText());
   }
   fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
   fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
@@ -160,10 +163,12 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void ControlFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
   const auto* h = reinterpret_cast<const Handle*>(fi->fh);
-  const std::string& text = h->text;  // a writer's is empty: reads of the manifest return nothing
+  // Held until the reply is sent (see Handle). A writer's is empty: reads of the manifest
+  // return nothing.
+  const std::shared_ptr<const std::string> text = h->text;
   if (off < 0) return (void)fuse_reply_err(req, EINVAL);
-  const size_t from = std::min(static_cast<size_t>(off), text.size());
-  fuse_reply_buf(req, text.data() + from, std::min(size, text.size() - from));
+  const size_t from = std::min(static_cast<size_t>(off), text->size());
+  fuse_reply_buf(req, text->data() + from, std::min(size, text->size() - from));
 }
 
 void ControlFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
