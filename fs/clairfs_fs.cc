@@ -382,17 +382,13 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
                           &reply);
   if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
   const uint64_t end = c->blob ? c->blob->size() : static_cast<uint64_t>(c->st.st_size);
-  const bool read_all = static_cast<uint64_t>(off) + size >= end;
-  if (read_all) node_reads_.Release(ino, c.get());
+  if (static_cast<uint64_t>(off) + size >= end) node_reads_.Release(ino, c.get());  // all read
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
-  // Pages are dropped once this READ's own are unlocked (its reply is sent):
-  //  - changed: the page cache may hold pages of the version seen before, so that no later
-  //    read mixes the two versions. Between reads that reach the daemon the kernel notices a
-  //    change when it refreshes the attributes (attr_timeout) and drops the pages itself
-  //    (FUSE_CAP_AUTO_INVAL_DATA);
-  //  - keep_cache false: a file read to its end leaves no page, so its next read reaches the
-  //    daemon again, as every open does in per_open mode.
-  if (changed || (read_all && !options_.keep_cache)) {
+  if (changed) {
+    // The page cache may hold pages of the version seen before: dropped once this READ's own
+    // pages are unlocked (its reply is sent), so that no later read mixes the two versions.
+    // Between reads that reach the daemon the kernel notices a change when it refreshes the
+    // attributes (attr_timeout) and drops the pages itself (FUSE_CAP_AUTO_INVAL_DATA).
     if (fuse_session* se = session_.load(std::memory_order_acquire)) {
       fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
     }

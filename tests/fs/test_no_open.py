@@ -141,12 +141,3 @@ class NoOpenTest(ClairfsCase):
         # Everything more than page_cache_lag reads before the last miss (at 2 NFILES - 2) is
         # consumed or given up.
         self.assertGreaterEqual(after["prefetch"]["position"], 2 * NFILES - 2 - 4, after)
-
-    def test_keep_cache_false_makes_every_read_reach_the_daemon(self):
-        cfg = no_open(ram="64MiB", staging="4MiB", keep_cache=False)
-        mnt = self.mount_here(cfg)
-        self.write_manifest(mnt, "\n".join(self.order) + "\n")
-        for _ in range(2):
-            for rel in self.order[:20]:
-                self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
-        self.assertEqual(self.stats(mnt)["files_opened"], 40)
