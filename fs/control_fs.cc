@@ -57,6 +57,8 @@ ControlFs::ControlFs(ControlPlane& control, AccessPolicy& access, const FsOption
   clock_gettime(CLOCK_REALTIME, &started_);
 }
 
+ControlFs::~ControlFs() = default;
+
 bool ControlFs::NodeOf(fuse_ino_t ino, Node* node) {
   if (ino < FUSE_ROOT_ID || ino > static_cast<fuse_ino_t>(Node::kMetrics)) return false;
   *node = static_cast<Node>(ino);
@@ -158,7 +160,15 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
   fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
   fi->fh = reinterpret_cast<uint64_t>(h.get());
-  if (fuse_reply_open(req, fi) == 0) h.release();
+  Handle* raw = h.get();
+  {
+    std::lock_guard lock(handles_mu_);
+    handles_.emplace(raw, std::move(h));
+  }
+  if (fuse_reply_open(req, fi) != 0) {  // the open was interrupted: no release will come
+    std::lock_guard lock(handles_mu_);
+    handles_.erase(raw);
+  }
 }
 
 void ControlFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
@@ -189,7 +199,15 @@ void ControlFs::Flush(fuse_req_t req, fuse_file_info* fi) {
 void ControlFs::Release(fuse_req_t req, fuse_file_info* fi) {
   auto* h = reinterpret_cast<Handle*>(fi->fh);
   if (h->writer) control_.Release(*h->writer);  // the last close() was answered by flush
-  delete h;
+  std::unique_ptr<Handle> owned;  // freed after the lock
+  {
+    std::lock_guard lock(handles_mu_);
+    auto it = handles_.find(h);
+    if (it != handles_.end()) {
+      owned = std::move(it->second);
+      handles_.erase(it);
+    }
+  }
   fuse_reply_err(req, 0);
 }
 

@@ -12,6 +12,10 @@
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
 
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
 #include "fs/access.h"
 #include "fs/control.h"
 #include "fs/fs_options.h"
@@ -22,6 +26,11 @@ class ControlFs {
  public:
   // control and access must outlive the session. Only entry_timeout of options is used.
   ControlFs(ControlPlane& control, AccessPolicy& access, const FsOptions& options);
+  // Frees the handles the kernel never released (a writer still open when the daemon stopped
+  // the session): call it only once no worker serves the session any more.
+  ~ControlFs();
+  ControlFs(const ControlFs&) = delete;
+  ControlFs& operator=(const ControlFs&) = delete;
   // The operation table; the session's userdata must be this object.
   static const fuse_lowlevel_ops& Ops();
 
@@ -62,6 +71,10 @@ class ControlFs {
   const uid_t uid_;
   const gid_t gid_;
   struct timespec started_ {};
+  // Every open handle, owned here from its open until its release (or this object's end).
+  // handles_mu_ is a leaf.
+  std::mutex handles_mu_;
+  std::unordered_map<const Handle*, std::unique_ptr<Handle>> handles_;
 };
 
 }  // namespace clairfs
