@@ -42,17 +42,22 @@ SsdTier::SsdTier(std::string name, std::string dir, uint64_t capacity, SsdOption
 
 namespace {
 
-// Removes the directories in created (outermost first) that a failed start made: the innermost
-// with its contents, the others only if empty. remove_all never follows a symbolic link, and
-// nobody but this user (or root) can add entries below a directory made 0700 moments ago.
-void RemoveCreated(const std::vector<std::string>& created) {
+// Removes the directories in created (outermost first) that a failed start made. Only a start
+// that holds the directory's lock removes the innermost with its contents: without the lock,
+// another daemon may have found the directory this start made and be using it (it holds the
+// lock file inside, so the directory is not empty). Every other removal is of an empty
+// directory only. remove_all never follows a symbolic link, and nobody but this user (or root)
+// can add entries below a directory made 0700 moments ago.
+enum class LockHeld { kNo, kYes };
+void RemoveCreated(const std::vector<std::string>& created, LockHeld held) {
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
     std::error_code ec;
-    if (it == created.rbegin()) {
+    if (it == created.rbegin() && held == LockHeld::kYes) {
       std::filesystem::remove_all(*it, ec);
-    } else {
-      std::filesystem::remove(*it, ec);  // fails, harmlessly, if no longer empty
+    } else if (!std::filesystem::remove(*it, ec) && !ec) {
+      return;  // not there any more
     }
+    if (ec == std::errc::directory_not_empty) return;  // in use by another start: keep it
     if (ec) {
       spdlog::warn("cannot remove '{}', made by this failed start: {}", *it, ec.message());
       return;
@@ -67,12 +72,12 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Create(std::string name, const std::st
   const std::string normal = NormalCacheDir(dir);
   std::vector<std::string> created;
   if (Status s = SecureCacheDir(normal, &created); !s.ok()) {
-    RemoveCreated(created);
+    RemoveCreated(created, LockHeld::kNo);
     return s;
   }
   auto lock = CacheDirLock::Acquire(normal);
   if (!lock.ok()) {
-    RemoveCreated(created);
+    RemoveCreated(created, LockHeld::kNo);  // the daemon that holds it may use what we made
     return lock.status();
   }
   std::unique_ptr<SsdTier> tier(new SsdTier(std::move(name), normal, capacity, options));
@@ -212,7 +217,7 @@ void SsdTier::Abandon() {
   std::unique_lock dl(db_mu_);
   abandoned_ = true;
   CloseDbLocked();
-  RemoveCreated(created_);
+  RemoveCreated(created_, LockHeld::kYes);
   created_.clear();
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/ssd_dir.h"
 #include "conf/config.h"
 #include "tests/unit/test_util.h"
 
@@ -218,6 +219,38 @@ TEST_F(SsdDirTest, SecondOpenOrPrepareFailsWhileLocked) {
     EXPECT_FALSE(SsdTier::Open("ssd", dir, 1 << 20).ok());  // held before RocksDB opens
     ASSERT_TRUE(prepared.value()->Reopen().ok());
     EXPECT_TRUE(prepared.value()->Put("a", MakeBlob("abc")).ok());
+  }
+}
+
+// Two starts racing on a directory neither finds: one of them makes it, either may win the
+// lock. The loser must not take back a directory the winner uses, even if the loser made it
+// (it did, with remove_all, until CI caught the winner's lock file gone).
+TEST_F(SsdDirTest, LoserOfARaceLeavesTheWinnersDirectory) {
+  for (int round = 0; round < 40; ++round) {
+    const std::string dir = Path("race" + std::to_string(round) + "/cache/db");
+    std::atomic<int> ready{0};
+    Result<std::unique_ptr<SsdTier>> results[2] = {Status::Error(Code::kIoError, "not run"),
+                                                   Status::Error(Code::kIoError, "not run")};
+    std::vector<std::thread> starts;
+    for (int i = 0; i < 2; ++i) {
+      starts.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) std::this_thread::yield();
+        if ((round + i) % 3 == 0) std::this_thread::yield();  // vary who is first
+        results[i] = SsdTier::Prepare("ssd", dir, 1 << 20);
+      });
+    }
+    for (auto& t : starts) t.join();
+    const int winners = results[0].ok() + results[1].ok();
+    ASSERT_EQ(winners, 1) << "round " << round;
+    const int loser = results[0].ok() ? 1 : 0;
+    EXPECT_EQ(results[loser].status().code(), Code::kUnavailable)
+        << results[loser].status().message();
+    auto& tier = results[1 - loser].value();
+    EXPECT_TRUE(fs::exists(dir + "/clairfs.lock")) << "round " << round;
+    EXPECT_GT(LockHolderPid(dir), 0) << "round " << round;
+    ASSERT_TRUE(tier->Reopen().ok()) << "round " << round;
+    EXPECT_TRUE(tier->Put("a", MakeBlob("abc")).ok()) << "round " << round;
   }
 }
 
