@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -510,6 +511,18 @@ Result<std::string> PosixBacking::Xattr(const std::string& path, const char* nam
       return wanted ? Result<std::string>(Status::FromErrno(ENODATA, path)) : std::string();
     }
     return FdXattr(fd.get(), wanted ? wanted->c_str() : nullptr, path);
+  }));
+}
+
+Result<int> PosixBacking::WatchDir(std::shared_ptr<const int> inotify, const std::string& path,
+                                  uint32_t mask) const {
+  return Note(io_.Run<int>(path, [root = Root(), inotify, path, mask](IoProgress&) -> Result<int> {
+    Fd fd(OpenBeneath(root->fd, path, O_PATH | O_DIRECTORY));
+    if (fd.get() < 0) return Status::FromErrno(errno, path);
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+    const int wd = inotify_add_watch(*inotify, proc.c_str(), mask | IN_ONLYDIR);
+    if (wd < 0) return Status::FromErrno(errno, path);
+    return wd;
   }));
 }
 

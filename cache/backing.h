@@ -128,6 +128,12 @@ class PosixBacking final : public Backing {
   // I/O thread (FdXattr's rules); a symlink has none (ENODATA, an empty list).
   Result<std::string> Xattr(const std::string& path, const char* name) const;
   Status StatFs(struct statvfs* st) const;
+  // Adds an inotify watch for mask on the directory at path to the inotify instance *inotify
+  // (kept open by the call, which may outlive its caller), through a descriptor opened beneath
+  // the root: never a path that leads elsewhere or through a mount over the dataset. The watch
+  // descriptor; a path that is not a directory fails (ENOTDIR).
+  Result<int> WatchDir(std::shared_ptr<const int> inotify, const std::string& path,
+                       uint32_t mask) const;
 
   // Runs a check under another identity: calls its argument (which does the check) with that
   // identity in force on the current thread, and restores the thread's own before returning.

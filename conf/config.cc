@@ -75,9 +75,14 @@ Status GetAccessCheck(const YAML::Node& node, AccessCheck* out) {
   return Status::Ok();
 }
 
-// fuse.open_mode: "none" or "per_open".
-Status GetOpenMode(const YAML::Node& node, OpenMode* out) {
-  if (!node["open_mode"]) return Status::Ok();
+// fuse.open_mode: "none" or "per_open". Not given: none, unless keep_cache is false (which
+// only per_open can honour: in none mode the kernel keeps every file's pages). keep_cache is
+// read before.
+Status GetOpenMode(const YAML::Node& node, bool keep_cache, OpenMode* out) {
+  if (!node["open_mode"]) {
+    *out = keep_cache ? OpenMode::kNone : OpenMode::kPerOpen;
+    return Status::Ok();
+  }
   std::string value;
   if (Status s = Get(node, "open_mode", "fuse.open_mode", &value); !s.ok()) return s;
   if (value == "none") {
@@ -86,6 +91,11 @@ Status GetOpenMode(const YAML::Node& node, OpenMode* out) {
     *out = OpenMode::kPerOpen;
   } else {
     return Bad("fuse.open_mode", "'" + value + "' is not one of: none, per_open");
+  }
+  if (*out == OpenMode::kNone && !keep_cache) {
+    return Bad("fuse.keep_cache",
+               "false needs fuse.open_mode: per_open (with none the kernel keeps every file's "
+               "pages across opens)");
   }
   return Status::Ok();
 }
@@ -115,13 +125,15 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   if (const auto f = root["fuse"]) {
     CLAIRFS_TRY(CheckKeys(
         f, "fuse",
-        {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check", "open_mode"}));
+        {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check", "open_mode",
+         "watch_backing"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
     CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
     CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
     CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));
+    CLAIRFS_TRY(Get(f, "watch_backing", "fuse.watch_backing", &c->fuse.watch_backing));
     CLAIRFS_TRY(GetAccessCheck(f, &c->fuse.access_check));
-    CLAIRFS_TRY(GetOpenMode(f, &c->fuse.open_mode));
+    CLAIRFS_TRY(GetOpenMode(f, c->fuse.keep_cache, &c->fuse.open_mode));
   }
   if (const auto k = root["control"]) {
     CLAIRFS_TRY(CheckKeys(k, "control", {"group"}));

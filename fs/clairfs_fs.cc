@@ -137,6 +137,52 @@ void ClairFs::InvalidateAttrs(fuse_ino_t ino) {
   }
 }
 
+void ClairFs::StartWatch() {
+  // per_open: every open reaches the daemon, which checks the version and the caller's access.
+  if (!options_.watch_backing || options_.open_mode != OpenMode::kNone) return;
+  BackingWatch::Hooks hooks;
+  hooks.node_of = [this](const std::string& path) -> uint64_t {
+    struct stat st;
+    uint64_t id = 0;
+    InodeTable::NodeInfo info;
+    if (!backing_.Lstat(path, &st).ok() || !inodes_.Keyed(st.st_dev, st.st_ino, &id, &info)) {
+      return 0;
+    }
+    return id;
+  };
+  hooks.invalidate = [this](uint64_t id, BackingWatch::Scope scope) {
+    fuse_session* se = session_.load(std::memory_order_acquire);
+    if (!se) return;
+    // Attributes only (offset -1), or with every page of the file (offset 0, length 0). The
+    // kernel forgets the node's cached ACLs with its attributes.
+    const off_t off = scope == BackingWatch::Scope::kContents ? 0 : -1;
+    const int rc = fuse_lowlevel_notify_inval_inode(se, id, off, 0);
+    if (rc != 0 && rc != -ENOENT) {
+      spdlog::debug("invalidation of node {}: {}", id, std::strerror(-rc));
+    }
+  };
+  hooks.invalidate_entry = [this](uint64_t parent, const std::string& name) {
+    fuse_session* se = session_.load(std::memory_order_acquire);
+    if (!se) return;
+    const int rc = fuse_lowlevel_notify_inval_entry(se, parent, name.c_str(), name.size());
+    if (rc != 0 && rc != -ENOENT) {
+      spdlog::debug("invalidation of '{}' in node {}: {}", name, parent, std::strerror(-rc));
+    }
+  };
+  auto w = BackingWatch::Start(backing_, std::move(hooks), FUSE_ROOT_ID);
+  if (!w.ok()) {
+    spdlog::warn("cannot watch the dataset for changes ({}): the kernel notices them only "
+                 "after fuse.attr_timeout / entry_timeout",
+                 w.status().message());
+    return;
+  }
+  watch_ = std::move(w.value());
+}
+
+void ClairFs::StopWatch() {
+  if (watch_) watch_->Stop();
+}
+
 bool ClairFs::Visible(const std::string& path, const struct stat& st) {
   if (!S_ISLNK(st.st_mode)) return true;
   PathResolver resolver(backing_, aliases_);
@@ -174,6 +220,7 @@ void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   e.ino = inodes_.Acquire(path, e.attr.st_dev, e.attr.st_ino, e.attr.st_mode, linked);
   if (S_ISREG(e.attr.st_mode)) inodes_.Report(e.ino, VersionOf(e.attr));
+  if (S_ISDIR(e.attr.st_mode) && watch_) watch_->Watch(e.ino, path);
   e.attr_timeout = options_.attr_timeout;
   e.entry_timeout = options_.entry_timeout;
   fuse_reply_entry(req, &e);

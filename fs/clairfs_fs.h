@@ -9,6 +9,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "cache/prefetcher.h"
 #include "cache/stats.h"
 #include "fs/access.h"
+#include "fs/backing_watch.h"
 #include "fs/control.h"
 #include "fs/fs_options.h"
 #include "fs/inode_table.h"
@@ -37,6 +39,11 @@ class ClairFs {
   // The session serving this object, for notifications to the kernel; set right after
   // fuse_session_new, before the session loop runs.
   void SetSession(fuse_session* se) { session_.store(se, std::memory_order_release); }
+  // With fuse.watch_backing and open_mode none: starts the watch of the backing store (fs/backing_watch.h), after
+  // any daemonizing fork and before the session loop; a failure is logged and leaves the
+  // kernel's caches to their timeouts. StopWatch: after the session loop and backing.Stop().
+  void StartWatch();
+  void StopWatch();
 
   // Request handlers (called through Ops()).
   void Init(fuse_conn_info* conn);
@@ -114,6 +121,7 @@ class ClairFs {
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
   NodeReads node_reads_;  // fuse.open_mode none: contents of the files being read
+  std::unique_ptr<BackingWatch> watch_;  // set before the session loop runs, reset after it
   AccessPolicy& access_;
   const std::string control_target_;
   uid_t uid_;

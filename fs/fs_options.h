@@ -28,7 +28,10 @@ struct FsOptions {
   double attr_timeout = 3600;   // seconds the kernel may cache attributes
   bool keep_cache = true;       // keep file pages in the page cache across opens
   AccessCheck access_check = AccessCheck::kOpen;  // fuse.access_check
-  OpenMode open_mode = OpenMode::kPerOpen;        // fuse.open_mode
+  OpenMode open_mode = OpenMode::kNone;           // fuse.open_mode
+  // fuse.watch_backing, with open_mode none: changes made on this node count at the next open
+  // (fs/backing_watch.h)
+  bool watch_backing = true;
   std::string control_group;         // control.group: its members may write .clairfs/manifest too
   std::optional<gid_t> control_gid;  // control_group's id, resolved at start; none: owner only
 };

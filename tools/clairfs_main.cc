@@ -448,6 +448,7 @@ int main(int argc, char** argv) {
   }
   start_guard.Serving();
   std::optional<ThreadsWithoutStopSignals> guard(std::in_place);
+  fs.StartWatch();
   control_mount->Start(kControlThreads);
   life.value()->StartThread();
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, data_abs, mount_abs);
@@ -474,6 +475,7 @@ int main(int argc, char** argv) {
   fuse_loop_cfg_destroy(loop);
   // Calls stuck on the backing store fail now, so no prefetch thread waits out their deadline.
   backing.value()->Stop();
+  fs.StopWatch();
   // fusermount3 -u of the mount alone (or a signal) ends the control mount too.
   lc.SetStage("unmounting the control files");
   control_mount->Stop();

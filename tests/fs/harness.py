@@ -265,7 +265,10 @@ def to_yaml(obj, indent=0):
     return lines
 
 
-def config(ram="64MiB", staging="16MiB", keep_cache=True, log_file=None, **extra):
+def config(ram="64MiB", staging="16MiB", keep_cache=True, log_file=None, open_mode=None,
+           **extra):
+    """A daemon config. open_mode None: the daemon's default (none; per_open when keep_cache is
+    False). Tests that count the opens and reads reaching the daemon name per_open."""
     cfg = {
         "fuse": {"threads": 4, "keep_cache": keep_cache},
         "cache": {
@@ -278,6 +281,8 @@ def config(ram="64MiB", staging="16MiB", keep_cache=True, log_file=None, **extra
     }
     if log_file:
         cfg["log"]["file"] = log_file
+    if open_mode:
+        cfg["fuse"]["open_mode"] = open_mode
     for k, v in extra.items():
         cfg[k] = v
     return cfg

@@ -49,7 +49,10 @@ class StreamsCase(ClairfsCase):
     def two_jobs(self, files_a, files_b):
         """Jobs a and b, 3 epochs each of their own seeded shuffle, read concurrently; checks
         what the issue asks of a shared cache."""
-        d = self.mount(self.ds, self.tmpdir("mnt"), cfg=config(ram="64MiB", staging="2MiB"))
+        # per_open: each job's stream must see each of its own reads, also of a file the other
+        # job just read (in none mode the page cache answers it, unseen).
+        d = self.mount(self.ds, self.tmpdir("mnt"),
+                       cfg=config(ram="64MiB", staging="2MiB", open_mode="per_open"))
         mnt = d.mountpoint
         orders = {}
         for name, files, seed in (("job-a", files_a, 1), ("job-b", files_b, 2)):
@@ -125,7 +128,9 @@ class StreamsCase(ClairfsCase):
         self.assertEqual(self.plan(mnt)["files"], 20)
 
     def test_a_dead_writers_stream_leaves_after_the_idle_time(self):
-        cfg = config(ram="64MiB", staging="2MiB")
+        # per_open: the live job re-reads 20 files, which in none mode the page cache answers
+        # (no read reaches the daemon, so the live stream would look idle too).
+        cfg = config(ram="64MiB", staging="2MiB", open_mode="per_open")
         cfg["cache"]["stream_idle"] = 1
         d = self.mount(self.ds, self.tmpdir("mnt"), cfg=cfg)
         mnt = d.mountpoint

@@ -151,3 +151,47 @@ class NoOpenTest(ClairfsCase):
         # Everything more than page_cache_lag reads before the last miss (at 2 NFILES - 2) is
         # consumed or given up.
         self.assertGreaterEqual(after["prefetch"]["position"], 2 * NFILES - 2 - 4, after)
+
+    def test_changes_on_this_node_are_seen_without_waiting_for_the_timeouts(self):
+        # entry_timeout and attr_timeout stay at 3600 s: the backing watch drops what the
+        # kernel cached of a changed name (fs/backing_watch.h), so the next open sees it.
+        files = {"w/gone.bin": os.urandom(50_000), "w/replaced.bin": os.urandom(60_000),
+                 "w/written.bin": os.urandom(70_000)}
+        results = {}
+        for watch in (True, False):
+            ds = os.path.join(self.tmpdir(f"watch-{watch}"), "ds")
+            for rel, data in files.items():
+                os.makedirs(os.path.dirname(os.path.join(ds, rel)), exist_ok=True)
+                tu.write_file(os.path.join(ds, rel), data)
+            mnt = os.path.join(self.tmpdir("mnt"), "m")
+            os.mkdir(mnt)
+            cfg = no_open(ram="64MiB", staging="4MiB")
+            cfg["fuse"]["watch_backing"] = watch
+            self.mount(ds, mnt, cfg=cfg)
+            self.write_manifest(mnt, "\n".join(sorted(files)) + "\n")
+            for rel, data in files.items():
+                self.assertTrue(self.read(mnt, rel) == data, rel)
+            os.unlink(os.path.join(ds, "w/gone.bin"))
+            new = os.urandom(61_000)
+            tu.write_file(os.path.join(ds, "w/replaced.tmp"), new)
+            os.rename(os.path.join(ds, "w/replaced.tmp"), os.path.join(ds, "w/replaced.bin"))
+            with open(os.path.join(ds, "w/written.bin"), "r+b") as f:
+                f.write(b"WRITTEN!")
+            written = b"WRITTEN!" + files["w/written.bin"][8:]
+            if not watch:
+                # Without the watch the kernel keeps the name and the pages it has.
+                results[watch] = os.path.exists(os.path.join(mnt, "w/gone.bin"))
+                continue
+
+            def current():
+                try:
+                    return (not os.path.exists(os.path.join(mnt, "w/gone.bin")) and
+                            self.read(mnt, "w/replaced.bin") == new and
+                            self.read(mnt, "w/written.bin") == written)
+                except OSError as e:
+                    if e.errno != errno.ESTALE:  # a read racing the watch (documented)
+                        raise
+                    return False
+            harness.wait_for(current, 10, "the mount to show the changes")
+            results[watch] = os.path.exists(os.path.join(mnt, "w/gone.bin"))
+        self.assertEqual(results, {True: False, False: True})

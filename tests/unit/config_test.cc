@@ -239,9 +239,24 @@ TEST(Config, ImpossibleCapacitiesNameTheKey) {
   EXPECT_FALSE(std::filesystem::exists("/tmp/clairfs-never-created"));
 }
 
+// The default is the fast mode; keep_cache false, which only per_open honours, implies it.
+TEST(Config, OpenModeDefaultsToNoneUnlessKeepCacheIsOff) {
+  auto d = ParseConfig("log: {level: info}");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->fuse.open_mode, OpenMode::kNone);
+  EXPECT_TRUE(d->fuse.watch_backing);
+  auto off = ParseConfig("fuse: {keep_cache: false}");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_EQ(off->fuse.open_mode, OpenMode::kPerOpen);
+  auto both = ParseConfig("fuse: {keep_cache: true, open_mode: per_open}");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(both->fuse.open_mode, OpenMode::kPerOpen);
+}
+
 TEST(Config, FullFileParses) {
   auto c = ParseConfig(R"(
-fuse: {threads: 4, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false, open_mode: none}
+fuse: {threads: 4, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false, open_mode: per_open,
+       watch_backing: false}
 cache:
   tiers:
     - {kind: ram, capacity: 2GiB, threads: 3}
@@ -259,7 +274,8 @@ warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
   EXPECT_EQ(c->fuse.threads, 4);
   EXPECT_EQ(c->fuse.attr_timeout, 1.5);
   EXPECT_FALSE(c->fuse.keep_cache);
-  EXPECT_EQ(c->fuse.open_mode, OpenMode::kNone);
+  EXPECT_EQ(c->fuse.open_mode, OpenMode::kPerOpen);
+  EXPECT_FALSE(c->fuse.watch_backing);
   EXPECT_EQ(c->cache.tiers[0].capacity, 2ull << 30);
   EXPECT_EQ(c->cache.tiers[0].threads, 3);
   EXPECT_EQ(c->cache.staging_capacity, 64u << 20);
@@ -324,6 +340,8 @@ TEST(Config, ErrorsNameTheKey) {
       {"cluster: {serve_threads: 0}", "'cluster.serve_threads'"},
       {"cluster: {wait: 3}", "'cluster.wait'"},
       {"fuse: {open_mode: lazy}", "'fuse.open_mode'"},
+      {"fuse: {open_mode: none, keep_cache: false}", "'fuse.keep_cache'"},
+      {"fuse: {watch_backing: sometimes}", "'fuse.watch_backing'"},
   };
   for (const auto& c : cases) {
     auto r = ParseConfig(c.yaml);

@@ -1,0 +1,200 @@
+#include "fs/backing_watch.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <utility>
+
+namespace clairfs {
+namespace {
+
+constexpr uint32_t kAttributeEvents = IN_ATTRIB;
+constexpr uint32_t kContentEvents = IN_MODIFY | IN_CLOSE_WRITE;
+constexpr uint32_t kEntryEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO;
+constexpr uint32_t kMask = kAttributeEvents | kContentEvents | kEntryEvents | IN_EXCL_UNLINK;
+
+std::string Child(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+// The inotify descriptor, closed by whoever lets it go last (the watch or an abandoned call).
+std::shared_ptr<const int> OwnedFd(int fd) {
+  return std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    close(*p);
+    delete p;
+  });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BackingWatch>> BackingWatch::Start(const PosixBacking& backing,
+                                                          Hooks hooks, uint64_t root_id) {
+  const int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (in < 0) return Status::FromErrno(errno, "inotify_init1");
+  auto inotify = OwnedFd(in);
+  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) return Status::FromErrno(errno, "eventfd");
+  std::unique_ptr<BackingWatch> w(new BackingWatch(backing, std::move(hooks), inotify, wake));
+  w->Watch(root_id, "");
+  w->thread_ = std::thread([self = w.get()] { self->Run(); });
+  return w;
+}
+
+BackingWatch::BackingWatch(const PosixBacking& backing, Hooks hooks,
+                           std::shared_ptr<const int> inotify, int wake_fd)
+    : backing_(backing), hooks_(std::move(hooks)), inotify_(std::move(inotify)), wake_fd_(wake_fd) {}
+
+BackingWatch::~BackingWatch() {
+  Stop();
+  close(wake_fd_);
+}
+
+void BackingWatch::Watch(uint64_t dir_id, const std::string& path) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || !asked_.insert(dir_id).second) return;
+    pending_.push_back({dir_id, path});
+  }
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void BackingWatch::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+}
+
+void BackingWatch::Run() {
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    AddPending();
+    pollfd fds[2] = {{*inotify_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("backing watch: poll failed ({}); changes of the dataset on this node now "
+                    "count only after fuse.attr_timeout / entry_timeout",
+                    std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents & POLLIN) {
+      uint64_t n;
+      (void)!read(wake_fd_, &n, sizeof(n));
+    }
+    if (fds[0].revents & POLLIN) Drain();
+  }
+}
+
+void BackingWatch::AddPending() {
+  std::vector<Dir> todo;
+  {
+    std::lock_guard lock(mu_);
+    todo.swap(pending_);
+  }
+  for (Dir& d : todo) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    auto wd = backing_.WatchDir(inotify_, d.path, kMask);
+    if (!wd.ok()) {
+      counters_.refused.fetch_add(1, std::memory_order_relaxed);
+      const bool full = wd.status().os_errno() == ENOSPC;
+      if (full && !refused_logged_) {
+        refused_logged_ = true;
+        spdlog::warn("backing watch: cannot watch '{}' ({}): fs.inotify.max_user_watches is "
+                     "reached; changes under directories not watched count only after "
+                     "fuse.attr_timeout / entry_timeout",
+                     d.path, wd.status().message());
+      } else if (!full) {
+        spdlog::debug("backing watch: cannot watch '{}': {}", d.path, wd.status().message());
+      }
+      std::lock_guard lock(mu_);
+      asked_.erase(d.id);  // asked again at its next lookup
+      continue;
+    }
+    // inotify gives one descriptor per directory: a later node of it takes the entry over.
+    if (dirs_.insert_or_assign(wd.value(), std::move(d)).second) {
+      counters_.watches.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+void BackingWatch::Drain() {
+  // The invalidations of the events read now, each once.
+  std::set<std::pair<uint64_t, Scope>> nodes;
+  std::set<std::string> paths_attr, paths_contents;
+  std::set<std::pair<uint64_t, std::string>> entries;
+  alignas(inotify_event) char buf[64 * 1024];
+  for (;;) {
+    const ssize_t n = read(*inotify_, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EAGAIN: all read
+    for (ssize_t at = 0; at < n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+      at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      counters_.events.fetch_add(1, std::memory_order_relaxed);
+      if (ev->mask & IN_Q_OVERFLOW) {
+        counters_.overflows.fetch_add(1, std::memory_order_relaxed);
+        if (!overflow_logged_) {
+          overflow_logged_ = true;
+          spdlog::warn("backing watch: events lost (the inotify queue overflowed); the changes "
+                       "they named count only after fuse.attr_timeout / entry_timeout");
+        }
+        continue;
+      }
+      auto dir = dirs_.find(ev->wd);
+      if (dir == dirs_.end()) continue;
+      if (ev->mask & IN_IGNORED) {  // the directory went (deleted, or its file system)
+        {
+          std::lock_guard lock(mu_);
+          asked_.erase(dir->second.id);
+        }
+        dirs_.erase(dir);
+        counters_.watches.fetch_sub(1, std::memory_order_relaxed);
+        continue;
+      }
+      const std::string name = ev->len > 0 ? std::string(ev->name) : std::string();
+      if (name.empty()) {  // the directory itself
+        if (ev->mask & kAttributeEvents) nodes.insert({dir->second.id, Scope::kAttributes});
+        continue;
+      }
+      const std::string path = Child(dir->second.path, name);
+      if (ev->mask & kEntryEvents) entries.insert({dir->second.id, name});
+      if (ev->mask & kContentEvents) paths_contents.insert(path);
+      if (ev->mask & kAttributeEvents) paths_attr.insert(path);
+    }
+  }
+  // Objects are found by what their path names now (Hooks::node_of, a stat on the store): a
+  // path that names nothing any more has had its entry dropped above.
+  for (const std::string& p : paths_contents) {
+    if (const uint64_t id = hooks_.node_of(p)) nodes.insert({id, Scope::kContents});
+  }
+  for (const std::string& p : paths_attr) {
+    if (paths_contents.count(p)) continue;
+    if (const uint64_t id = hooks_.node_of(p)) nodes.insert({id, Scope::kAttributes});
+  }
+  for (const auto& [id, scope] : nodes) {
+    hooks_.invalidate(id, scope);
+    counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
+  }
+  for (const auto& [parent, name] : entries) {
+    hooks_.invalidate_entry(parent, name);
+    counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace clairfs
