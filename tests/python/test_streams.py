@@ -42,7 +42,11 @@ class Files(torch.utils.data.Dataset):
     def __getitem__(self, i):
         path, k = self.samples[i]
         with open(path, "rb") as f:
-            return int(f.read() == bytes([k % 251]) * (1000 + k))
+            ok = f.read() == bytes([k % 251]) * (1000 + k)
+            # Every read reaches the daemon, also a padded duplicate (no-open mode: the page
+            # cache would answer it unseen).
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            return int(ok)
 ds = Files()
 sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=seed)
 loader = DataLoader(ds, batch_size=4, sampler=sampler)
@@ -124,6 +128,9 @@ class StreamsTest(harness.ClairfsCase):
                          sum(1000 + i for i in range(FILES)), 30, "the RAM tier to fill")
         before = clairfs.stats(self.data)
         for epoch in range(1, EPOCHS):
+            # Every epoch's reads reach the daemon, as when the page cache cannot hold the
+            # dataset (no-open mode: a read it answers is not seen).
+            harness.drop_pages(self.data)
             self.go(go, epoch, 8)
         for p in procs:
             self.assertEqual(p.wait(timeout=120), 0, p.stderr.read())  # 3: a wrong byte

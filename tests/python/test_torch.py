@@ -36,12 +36,16 @@ def relative(paths, root):
 
 
 def recording_folder(root, record):
-    """ImageFolder whose loader reads the raw bytes and appends each path it opens to record."""
+    """ImageFolder whose loader reads the raw bytes and appends each path it opens to record.
+    It drops the file's pages after reading, so that every open reaches the daemon also in
+    no-open mode (the default), where a read the page cache answers is not seen."""
 
     def load(path):
         record.append(path)
         with open(path, "rb") as f:
-            return len(f.read())
+            n = len(f.read())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            return n
 
     return datasets.ImageFolder(root, loader=load)
 
@@ -107,6 +111,9 @@ class TorchTest(harness.ClairfsCase):
         for e in range(first_epoch, first_epoch + epochs):
             if set_epoch:
                 loader.sampler.set_epoch(e)
+            # As for a dataset larger than the page cache: every open of the epoch reaches
+            # the daemon (no-open mode sees only reads the page cache misses).
+            harness.drop_pages(mnt)
             for _ in loader:
                 progress.append((clairfs.stats(mnt)["prefetch"]["position"], len(opened)))
         # After k opens the first k entries of the daemon's plan were read, for every k seen:
@@ -199,6 +206,7 @@ class TorchTest(harness.ClairfsCase):
         clairfs.register_loader(mnt, loader, 2)
         for _ in loader:
             pass
+        harness.drop_pages(mnt)  # every read of epoch 2 reaches the daemon (no-open mode)
         before = clairfs.stats(mnt)
         for _ in loader:
             pass
