@@ -49,7 +49,10 @@ class WarningsTest(_Mounted):
         names = files_of(self.ds, "class0")
 
         def said():
-            for rel in names:  # the job goes on reading, with no plan
+            # The job goes on reading, with no plan; its pages dropped, so that its reads
+            # reach the daemon (no-open mode: a read the page cache answers is not seen).
+            harness.drop_pages(os.path.join(self.mnt, "class0"))
+            for rel in names:
                 self.read(rel)
             return self.logged("no plan is registered")
         harness.wait_for(said, 20, "the no-plan warning")
