@@ -540,4 +540,62 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
   return out;
 }
 
+std::vector<Prefetcher::Upcoming> Prefetcher::NextUpcoming(UpcomingCursor* cursor,
+                                                           uint32_t ahead, size_t max) {
+  struct Found {
+    std::string key;
+    FileVersion version;
+    BlobPtr blob;  // null: to get from the tiers
+    size_t stream;
+    uint32_t pos;
+  };
+  std::vector<Found> found;
+  {
+    std::lock_guard lock(mu_);
+    if (!plan_ || hold_) return {};
+    if (cursor->generation != generation_ || cursor->next.size() != consumption_.size()) {
+      cursor->generation = generation_;
+      cursor->next.assign(consumption_.size(), 0);
+    }
+    for (size_t s = 0; s < consumption_.size() && found.size() < max; ++s) {
+      const Consumption& c = consumption_[s];
+      const PositionList& seq = plan_->streams[s].sequence;
+      uint32_t p = std::max(cursor->next[s], c.high());
+      const uint32_t end =
+          static_cast<uint32_t>(std::min<uint64_t>(seq.size(), uint64_t{c.high()} + ahead));
+      for (; p < end && found.size() < max; ++p) {
+        if (c.done(p)) continue;
+        const uint32_t id = seq[p];
+        const PlanObject& o = plan_->objects[id];
+        if (o.key != o.path()) continue;  // a chunk: not pushed
+        if (o.place.InTier()) {
+          found.push_back({std::string(o.key), o.version, nullptr, s, p});
+        } else if (o.place.Staged()) {
+          BlobPtr blob = window_.Landed(id);
+          if (!blob) break;  // not landed yet
+          found.push_back({std::string(o.key), o.version, std::move(blob), s, p});
+        }
+      }
+      cursor->next[s] = p;
+    }
+  }
+  // The tiers are asked outside mu_; a stream's walk stops at its first object not held yet.
+  std::vector<Upcoming> out;
+  std::vector<bool> stopped(cursor->next.size(), false);
+  for (Found& f : found) {
+    if (stopped[f.stream]) continue;
+    if (!f.blob) {
+      auto r = tiers_.Get(f.key, f.version);
+      if (r.ok()) f.blob = std::move(r.value());
+    }
+    if (!f.blob || f.blob->version() != f.version) {
+      stopped[f.stream] = true;
+      cursor->next[f.stream] = f.pos;
+      continue;
+    }
+    out.push_back({std::move(f.key), std::move(f.blob)});
+  }
+  return out;
+}
+
 }  // namespace clairfs
