@@ -540,7 +540,7 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
   return out;
 }
 
-std::vector<Prefetcher::Upcoming> Prefetcher::NextUpcoming(UpcomingCursor* cursor,
+std::vector<Prefetcher::Upcoming> Prefetcher::NextUpcoming(UpcomingCursor* cursor, uint32_t gap,
                                                            uint32_t ahead, size_t max) {
   struct Found {
     std::string key;
@@ -560,9 +560,9 @@ std::vector<Prefetcher::Upcoming> Prefetcher::NextUpcoming(UpcomingCursor* curso
     for (size_t s = 0; s < consumption_.size() && found.size() < max; ++s) {
       const Consumption& c = consumption_[s];
       const PositionList& seq = plan_->streams[s].sequence;
-      uint32_t p = std::max(cursor->next[s], c.high());
-      const uint32_t end =
-          static_cast<uint32_t>(std::min<uint64_t>(seq.size(), uint64_t{c.high()} + ahead));
+      const uint64_t from = std::min<uint64_t>(seq.size(), uint64_t{c.high()} + gap);
+      uint32_t p = std::max<uint32_t>(cursor->next[s], static_cast<uint32_t>(from));
+      const uint32_t end = static_cast<uint32_t>(std::min<uint64_t>(seq.size(), from + ahead));
       for (; p < end && found.size() < max; ++p) {
         if (c.done(p)) continue;
         const uint32_t id = seq[p];

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace clairfs {
@@ -12,7 +13,9 @@ PagePush::PagePush(PosixBacking& backing, Prefetcher& prefetcher, InodeTable& in
       prefetcher_(prefetcher),
       inodes_(inodes),
       stats_(stats),
-      session_(std::move(session)) {}
+      session_(std::move(session)) {
+  if (const char* g = std::getenv("CLAIRFS_PUSH_GAP")) gap_ = static_cast<uint32_t>(std::atoi(g));
+}
 
 void PagePush::Start() {
   std::lock_guard lock(mu_);
@@ -34,7 +37,7 @@ void PagePush::Loop() {
   for (;;) {
     std::vector<Prefetcher::Upcoming> batch;
     if (fuse_session* se = session_()) {
-      batch = prefetcher_.NextUpcoming(&cursor, kAhead, kBatch);
+      batch = prefetcher_.NextUpcoming(&cursor, gap_, kAhead, kBatch);
       for (const auto& u : batch) {
         {
           std::lock_guard lock(mu_);

@@ -47,6 +47,9 @@ namespace clairfs {
 class PagePush {
  public:
   static constexpr uint32_t kAhead = 1024;  // positions past the furthest read walked
+  // Positions right after the furthest read that are not pushed (the readers take them before
+  // a push would land). Experiment knob: the environment variable CLAIRFS_PUSH_GAP.
+  static constexpr uint32_t kDefaultGap = 0;
   static constexpr size_t kBatch = 64;      // blobs held at once by the pushing thread
   // How long the thread sleeps when it found nothing to push (it polls the prefetcher).
   static constexpr std::chrono::milliseconds kIdle{2};
@@ -72,6 +75,7 @@ class PagePush {
   InodeTable& inodes_;
   Stats& stats_;
   const std::function<fuse_session*()> session_;
+  uint32_t gap_ = kDefaultGap;
   LogLimit fail_log_;
   // Lock order: mu_ is a leaf (never held while calling the prefetcher, the inode table, the
   // store or the kernel).
