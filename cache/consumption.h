@@ -51,8 +51,6 @@ class Consumption {
   // Whether pos was consumed (not given up).
   bool consumed(uint32_t pos) const { return (consumed_[pos >> 6] >> (pos & 63)) & 1; }
   uint32_t low() const { return low_; }
-  // One past the furthest consumed position (0 before the first read).
-  uint32_t high() const { return high_; }
   uint32_t positions() const { return static_cast<uint32_t>(seq_.size()); }
   uint64_t epoch() const;
   uint64_t epochs() const { return epoch_begin_.size(); }

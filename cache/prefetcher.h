@@ -181,26 +181,6 @@ class Prefetcher {
   Result<OpenResult> ReadChunk(const std::string& path, const FileVersion& version,
                                uint64_t offset, bool consume);
 
-  // fuse.push_pages (fs/page_push.h): the whole-file objects the streams read next, with their
-  // bytes, to be pushed into the kernel's page cache ahead of the readers. Each stream's
-  // positions from max(cursor, one past its furthest consumed position + gap) up to that
-  // furthest position + gap + ahead are walked in order: a position done, a chunk, or an object read directly
-  // is passed; an object held by a local tier (at the plan's version) or landed in the staging
-  // window is returned, at most max in all; the walk stops at one not held yet (retried by the
-  // next call). Nothing is consumed or counted. Every blob has the version the plan recorded;
-  // the caller must still check it against the file's current one. The cursor is the caller's
-  // (one thread's), reset when a plan is published. Thread-safe.
-  struct Upcoming {
-    std::string path;
-    BlobPtr blob;
-  };
-  struct UpcomingCursor {
-    uint64_t generation = ~0ull;
-    std::vector<uint32_t> next;  // per stream: the next position to walk
-  };
-  std::vector<Upcoming> NextUpcoming(UpcomingCursor* cursor, uint32_t gap, uint32_t ahead,
-                                     size_t max);
-
  private:
   void InstallLocked(std::shared_ptr<Plan> plan, bool replan);
   // The stream a read of object id is counted for: the one whose earliest unconsumed

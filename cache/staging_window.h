@@ -87,12 +87,6 @@ class StagingWindow {
   // kNoPos); a counted occurrence is released.
   Hit Take(uint32_t id, size_t s, uint32_t pos);
 
-  // The bytes of id's entry if its fetch landed, else null. Takes nothing: no occurrence is
-  // released (for pushing into the page cache ahead of the readers, fs/page_push.h).
-  BlobPtr Landed(uint32_t id) const {
-    auto it = entries_.find(id);
-    return it == entries_.end() ? nullptr : it->second.blob;
-  }
   uint64_t bytes() const { return bytes_; }
   uint32_t cursor(size_t s) const { return s < cursors_.size() ? cursors_[s].next : 0; }
 

@@ -57,17 +57,6 @@ struct Stats {
     Counter failed{0};   // the keep tier was off or refused the write (logged)
   } kept;
 
-  // fuse.push_pages (fs/page_push.h): files pushed into the kernel's page cache ahead of the
-  // readers, and the pushes not made.
-  struct Push {
-    Counter pushed{0};   // files whose bytes the kernel took
-    Counter bytes{0};    // their bytes
-    Counter unknown{0};  // the kernel holds no inode for the file (not looked up, forgotten)
-    Counter skipped{0};  // not the version the file has now, or the kernel's attributes or
-                         // pages are of another version
-    Counter failed{0};   // the notification failed otherwise (logged, rate-limited)
-  } push;
-
   // Access (fs/access.h): refusals beyond the kernel's own permission check.
   Counter open_denied{0};     // dataset opens the open-time access re-check refused (EACCES)
   Counter control_denied{0};  // opens of .clairfs/manifest for writing by a non-owner refused

@@ -115,15 +115,13 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   if (const auto f = root["fuse"]) {
     CLAIRFS_TRY(CheckKeys(
         f, "fuse",
-        {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check", "open_mode",
-         "push_pages"}));
+        {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check", "open_mode"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
     CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
     CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
     CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));
     CLAIRFS_TRY(GetAccessCheck(f, &c->fuse.access_check));
     CLAIRFS_TRY(GetOpenMode(f, &c->fuse.open_mode));
-    CLAIRFS_TRY(Get(f, "push_pages", "fuse.push_pages", &c->fuse.push_pages));
   }
   if (const auto k = root["control"]) {
     CLAIRFS_TRY(CheckKeys(k, "control", {"group"}));

@@ -63,19 +63,6 @@ ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& co
       gid_(getgid()),
       root_st_(backing.root_at_open().st) {
   clock_gettime(CLOCK_REALTIME, &started_);
-  if (options_.push_pages && options_.open_mode == OpenMode::kNone) {
-    push_ = std::make_unique<PagePush>(backing_, prefetcher_, inodes_, stats_, [this] {
-      return session_.load(std::memory_order_acquire);
-    });
-  }
-}
-
-void ClairFs::StartPush() {
-  if (push_) push_->Start();
-}
-
-void ClairFs::StopPush() {
-  if (push_) push_->Stop();
 }
 
 void ClairFs::Init(fuse_conn_info* conn) {

@@ -9,7 +9,6 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
-#include <memory>
 #include <mutex>
 #include <string>
 
@@ -22,7 +21,6 @@
 #include "fs/fs_options.h"
 #include "fs/inode_table.h"
 #include "fs/node_reads.h"
-#include "fs/page_push.h"
 
 namespace clairfs {
 
@@ -34,16 +32,11 @@ class ClairFs {
   ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
           AccessPolicy& access, Stats& stats, FsOptions options,
           std::vector<std::string> root_aliases, std::string control_target);
-  ~ClairFs() { StopPush(); }
   // The operation table; the session's userdata must be this object.
   static const fuse_lowlevel_ops& Ops();
   // The session serving this object, for notifications to the kernel; set right after
   // fuse_session_new, before the session loop runs.
   void SetSession(fuse_session* se) { session_.store(se, std::memory_order_release); }
-  // fuse.push_pages (open_mode none): starts pushing upcoming files into the page cache
-  // (fs/page_push.h) once mounted; StopPush before the session is destroyed. Else no-ops.
-  void StartPush();
-  void StopPush();
 
   // Request handlers (called through Ops()).
   void Init(fuse_conn_info* conn);
@@ -121,7 +114,6 @@ class ClairFs {
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
   NodeReads node_reads_;  // fuse.open_mode none: contents of the files being read
-  std::unique_ptr<PagePush> push_;  // fuse.push_pages, else null
   AccessPolicy& access_;
   const std::string control_target_;
   uid_t uid_;

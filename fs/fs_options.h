@@ -29,9 +29,6 @@ struct FsOptions {
   bool keep_cache = true;       // keep file pages in the page cache across opens
   AccessCheck access_check = AccessCheck::kOpen;  // fuse.access_check
   OpenMode open_mode = OpenMode::kPerOpen;        // fuse.open_mode
-  // fuse.push_pages (open_mode none only): push the files the plan reads next into the page
-  // cache from a thread of its own (fs/page_push.h). An experiment, off by default.
-  bool push_pages = false;
   std::string control_group;         // control.group: its members may write .clairfs/manifest too
   std::optional<gid_t> control_gid;  // control_group's id, resolved at start; none: owner only
 };

@@ -78,16 +78,6 @@ InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version) {
   return old;
 }
 
-bool InodeTable::MarkPushed(uint64_t id, const FileVersion& version) {
-  std::lock_guard lock(mu_);
-  auto it = nodes_.find(id);
-  if (it == nodes_.end()) return true;  // forgotten: the kernel dropped the inode and its pages
-  FileVersion& opened = it->second.seen.opened;
-  if (opened != FileVersion{} && opened != version) return false;
-  opened = version;
-  return true;
-}
-
 InodeTable::Seen InodeTable::SeenOf(uint64_t id) const {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(id);

@@ -70,10 +70,6 @@ class InodeTable {
   void Report(uint64_t id, const FileVersion& version);
   // An open found version: records it as both and returns what was seen before ({} if none).
   Seen SwapOpen(uint64_t id, const FileVersion& version);
-  // Pages of version were pushed into the kernel's page cache (fs/page_push.h): recorded as
-  // opened, unless an open recorded another version meanwhile (false: the caller must drop
-  // the pages it pushed).
-  bool MarkPushed(uint64_t id, const FileVersion& version);
   // What was seen of node id so far ({} if it is unknown).
   Seen SeenOf(uint64_t id) const;
   size_t size() const;

@@ -462,7 +462,6 @@ int main(int argc, char** argv) {
         });
   }
   prefetcher.Start();
-  fs.StartPush();
   guard.reset();
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, static_cast<unsigned>(config.fuse.threads));
@@ -473,7 +472,6 @@ int main(int argc, char** argv) {
   clairfs::Lifecycle& lc = *life.value();
   lc.BeginStop();
   fuse_loop_cfg_destroy(loop);
-  fs.StopPush();
   // Calls stuck on the backing store fail now, so no prefetch thread waits out their deadline.
   backing.value()->Stop();
   // fusermount3 -u of the mount alone (or a signal) ends the control mount too.

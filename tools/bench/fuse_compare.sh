@@ -25,7 +25,6 @@
 #   entry_timeout=S  -> fuse.entry_timeout     attr_timeout=S -> fuse.attr_timeout
 #   fuse_threads=N   -> fuse.threads           ram_threads=N  -> cache.tiers[0].threads
 #   open_mode=M      -> fuse.open_mode (per_open, none)
-#   push_pages=BOOL  -> fuse.push_pages (with open_mode=none)
 #   e.g. --clairfs-variants "default,keep_cache=false,timeouts=0,keep_cache=false+timeouts=0"
 # Report (markdown) on stdout, progress on stderr; --out FILE also writes the report to FILE.
 # Everything set up (mounts, daemons, the temp dir) is torn down on exit, error, INT and TERM.
@@ -97,7 +96,6 @@ clairfs_config() {
         entry_timeout|attr_timeout) fuse+="  $key: $val"$'\n' ;;
         fuse_threads) fuse+="  threads: $val"$'\n' ;;
         open_mode) fuse+="  open_mode: $val"$'\n' ;;
-        push_pages) fuse+="  push_pages: $val"$'\n' ;;
         ram_threads) ram_threads="      threads: $val"$'\n' ;;
         *) die "unknown variant key '$key' in '$1'" ;;
       esac
