@@ -33,8 +33,8 @@ std::shared_ptr<const int> OwnedFd(int fd) {
 
 }  // namespace
 
-Result<std::unique_ptr<BackingWatch>> BackingWatch::Start(const PosixBacking& backing,
-                                                          Hooks hooks, uint64_t root_id) {
+Result<std::unique_ptr<BackingWatch>> BackingWatch::Start(const PosixBacking& backing, Hooks hooks,
+                                                          uint64_t root_id) {
   const int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
   if (in < 0) return Status::FromErrno(errno, "inotify_init1");
   auto inotify = OwnedFd(in);
@@ -48,7 +48,10 @@ Result<std::unique_ptr<BackingWatch>> BackingWatch::Start(const PosixBacking& ba
 
 BackingWatch::BackingWatch(const PosixBacking& backing, Hooks hooks,
                            std::shared_ptr<const int> inotify, int wake_fd)
-    : backing_(backing), hooks_(std::move(hooks)), inotify_(std::move(inotify)), wake_fd_(wake_fd) {}
+    : backing_(backing),
+      hooks_(std::move(hooks)),
+      inotify_(std::move(inotify)),
+      wake_fd_(wake_fd) {}
 
 BackingWatch::~BackingWatch() {
   Stop();
@@ -85,9 +88,10 @@ void BackingWatch::Run() {
     pollfd fds[2] = {{*inotify_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      spdlog::error("backing watch: poll failed ({}); changes of the dataset on this node now "
-                    "count only after fuse.attr_timeout / entry_timeout",
-                    std::strerror(errno));
+      spdlog::error(
+          "backing watch: poll failed ({}); changes of the dataset on this node now "
+          "count only after fuse.attr_timeout / entry_timeout",
+          std::strerror(errno));
       return;
     }
     if (fds[1].revents & POLLIN) {
@@ -115,10 +119,11 @@ void BackingWatch::AddPending() {
       const bool full = wd.status().os_errno() == ENOSPC;
       if (full && !refused_logged_) {
         refused_logged_ = true;
-        spdlog::warn("backing watch: cannot watch '{}' ({}): fs.inotify.max_user_watches is "
-                     "reached; changes under directories not watched count only after "
-                     "fuse.attr_timeout / entry_timeout",
-                     d.path, wd.status().message());
+        spdlog::warn(
+            "backing watch: cannot watch '{}' ({}): fs.inotify.max_user_watches is "
+            "reached; changes under directories not watched count only after "
+            "fuse.attr_timeout / entry_timeout",
+            d.path, wd.status().message());
       } else if (!full) {
         spdlog::debug("backing watch: cannot watch '{}': {}", d.path, wd.status().message());
       }
@@ -151,8 +156,9 @@ void BackingWatch::Drain() {
         counters_.overflows.fetch_add(1, std::memory_order_relaxed);
         if (!overflow_logged_) {
           overflow_logged_ = true;
-          spdlog::warn("backing watch: events lost (the inotify queue overflowed); the changes "
-                       "they named count only after fuse.attr_timeout / entry_timeout");
+          spdlog::warn(
+              "backing watch: events lost (the inotify queue overflowed); the changes "
+              "they named count only after fuse.attr_timeout / entry_timeout");
         }
         continue;
       }
