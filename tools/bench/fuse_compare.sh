@@ -8,7 +8,11 @@
 #   native (again) at the end: its ratio to the first native rows shows drift (other load)
 # Each source gets one warm-up pass (4 threads, --verify: its checksum must equal native's),
 # then for every thread count one `clairfs-bench --epochs R` run; each epoch is one repetition
-# and the table shows the median over the R epochs.
+# and the table shows the median over the R epochs. With --drop-caches N (root only) each
+# repetition is a run of its own after `echo N > /proc/sys/vm/drop_caches` (1: page cache;
+# 3: also dentries and inodes), so every read reaches the source's file system or daemon.
+# For a FUSE source the table also shows its daemon's CPU time (user + system, from
+# /proc/PID/stat) per 100,000 files read over the timed repetitions.
 #
 # Dataset: N files (default 20000) of exactly SIZE bytes (default 112640 = 110 KiB), content from
 # a fixed-seed PRNG, in 100 class directories (train/cNNN/NNNNNNN.bin, ImageFolder layout); the
@@ -16,7 +20,8 @@
 #
 # Usage: tools/bench/fuse_compare.sh [--files N] [--size BYTES] [--repeats R] [--threads "1 4"]
 #          [--sources native,clairfs,mergerfs,bindfs] [--clairfs-variants "default,..."]
-#          [--tmp DIR] [--out FILE] [--clairfs-bin PATH] [--bench-bin PATH]
+#          [--drop-caches 0|1|3] [--tmp DIR] [--out FILE] [--clairfs-bin PATH]
+#          [--bench-bin PATH]
 # Env: CLAIRFS_BIN (default build/tools/clairfs), BENCH_BIN (default
 #   build/tools/bench/clairfs-bench), both relative to this checkout, PYTHON (default
 #   /usr/bin/python3), WARM_TIMEOUT (seconds to wait for clairfs's RAM tier, default 600).
@@ -36,6 +41,7 @@ REPEATS=3
 THREADS="1 4"
 SOURCES="native,clairfs,mergerfs,bindfs"
 VARIANTS="default"
+DROP=0
 TMPBASE=/var/tmp
 OUT=""
 REPO=$(cd "$(dirname "$0")/../.." && pwd)  # default binaries: build/ of this checkout
@@ -64,6 +70,7 @@ while [[ $# -gt 0 ]]; do
     --threads) THREADS=${2//,/ }; shift 2 ;;
     --sources) SOURCES=$2; shift 2 ;;
     --clairfs-variants) VARIANTS=$2; shift 2 ;;
+    --drop-caches) DROP=$2; shift 2 ;;
     --tmp) TMPBASE=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --clairfs-bin) CLAIRFS_BIN=$2; shift 2 ;;
@@ -75,6 +82,8 @@ done
 for n in "$FILES" "$SIZE" "$REPEATS" $THREADS; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "not a positive integer: '$n'"
 done
+[[ $DROP =~ ^[013]$ ]] || die "--drop-caches: 0, 1 or 3, not '$DROP'"
+[[ $DROP == 0 || $(id -u) == 0 ]] || die "--drop-caches needs root"
 [[ -x $BENCH_BIN ]] || die "bench binary not found: $BENCH_BIN (build it or set BENCH_BIN)"
 for tool in jq fusermount3 "$PYTHON"; do command -v "$tool" >/dev/null || die "missing $tool"; done
 BENCH_BIN=$(realpath "$BENCH_BIN")
@@ -156,9 +165,37 @@ JQ_MEDIAN='def median: sort | if length % 2 == 1 then .[length / 2 | floor]
   else (.[length / 2 - 1] + .[length / 2]) / 2 end;'
 
 
+# cpu_seconds PID: user + system CPU seconds of process PID so far ("" if it is gone).
+cpu_seconds() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  # After "pid (comm) " the fields are numbered from state (1): utime 12, stime 13.
+  awk -v tck="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / tck }' <<<"${stat##*) }"
+}
+
+# timed ARGS...: the timed repetitions of one row into $WORK/bench.json: one run of
+# --epochs REPEATS, or with --drop-caches one run per repetition after a drop.
+timed() {
+  local k
+  if [[ $DROP == 0 ]]; then
+    run timeout 900 "$@" --epochs "$REPEATS" >"$WORK/bench.json"
+    return
+  fi
+  for ((k = 0; k < REPEATS; k++)); do
+    sync
+    echo "$DROP" >/proc/sys/vm/drop_caches
+    run timeout 900 "$@" --epochs 1 >"$WORK/bench-$k.json" || return 1
+  done
+  jq -s '{epochs: [.[].epochs[]]}' "$WORK"/bench-[0-9]*.json >"$WORK/bench.json"
+  rm -f "$WORK"/bench-[0-9]*.json
+}
+
+DAEMON_PID=""  # the FUSE daemon measured now (start_fuse), "" for native
+
 # measure SOURCE ROOT: warm-up pass with checksum, then one row per thread count.
 measure() {
   local source=$1 root=$2 json=$WORK/bench.json sum same t fps mbs p50 p99 errs ratio
+  local cpu0 cpu1 cpu
   local -a base=("$BENCH_BIN" --root "$root" --list "$LIST") args
   args=("${base[@]}" --threads 4 --verify --json)
   log "$source: warm-up: ${args[*]}"
@@ -168,10 +205,14 @@ measure() {
   [[ $source == native ]] && NATIVE_SUM=$sum
   same=$([[ $sum == "$NATIVE_SUM" ]] && echo yes || echo "NO ($sum)")
   for t in $THREADS; do
-    args=("${base[@]}" --threads "$t" --epochs "$REPEATS" --json)
-    log "$source: ${args[*]}"
-    run timeout 900 "${args[@]}" >"$json" ||
+    args=("${base[@]}" --threads "$t" --json)
+    log "$source: ${args[*]} (drop_caches $DROP)"
+    cpu0=$([[ -n $DAEMON_PID ]] && cpu_seconds "$DAEMON_PID")
+    timed "${args[@]}" ||
       die "$source: bench failed: $(jq -c '[.epochs[].first_error]' "$json" 2>/dev/null)"
+    cpu1=$([[ -n $DAEMON_PID ]] && cpu_seconds "$DAEMON_PID")
+    cpu=$(awk -v a="$cpu0" -v b="$cpu1" -v n=$((FILES * REPEATS)) \
+      'BEGIN { if (a != "" && b != "") printf "%.2f", (b - a) * 100000 / n; else printf "n/a" }')
     read -r fps mbs p50 p99 errs < <(jq -r "$JQ_MEDIAN"' [([.epochs[].files_per_s] | median),
         ([.epochs[].mb_per_s] | median), ([.epochs[].p50_us] | median),
         ([.epochs[].p99_us] | median), ([.epochs[].errors] | add)] | @tsv' "$json")
@@ -179,15 +220,15 @@ measure() {
     ratio=$(awk -v a="$fps" -v b="${NATIVE_FPS[$t]:-0}" \
       'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }')
     # shellcheck disable=SC2016  # backticks are markdown
-    ROWS+=("$(printf '| %s | %s | %.0f | %.1f | %s | %.1f | %.1f | %s | `%s` |' "$source" "$t" \
-      "$fps" "$mbs" "$ratio" "$p50" "$p99" "$same" "${args[*]}")")
+    ROWS+=("$(printf '| %s | %s | %.0f | %.1f | %s | %.1f | %.1f | %s | %s | `%s` |' "$source" \
+      "$t" "$fps" "$mbs" "$ratio" "$p50" "$p99" "$cpu" "$same" "${args[*]}")")
     log "$source threads=$t: $(printf '%.0f' "$fps") files/s, ratio $ratio, errors $errs"
   done
 }
 
 pending() {  # pending SOURCE REASON: placeholder rows
   local t
-  for t in $THREADS; do ROWS+=("| $1 | $t | pending | pending | pending | | | | $2 |"); done
+  for t in $THREADS; do ROWS+=("| $1 | $t | pending | pending | pending | | | | | $2 |"); done
 }
 
 # start_fuse NAME CMD...: runs a foreground FUSE daemon in the background, waits for $MNT.
@@ -198,6 +239,7 @@ start_fuse() {
   SETUP+=("- $name: \`$*\`")
   "$@" >"$WORK/${name//[^A-Za-z0-9_]/_}.log" 2>&1 &
   PIDS+=($!)
+  DAEMON_PID=$!
   MOUNTS+=("$MNT")
   for ((i = 0; i < 150; i++)); do
     is_mounted "$MNT" && return 0
@@ -245,7 +287,7 @@ if has_source clairfs; then
       wait_ram_warm ||
         die "clairfs ($v): RAM tier not warm after $WARM_TIMEOUT s: $(cat "$MNT/.clairfs/stats")"
       measure "clairfs ($v)" "$MNT"
-      stats=$(jq -c '{files_opened, served, backing_reads, unplanned_opens, ram_bytes, stall_ns,
+      stats=$(jq -c '{file_reads, served, backing_reads, unplanned_file_reads, ram_bytes, stall_ns,
         errors}' "$MNT/.clairfs/stats" 2>/dev/null) || stats=unavailable
       NOTES+=("- clairfs ($v): \`$stats\`")
       teardown
@@ -266,20 +308,28 @@ if has_source bindfs; then
 fi
 
 # Native once more: its ratio to the first native rows shows how much the machine drifted.
+DAEMON_PID=""
 measure "native (again)" "$DATA"
 
 # ---- report ----------------------------------------------------------------------------------
 report() {
   echo "Dataset: $FILES files x $SIZE bytes (fixed size; $((DATA_BYTES / 1000000)) MB)," \
-    "$CLASSES class directories, $FSTYPE under $TMPBASE (page cache warm); read order: one" \
+    "$CLASSES class directories, $FSTYPE under $TMPBASE; read order: one" \
     "fixed-seed shuffle, same for every source."
-  echo "Each row: median of $REPEATS repetitions (epochs of one clairfs-bench run) after one" \
-    "4-thread warm-up pass; ratio = files/s / native files/s at the same thread count;" \
-    "'same bytes' = XXH3 sum of the warm-up pass equals native's."
+  if [[ $DROP == 0 ]]; then
+    echo "Each row: median of $REPEATS repetitions (epochs of one clairfs-bench run) after one" \
+      "4-thread warm-up pass (page cache warm);"
+  else
+    echo "Each row: median of $REPEATS repetitions, each a clairfs-bench run of one epoch after" \
+      "\`echo $DROP > /proc/sys/vm/drop_caches\`, after one 4-thread warm-up pass;"
+  fi
+  echo "ratio = files/s / native files/s at the same thread count; daemon CPU = user + system" \
+    "seconds of the FUSE daemon per 100,000 files over the timed repetitions; 'same bytes' =" \
+    "XXH3 sum of the warm-up pass equals native's."
   echo
-  echo "| source | threads | files/s | MB/s | ratio to native | p50 us | p99 us | same bytes |" \
-    "command |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| source | threads | files/s | MB/s | ratio to native | p50 us | p99 us |" \
+    "daemon CPU s / 100k files | same bytes | command |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${ROWS[@]}"
   echo
   echo "Mounts:"
