@@ -408,7 +408,7 @@ int Prefetcher::Attribute(uint32_t id) {
 
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version,
                                     bool consume) {
-  if (consume) stats_->files_opened.fetch_add(1, std::memory_order_relaxed);
+  if (consume) stats_->file_reads.fetch_add(1, std::memory_order_relaxed);
   return Serve(path, version, consume, false);
 }
 
@@ -452,7 +452,7 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
                          .have_plan = plan_ && !plan_->streams.empty(),
                          .planned = id != kNoPos};
     if (id == kNoPos) {
-      auto& unplanned = chunk ? stats_->unplanned_chunk_reads : stats_->unplanned_opens;
+      auto& unplanned = chunk ? stats_->unplanned_chunk_reads : stats_->unplanned_file_reads;
       unplanned.fetch_add(1, std::memory_order_relaxed);
       if (consume) Watch(seen);
       return out;  // kDirect

@@ -171,7 +171,7 @@ class Prefetcher {
   // A reader opened path, whose backing file is now at version: consumes and serves the
   // file's object if the plan has the file as one; kChunked if the plan holds chunks of it at
   // this version; else kDirect. consume false: serves without consuming, and without counting
-  // in files_opened (a read of the file already counted). Thread-safe.
+  // in file_reads (a read of the file already counted). Thread-safe.
   Result<OpenResult> Open(const std::string& path, const FileVersion& version,
                           bool consume = true);
   // A reader of chunked file path (opened at version, kChunked) reads at offset: the chunk of

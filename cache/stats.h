@@ -11,19 +11,22 @@ inline constexpr int kMaxTiers = 4;
 
 struct Stats {
   using Counter = std::atomic<uint64_t>;
-  Counter files_opened{0};                         // opens of dataset files
-  Counter bytes_read{0};                           // bytes returned by read() on dataset files
+  // Reads of dataset files that reached the daemon: each open (fuse.open_mode per_open), or
+  // each READ at offset 0 (none: a read whose start the page cache did not hold). Was
+  // files_opened, which no longer said what it counts.
+  Counter file_reads{0};
+  Counter bytes_read{0};  // bytes returned by read() on dataset files
   // An object read is an open of a file that is one object, or a reader's first read of a
   // chunk (cache/object_key.h) since its previous chunk; the served_* counters count them.
   std::array<Counter, kMaxTiers> served_tier{};    // object reads served by each tier
   std::array<Counter, kMaxTiers> tier_fetched{};   // objects the prefetch put into each tier
   std::array<Counter, kMaxTiers> tier_promoted{};  // of those, copied from another tier
   Counter served_staging{0};                       // object reads served from the staging window
-  Counter served_backing{0};   // object reads served by reading the backing store on demand
-  Counter backing_reads{0};    // objects (or direct opens) read from the backing store
-  Counter backing_bytes{0};    // bytes read from the backing store
-  Counter unplanned_opens{0};  // opens of files the plan does not name
-  Counter chunk_reads{0};      // object reads of chunks (first reads of a chunk, see above)
+  Counter served_backing{0};         // object reads served by reading the backing store on demand
+  Counter backing_reads{0};          // objects (or direct opens) read from the backing store
+  Counter backing_bytes{0};          // bytes read from the backing store
+  Counter unplanned_file_reads{0};   // file_reads of files the plan does not name
+  Counter chunk_reads{0};            // object reads of chunks (first reads of a chunk, see above)
   Counter unplanned_chunk_reads{0};  // reads of chunks of a planned file the plan does not name
   // Prefetches completed, tier fills and staging fetches together: counted per fetch, so an
   // object staged in several epochs or refilled after an eviction counts each time.
@@ -44,7 +47,7 @@ struct Stats {
   // Messages refused: another protocol version, or no magic; or an object whose size or
   // version does not match the key and version asked for.
   Counter peer_protocol_errors{0};
-  Counter mpi_errors{0};            // MPI calls that returned an error (logged, rate-limited)
+  Counter mpi_errors{0};  // MPI calls that returned an error (logged, rate-limited)
   // Kept copies (cache/kept_copies.h, cache/keep_writer.h): faster tiers' objects copied into
   // the persistent tier so that a remount finds them.
   struct Kept {
@@ -61,11 +64,11 @@ struct Stats {
   Counter open_denied{0};     // dataset opens the open-time access re-check refused (EACCES)
   Counter control_denied{0};  // opens of .clairfs/manifest for writing by a non-owner refused
   struct Errors {
-    Counter fetch{0};              // backing-store reads that failed
-    Counter timeout{0};            // readers that gave up waiting on a fetch
-    Counter stale{0};              // opens of a planned file that changed since planning
+    Counter fetch{0};       // backing-store reads that failed
+    Counter timeout{0};     // readers that gave up waiting on a fetch
+    Counter stale{0};       // opens of a planned file that changed since planning
     Counter stale_node{0};  // requests on a node whose path now names another object (ESTALE)
-    Counter tier_full{0};          // a tier refused an object the plan gave it
+    Counter tier_full{0};   // a tier refused an object the plan gave it
     Counter manifest_rejected{0};  // invalid manifests
     Counter access_check{0};       // open re-checks made without the caller's supplementary groups
     Counter backing_timeout{0};    // backing-store calls that failed for their deadline (timed out,

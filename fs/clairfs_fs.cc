@@ -411,7 +411,7 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     // A read of the file starts (at offset 0), or a READ finds its node not bound (the
     // kernel's readahead can send a later READ before the first one bound it): bound afresh,
     // so the version is checked at every read that reaches the daemon. Only a start is
-    // consumed in the plan (and counted in files_opened), as an open is.
+    // consumed in the plan (and counted in file_reads), as an open is.
     control_.AwaitReleases();
     InodeTable::NodeInfo node;
     if (!NodeOf(req, ino, &node)) return;

@@ -119,8 +119,9 @@ void ByTier(Exposition& e, const json& stats, std::string_view name, Type type, 
 }
 
 void Traffic(Exposition& e, const json& s) {
-  One(e, s, "clairfs_files_opened_total", Type::kCounter, "/files_opened",
-      "Opens of dataset files.");
+  One(e, s, "clairfs_file_reads_total", Type::kCounter, "/file_reads",
+      "Reads of dataset files that reached the daemon: opens (open_mode per_open) or reads "
+      "of a file's start the page cache did not hold (open_mode none).");
   One(e, s, "clairfs_read_bytes_total", Type::kCounter, "/bytes_read",
       "Bytes returned by read() of dataset files.");
   ByMember(e, s, "clairfs_object_reads_total", Type::kCounter, "/served", "source",
@@ -128,8 +129,8 @@ void Traffic(Exposition& e, const json& s) {
            "that served them: a tier's name, staging, peer, or backing (read on demand).");
   One(e, s, "clairfs_chunk_reads_total", Type::kCounter, "/chunk_reads",
       "Object reads of chunks of chunked files.");
-  One(e, s, "clairfs_unplanned_opens_total", Type::kCounter, "/unplanned_opens",
-      "Opens of files the plan does not name.");
+  One(e, s, "clairfs_unplanned_file_reads_total", Type::kCounter, "/unplanned_file_reads",
+      "File reads (as clairfs_file_reads_total) of files the plan does not name.");
   One(e, s, "clairfs_unplanned_chunk_reads_total", Type::kCounter, "/unplanned_chunk_reads",
       "Reads of chunks of a planned file that the plan does not name.");
   One(e, s, "clairfs_backing_reads_total", Type::kCounter, "/backing_reads",

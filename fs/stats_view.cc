@@ -88,7 +88,7 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
   const Readiness ready = ComputeReadiness(summary, used, p.staging_bytes, limits.staging_capacity);
   const uint64_t stall_ns = get(stats.stall_ns);
   json j = {
-      {"files_opened", get(stats.files_opened)},
+      {"file_reads", get(stats.file_reads)},
       {"bytes_read", get(stats.bytes_read)},
       {"served", served},
       {"object_reads", reads},
@@ -97,7 +97,7 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
       {"readiness", {{"tiers", ready.tiers}, {"window", ready.window}, {"ready", ready.ready}}},
       {"backing_reads", get(stats.backing_reads)},
       {"backing_bytes", get(stats.backing_bytes)},
-      {"unplanned_opens", get(stats.unplanned_opens)},
+      {"unplanned_file_reads", get(stats.unplanned_file_reads)},
       {"chunk_reads", get(stats.chunk_reads)},
       {"unplanned_chunk_reads", get(stats.unplanned_chunk_reads)},
       {"peer_fetched", get(stats.peer_fetched)},

@@ -336,7 +336,7 @@ class RangeEntryTest(ChunkCase):
         after = self.stats(mnt)
         self.assertEqual(after["backing_bytes"], base["backing_bytes"], after)
         self.assertGreater(after["served"]["ram"], base["served"]["ram"], after)
-        self.assertEqual(after["unplanned_opens"] + after["unplanned_chunk_reads"], 0, after)
+        self.assertEqual(after["unplanned_file_reads"] + after["unplanned_chunk_reads"], 0, after)
 
         # And the good lines, paths with spaces and TABs included, make a valid plan.
         self.write_manifest(mnt, "\n".join(good) + "\n")

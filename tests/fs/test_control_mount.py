@@ -132,7 +132,7 @@ class ControlMountTest(ClairfsCase):
         harness.wait_for(lambda: "serving" in harness.read_tail(d2.log_path), 5, "'serving'")
         self.assertEqual(os.readlink(os.path.join(mnt, ".clairfs")), ctl)
         self.assertEqual(control_layers(ctl), 1, harness.fuse_mounts())
-        self.assertIn("files_opened", json.loads(self.control_read(mnt, "stats")))
+        self.assertIn("file_reads", json.loads(self.control_read(mnt, "stats")))
         d2.stop()
         self.assertEqual(control_layers(ctl), 0, harness.fuse_mounts())
         return d2
@@ -144,7 +144,7 @@ class ControlMountTest(ClairfsCase):
         self.write_manifest(mnt, "a/f\n")
         stats = json.loads(test_access.read_as(test_access.USER,
                                                os.path.join(mnt, ".clairfs", "stats")))
-        self.assertIn("files_opened", stats)
+        self.assertIn("file_reads", stats)
         self.assertEqual(test_access.write_manifest_as(test_access.USER, mnt, "a/f\n"),
                          test_access.DENIED)
         self.assertEqual(self.plan(mnt)["files"], 1)

@@ -88,7 +88,7 @@ class StreamsCase(ClairfsCase):
         self.assertEqual(bad, [])
         st = self.stats(mnt)
         self.assertEqual(st["served"]["backing"], after_first, st["served"])
-        self.assertEqual(st["unplanned_opens"], 0)
+        self.assertEqual(st["unplanned_file_reads"], 0)
         # Each file was read from the backing store about once, whichever job read it first.
         self.assertLessEqual(st["backing_bytes"], 1.05 * len(union) * SIZE, st)
         for name, s in self.streams(mnt, "stats").items():

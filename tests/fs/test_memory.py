@@ -102,4 +102,4 @@ class MemoryBudgetTest(ClairfsCase):
         self.assertLessEqual(stats["ram_bytes"], RAM)
         self.assertLessEqual(growth, RAM + STAGING + OVERHEAD,
                              f"peak RSS grew by {growth >> 20} MiB; stats {stats}")
-        self.assertEqual(stats["files_opened"], 2 * NFILES)
+        self.assertEqual(stats["file_reads"], 2 * NFILES)

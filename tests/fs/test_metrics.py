@@ -15,7 +15,7 @@ except ImportError:  # tools/setup.sh installs it
 
 # Keys whose values only change while files are read or fetched: once the prefetch is done
 # and no reader runs they hold still, so stats and metrics read one after the other agree.
-STABLE = ("files_opened", "bytes_read", "served", "object_reads", "hit_rates", "hit_rate",
+STABLE = ("file_reads", "bytes_read", "served", "object_reads", "hit_rates", "hit_rate",
           "readiness", "backing_reads", "backing_bytes", "stall_ns", "tiers", "errors")
 
 
@@ -94,10 +94,10 @@ class MetricsTest(ClairfsCase):
             return values[name][(name + ("_total" if types[name] == "counter" else ""),
                                  tuple(sorted(labels.items())))]
 
-        self.assertEqual(types["clairfs_files_opened"], "counter")
+        self.assertEqual(types["clairfs_file_reads"], "counter")
         self.assertEqual(types["clairfs_tier_used_bytes"], "gauge")
-        self.assertEqual(one("clairfs_files_opened"), st["files_opened"])
-        self.assertEqual(st["files_opened"], 40)
+        self.assertEqual(one("clairfs_file_reads"), st["file_reads"])
+        self.assertEqual(st["file_reads"], 40)
         self.assertEqual(one("clairfs_read_bytes"), st["bytes_read"])
         self.assertEqual(st["bytes_read"], sum(os.path.getsize(os.path.join(ds, p)) for p in files))
         for source, n in st["served"].items():

@@ -7,8 +7,8 @@ from harness import ClairfsCase, config
 import treeutil as tu
 
 STAT_FIELDS = ("dtype", "type", "mode", "size", "mtime_ns", "nlink", "uid", "gid", "target")
-STATS_KEYS = {"files_opened", "bytes_read", "served", "backing_reads", "backing_bytes",
-              "unplanned_opens", "prefetch", "ram_bytes", "ram_capacity", "stall_ns", "errors"}
+STATS_KEYS = {"file_reads", "bytes_read", "served", "backing_reads", "backing_bytes",
+              "unplanned_file_reads", "prefetch", "ram_bytes", "ram_capacity", "stall_ns", "errors"}
 PLAN_KEYS = {"epochs", "entries", "range_entries", "positions", "files", "chunked_files",
              "objects", "chunks", "bytes", "chunk_size", "tiers", "staging", "direct",
              "predicted_backing_bytes"}
@@ -124,7 +124,7 @@ class ControlDirTest(SmallTreeCase):
         with open(os.path.join(mnt, "sub", "a.dat"), "rb") as f:
             n = len(f.read())
         after = self.stats(mnt)
-        self.assertEqual(after["files_opened"] - stats["files_opened"], 1)
+        self.assertEqual(after["file_reads"] - stats["file_reads"], 1)
         self.assertEqual(after["bytes_read"] - stats["bytes_read"], n)
 
         walked = [os.path.join(d, x) for d, ds, fs in os.walk(mnt) for x in ds + fs]

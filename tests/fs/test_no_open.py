@@ -64,11 +64,11 @@ class NoOpenTest(ClairfsCase):
         for rel in self.order:
             self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
         second = self.stats(mnt)
-        self.assertEqual(second["files_opened"], first["files_opened"], second)
+        self.assertEqual(second["file_reads"], first["file_reads"], second)
         self.assertEqual(second["bytes_read"], first["bytes_read"], second)
         # The control files still answer on every read (their own connection).
         self.assertEqual(self.plan(mnt)["entries"], 2 * NFILES)
-        self.assertIn("files_opened", self.control_read(mnt, "metrics"))
+        self.assertIn("file_reads", self.control_read(mnt, "metrics"))
         # Writes of dataset files are refused as before.
         with self.assertRaises(OSError) as e:
             os.open(os.path.join(mnt, self.order[0]), os.O_WRONLY)
@@ -86,7 +86,7 @@ class NoOpenTest(ClairfsCase):
         for rel in self.order:
             self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
         after = self.stats(mnt)
-        self.assertEqual(after["files_opened"] - before["files_opened"], NFILES, after)
+        self.assertEqual(after["file_reads"] - before["file_reads"], NFILES, after)
         self.assertEqual(after["backing_bytes"], before["backing_bytes"], after)
         self.assertEqual(after["prefetch"]["position"], 2 * NFILES, after)
 
@@ -145,7 +145,7 @@ class NoOpenTest(ClairfsCase):
         for rel in self.order:
             self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
         after = self.stats(mnt)
-        self.assertEqual(after["files_opened"] - before["files_opened"], len(misses), after)
+        self.assertEqual(after["file_reads"] - before["file_reads"], len(misses), after)
         staged = after["served"]["staging"] - before["served"]["staging"]
         self.assertGreaterEqual(staged, 0.8 * len(misses), after)
         # Everything more than page_cache_lag reads before the last miss (at 2 NFILES - 2) is

@@ -66,11 +66,11 @@ class PrefetchTest(ClairfsCase):
         served = stats["served"]
         print(f"\n  prefetch: {2 * NFILES} reads in {elapsed:.2f}s; served {served}; "
               f"stall_ns {stats.get('stall_ns')}", file=sys.stderr)
-        self.assertEqual(stats["files_opened"], 2 * NFILES, stats)
-        self.assertEqual(stats["unplanned_opens"], 0, stats)
+        self.assertEqual(stats["file_reads"], 2 * NFILES, stats)
+        self.assertEqual(stats["unplanned_file_reads"], 0, stats)
         self.assertEqual(stats["bytes_read"], read, stats)
         self.assertEqual(read, 2 * self.total)
-        ratio = (served["ram"] + served["staging"]) / max(1, stats["files_opened"])
+        ratio = (served["ram"] + served["staging"]) / max(1, stats["file_reads"])
         self.assertGreaterEqual(ratio, 0.95, f"served from tiers: {ratio:.3f}; stats {stats}")
         self.assertEqual(stats["prefetch"]["planned_files"], NFILES, stats)
         # Every planned file came from the original at least once, no entry more than once;
@@ -82,7 +82,7 @@ class PrefetchTest(ClairfsCase):
         rel, data = next(iter(self.files_unplanned.items()))
         self.read_check(mnt, rel, data)
         after = self.stats(mnt)
-        self.assertEqual(after["unplanned_opens"], stats["unplanned_opens"] + 1, after)
+        self.assertEqual(after["unplanned_file_reads"], stats["unplanned_file_reads"] + 1, after)
         self.assertGreater(after["served"]["backing"], served["backing"], after)
-        self.assertEqual(after["files_opened"], stats["files_opened"] + 1, after)
+        self.assertEqual(after["file_reads"], stats["file_reads"] + 1, after)
         self.assertEqual(after["bytes_read"], stats["bytes_read"] + len(data), after)

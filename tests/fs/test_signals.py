@@ -40,7 +40,7 @@ class PageCacheSignalsTest(ClairfsCase):
         stats = self.stats(mnt)
         total = sum(len(d) for d in files.values())
         # Every open reaches the daemon, so the plan advances through both epochs ...
-        self.assertEqual(stats["files_opened"], 40, stats)
+        self.assertEqual(stats["file_reads"], 40, stats)
         self.assertEqual(stats["prefetch"]["position"], 40, stats)
         self.assertEqual(stats["prefetch"]["epoch"], 2, stats)
         # ... but the second epoch's bytes came from the page cache without a read() call.
@@ -83,7 +83,7 @@ class NoDescriptorPerFileTest(ClairfsCase):
         self.assertLess(fds, 64, f"daemon holds {fds} descriptors")
         stats = self.stats(mnt)
         # No-open mode (the default): the held opens reach no daemon; each file's read does.
-        self.assertEqual(stats["files_opened"], self.NFILES, stats)
+        self.assertEqual(stats["file_reads"], self.NFILES, stats)
         self.assertEqual(stats["errors"]["fetch"], 0, stats)
 
 

@@ -122,7 +122,7 @@ class SsdTierTest(ClairfsCase):
         after1 = self.stats(mnt)
         self.read_epochs(mnt, self.epochs[1:])
         after3 = self.stats(mnt)
-        opens = after3["files_opened"] - after1["files_opened"]
+        opens = after3["file_reads"] - after1["file_reads"]
         self.assertEqual(opens, (EPOCHS - 1) * NFILES, after3)
         tiered = sum(after3["served"][k] - after1["served"][k] for k in ("ram", "ssd"))
         self.assertGreaterEqual(tiered / opens, 0.95, f"from tiers {tiered}/{opens}; {after3}")

@@ -124,8 +124,8 @@ class ControlTest(harness.ClairfsCase):
             with open(os.path.join(self.data, rel), "rb") as f:
                 self.assertEqual(f.read(), rel.encode() * 100)
         after = clairfs.stats(self.data)
-        self.assertEqual(after["files_opened"] - before["files_opened"], 4)
-        self.assertEqual(after["unplanned_opens"], 0)
+        self.assertEqual(after["file_reads"] - before["file_reads"], 4)
+        self.assertEqual(after["unplanned_file_reads"], 0)
         self.assertEqual(after["prefetch"]["position"], 4)
 
 

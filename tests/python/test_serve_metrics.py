@@ -95,8 +95,8 @@ class ServeMetricsTest(harness.ClairfsCase):
         # Several mounts: every sample names its mount; the values are the daemons'.
         for mnt, opened in ((a, 3), (b, 5)):
             st = clairfs.stats(mnt)
-            self.assertEqual(st["files_opened"], opened)
-            self.assertEqual(got[("clairfs_files_opened_total", (("mount", mnt),))], opened)
+            self.assertEqual(st["file_reads"], opened)
+            self.assertEqual(got[("clairfs_file_reads_total", (("mount", mnt),))], opened)
             self.assertEqual(got[("clairfs_tier_capacity_bytes",
                                   (("mount", mnt), ("tier", "ram")))], st["tiers"][0]["capacity"])
         self.assertFalse([k for k in got if k[0] != "clairfs_up" and "mount" not in dict(k[1])])
@@ -105,14 +105,14 @@ class ServeMetricsTest(harness.ClairfsCase):
         harness.drop_pages(a)
         self.read_files(a, 5)
         got = samples(self.scrape(port))
-        self.assertEqual(got[("clairfs_files_opened_total", (("mount", a),))], 8)
+        self.assertEqual(got[("clairfs_file_reads_total", (("mount", a),))], 8)
         # A daemon stopped under the server: its mount reads as down, the others still export.
         daemon_b.stop()
         got = samples(self.scrape(port))
         self.assertEqual(got[("clairfs_up", (("mount", b),))], 0)
         self.assertEqual(got[("clairfs_up", (("mount", a),))], 1)
-        self.assertNotIn(("clairfs_files_opened_total", (("mount", b),)), got)
-        self.assertEqual(got[("clairfs_files_opened_total", (("mount", a),))], 8)
+        self.assertNotIn(("clairfs_file_reads_total", (("mount", b),)), got)
+        self.assertEqual(got[("clairfs_file_reads_total", (("mount", a),))], 8)
         self.assertIsNone(p.poll())
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=10)
@@ -135,7 +135,7 @@ class ServeMetricsTest(harness.ClairfsCase):
             got = samples(f.read())
         # One mount: no mount label on its samples, clairfs_up still names it.
         self.assertEqual(got[("clairfs_up", (("mount", a),))], 1)
-        self.assertEqual(got[("clairfs_files_opened_total", ())], 2)
+        self.assertEqual(got[("clairfs_file_reads_total", ())], 2)
         self.assertEqual(got[("clairfs_object_reads_total", (("source", "backing"),))],
                          clairfs.stats(a)["served"]["backing"])
         # A mount that is not there: written anyway, with up 0.

@@ -135,8 +135,8 @@ class StreamsTest(harness.ClairfsCase):
         for p in procs:
             self.assertEqual(p.wait(timeout=120), 0, p.stderr.read())  # 3: a wrong byte
         st = clairfs.stats(self.data)
-        self.assertEqual(st["unplanned_opens"], 0)
-        opens = st["files_opened"] - before["files_opened"]
+        self.assertEqual(st["unplanned_file_reads"], 0)
+        opens = st["file_reads"] - before["file_reads"]
         self.assertEqual(opens, 8 * (EPOCHS - 1) * -(-FILES // 8))
         fast = (st["served"]["ram"] - before["served"]["ram"] +
                 st["served"]["staging"] - before["served"]["staging"])

@@ -123,7 +123,7 @@ class TorchTest(harness.ClairfsCase):
         flat = [p for epoch in expected for p in epoch]
         self.assertEqual(relative(opened, mnt), relative(flat, mnt))
         st = clairfs.stats(mnt)
-        self.assertEqual((st["unplanned_opens"], st["prefetch"]["epoch"]), (0, epochs))
+        self.assertEqual((st["unplanned_file_reads"], st["prefetch"]["epoch"]), (0, epochs))
         return orders
 
     def test_order_shuffle_with_a_loader_generator(self):
@@ -173,7 +173,7 @@ class TorchTest(harness.ClairfsCase):
         want = [part.dataset.samples[part.indices[i]][0] for epoch in indices for i in epoch]
         self.assertEqual(opened, want)
         st = clairfs.stats(mnt)
-        self.assertEqual((st["unplanned_opens"], st["prefetch"]["position"]), (0, 300))
+        self.assertEqual((st["unplanned_file_reads"], st["prefetch"]["position"]), (0, 300))
 
     def test_unknowable_orders_and_foreign_paths_are_refused(self):
         mnt = self.mount_images()
@@ -211,7 +211,7 @@ class TorchTest(harness.ClairfsCase):
         for _ in loader:
             pass
         after = clairfs.stats(mnt)
-        opened = after["files_opened"] - before["files_opened"]
+        opened = after["file_reads"] - before["file_reads"]
         served = {k: after["served"][k] - before["served"].get(k, 0) for k in after["served"]}
         self.assertEqual(opened, IMAGES)
         self.assertGreater(served["ram"], 0, served)

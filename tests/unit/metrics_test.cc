@@ -27,7 +27,7 @@ std::vector<std::string> Lines(const std::string& text) {
 
 json SampleStats() {
   return json::parse(R"({
-    "files_opened": 12, "bytes_read": 4096, "object_reads": 10,
+    "file_reads": 12, "bytes_read": 4096, "object_reads": 10,
     "served": {"ram": 6, "staging": 2, "backing": 2, "peer": 0},
     "hit_rates": {"ram": 0.6, "staging": 0.2, "backing": 0.2, "peer": 0.0},
     "hit_rate": 0.8,
@@ -102,7 +102,7 @@ TEST(MetricsTest, EveryFamilyIsDeclaredAndNamed) {
     EXPECT_TRUE(type.count(current)) << line;
   }
   for (const char* name :
-       {"clairfs_files_opened_total", "clairfs_read_bytes_total", "clairfs_object_reads_total",
+       {"clairfs_file_reads_total", "clairfs_read_bytes_total", "clairfs_object_reads_total",
         "clairfs_backing_reads_total", "clairfs_backing_read_bytes_total",
         "clairfs_peer_bytes_total", "clairfs_errors_total", "clairfs_stall_seconds_total",
         "clairfs_tier_used_bytes", "clairfs_tier_capacity_bytes", "clairfs_tier_on",
@@ -118,7 +118,7 @@ TEST(MetricsTest, SamplesCarryTheStatsValues) {
   std::set<std::string> lines;
   for (const std::string& l : Lines(text)) lines.insert(l);
   for (const char* want : {
-           "clairfs_files_opened_total 12",
+           "clairfs_file_reads_total 12",
            "clairfs_object_reads_total{source=\"ram\"} 6",
            "clairfs_object_reads_total{source=\"backing\"} 2",
            "clairfs_backing_read_bytes_total 18446744073709551615",
@@ -150,7 +150,7 @@ TEST(MetricsTest, SamplesCarryTheStatsValues) {
 TEST(MetricsTest, EmptyStatsRenderValidFamilies) {
   const std::string text = RenderMetrics(json::object());
   EXPECT_NE(text.find("\nclairfs_hit_ratio NaN\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\nclairfs_files_opened_total 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nclairfs_file_reads_total 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE clairfs_tier_used_bytes gauge\n"), std::string::npos);
 }
 

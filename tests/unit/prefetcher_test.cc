@@ -150,7 +150,7 @@ TEST_F(PrefetcherTest, OutOfOrderConsumptionIsServedCorrectly) {
       for (int i : ids) OpenAndCheck(i);
     }
   }
-  EXPECT_EQ(stats_.files_opened.load(), 120u);
+  EXPECT_EQ(stats_.file_reads.load(), 120u);
   EXPECT_EQ(prefetcher_->progress().position, 120u);
   EXPECT_TRUE(WaitFor([&] { return prefetcher_->progress().staging_bytes == 0; }));
   EXPECT_EQ(stats_.errors.fetch.load() + stats_.errors.timeout.load(), 0u);
@@ -168,7 +168,7 @@ TEST_F(PrefetcherTest, ReaderAheadOfPrefetchFetchesOnceOnDemand) {
   backing_.CloseGate();
   std::vector<std::thread> readers;
   for (int r = 0; r < 8; ++r) readers.emplace_back([&] { OpenAndCheck(35); });
-  EXPECT_TRUE(WaitFor([&] { return stats_.files_opened.load() == 8; }));
+  EXPECT_TRUE(WaitFor([&] { return stats_.file_reads.load() == 8; }));
   backing_.OpenGate();
   for (auto& t : readers) t.join();
   EXPECT_EQ(backing_.reads_of(Name(35)), 1u);
@@ -235,7 +235,7 @@ TEST_F(PrefetcherTest, UnplannedFilesAreReadDirectly) {
   auto r = prefetcher_->Open(Name(2), backing_.Version(Name(2)));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, OpenResult::Source::kDirect);
-  EXPECT_EQ(stats_.unplanned_opens.load(), 1u);
+  EXPECT_EQ(stats_.unplanned_file_reads.load(), 1u);
 }
 
 // The consumed positions reach ReadWatch: a job reading its plan backwards is said to read in

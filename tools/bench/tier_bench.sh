@@ -189,10 +189,10 @@ report() {
   done
   echo
   jq -r --argjson d "$DATA_BYTES" '
-    def pct(x): (x * 1000 / (if .files_opened > 0 then .files_opened else 1 end) | round) / 10;
+    def pct(x): (x * 1000 / (if .file_reads > 0 then .file_reads else 1 end) | round) / 10;
     "| files opened | served.ram | served.ssd | served.staging | served.backing | backing_bytes / dataset bytes | errors.checksum |",
     "|---|---|---|---|---|---|---|",
-    "| \(.files_opened) | \(.served.ram) (\(pct(.served.ram)) %) | \(.served.ssd) (\(pct(.served.ssd)) %) | \(.served.staging) (\(pct(.served.staging)) %) | \(.served.backing) (\(pct(.served.backing)) %) | \(.backing_bytes) / \($d) = \(.backing_bytes * 100 / $d | round / 100) | \(.errors.checksum) |"
+    "| \(.file_reads) | \(.served.ram) (\(pct(.served.ram)) %) | \(.served.ssd) (\(pct(.served.ssd)) %) | \(.served.staging) (\(pct(.served.staging)) %) | \(.served.backing) (\(pct(.served.backing)) %) | \(.backing_bytes) / \($d) = \(.backing_bytes * 100 / $d | round / 100) | \(.errors.checksum) |"
   ' <<<"$STATS"
   echo
   echo "Plan: \`$PLAN\`"

@@ -31,7 +31,7 @@ def tiny_cnn(classes):
 
 def served_summary(before, after):
     """How this epoch's opens were served, from two stats snapshots."""
-    opened = after["files_opened"] - before["files_opened"]
+    opened = after["file_reads"] - before["file_reads"]
     by = {k: after["served"][k] - before["served"].get(k, 0) for k in after["served"]}
     parts = ", ".join(f"{k} {v}" for k, v in by.items() if v)
     return f"{opened} opens: {parts or 'none'}"
