@@ -19,9 +19,12 @@
 //
 // Limits (docs/architecture.md, "No-open mode"): inotify sees only changes made through this
 // node's kernel; a change made by another node of a network file system still counts after
-// attr_timeout / entry_timeout, or at a read that reaches the daemon. A watch that cannot be
-// added (fs.inotify.max_user_watches) and a lost event queue (IN_Q_OVERFLOW) are logged once
-// each with their consequence and counted; the rest goes on.
+// attr_timeout / entry_timeout, or at a read that reaches the daemon. A watched directory
+// renamed keeps its watch under the path it had: the names in it are still dropped by the
+// directory's node, but a child's attributes are looked for at the old path (then they count
+// after attr_timeout). A watch that cannot be added (fs.inotify.max_user_watches) and a lost
+// event queue (IN_Q_OVERFLOW) are logged once each with their consequence and counted; the
+// rest goes on.
 #pragma once
 
 #include <atomic>
