@@ -60,6 +60,16 @@ struct Stats {
     Counter failed{0};   // the keep tier was off or refused the write (logged)
   } kept;
 
+  // The backing watch (fs/backing_watch.h, fuse.open_mode none): changes on this node passed on
+  // to the kernel's caches.
+  struct Watch {
+    Counter directories{0};    // gauge: directories watched now
+    Counter events{0};         // inotify events read
+    Counter invalidations{0};  // entries, attributes or pages the kernel was told to drop
+    Counter refused{0};        // watches that could not be added (limit, not a directory)
+    Counter overflows{0};      // event queues lost (IN_Q_OVERFLOW)
+  } watch;
+
   // Access (fs/access.h): refusals beyond the kernel's own permission check.
   Counter open_denied{0};     // dataset opens the open-time access re-check refused (EACCES)
   Counter control_denied{0};  // opens of .clairfs/manifest for writing by a non-owner refused

@@ -34,24 +34,26 @@ std::shared_ptr<const int> OwnedFd(int fd) {
 }  // namespace
 
 Result<std::unique_ptr<BackingWatch>> BackingWatch::Start(const PosixBacking& backing, Hooks hooks,
-                                                          uint64_t root_id) {
+                                                          uint64_t root_id, Counters& counters) {
   const int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
   if (in < 0) return Status::FromErrno(errno, "inotify_init1");
   auto inotify = OwnedFd(in);
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) return Status::FromErrno(errno, "eventfd");
-  std::unique_ptr<BackingWatch> w(new BackingWatch(backing, std::move(hooks), inotify, wake));
+  std::unique_ptr<BackingWatch> w(
+      new BackingWatch(backing, std::move(hooks), inotify, wake, counters));
   w->Watch(root_id, "");
   w->thread_ = std::thread([self = w.get()] { self->Run(); });
   return w;
 }
 
 BackingWatch::BackingWatch(const PosixBacking& backing, Hooks hooks,
-                           std::shared_ptr<const int> inotify, int wake_fd)
+                           std::shared_ptr<const int> inotify, int wake_fd, Counters& counters)
     : backing_(backing),
       hooks_(std::move(hooks)),
       inotify_(std::move(inotify)),
-      wake_fd_(wake_fd) {}
+      wake_fd_(wake_fd),
+      counters_(counters) {}
 
 BackingWatch::~BackingWatch() {
   Stop();
@@ -133,7 +135,7 @@ void BackingWatch::AddPending() {
     }
     // inotify gives one descriptor per directory: a later node of it takes the entry over.
     if (dirs_.insert_or_assign(wd.value(), std::move(d)).second) {
-      counters_.watches.fetch_add(1, std::memory_order_relaxed);
+      counters_.directories.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }
@@ -170,7 +172,7 @@ void BackingWatch::Drain() {
           asked_.erase(dir->second.id);
         }
         dirs_.erase(dir);
-        counters_.watches.fetch_sub(1, std::memory_order_relaxed);
+        counters_.directories.fetch_sub(1, std::memory_order_relaxed);
         continue;
       }
       const std::string name = ev->len > 0 ? std::string(ev->name) : std::string();

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "cache/backing.h"
+#include "cache/stats.h"
 
 namespace clairfs {
 
@@ -56,18 +57,13 @@ class BackingWatch {
     // Makes the kernel drop its entry for name in directory node parent.
     std::function<void(uint64_t parent, const std::string& name)> invalidate_entry;
   };
-  struct Counters {
-    std::atomic<uint64_t> watches{0};        // directories watched now
-    std::atomic<uint64_t> events{0};         // inotify events read
-    std::atomic<uint64_t> invalidations{0};  // hooks called
-    std::atomic<uint64_t> refused{0};        // watches that could not be added
-    std::atomic<uint64_t> overflows{0};      // event queues lost (IN_Q_OVERFLOW)
-  };
 
+  using Counters = Stats::Watch;
   // Creates the inotify instance and starts the thread (after any daemonizing fork), watching
-  // the root directory (node id root_id). backing and the hooks' targets must outlive Stop().
+  // the root directory (node id root_id). backing, counters and the hooks' targets must outlive
+  // Stop().
   static Result<std::unique_ptr<BackingWatch>> Start(const PosixBacking& backing, Hooks hooks,
-                                                     uint64_t root_id);
+                                                     uint64_t root_id, Counters& counters);
   ~BackingWatch();  // Stop()
   BackingWatch(const BackingWatch&) = delete;
   BackingWatch& operator=(const BackingWatch&) = delete;
@@ -82,7 +78,7 @@ class BackingWatch {
 
  private:
   BackingWatch(const PosixBacking& backing, Hooks hooks, std::shared_ptr<const int> inotify,
-               int wake_fd);
+               int wake_fd, Counters& counters);
   void Run();
   void AddPending();
   void Drain();  // reads and applies the events available now
@@ -95,7 +91,7 @@ class BackingWatch {
   const Hooks hooks_;
   const std::shared_ptr<const int> inotify_;  // shared with abandoned WatchDir calls
   const int wake_fd_;                         // an eventfd: Watch() and Stop() wake the thread
-  Counters counters_;
+  Counters& counters_;
   // Lock order: mu_ is a leaf. Guards pending_, asked_ and stopping_.
   std::mutex mu_;
   std::vector<Dir> pending_;

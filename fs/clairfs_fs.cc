@@ -169,7 +169,7 @@ void ClairFs::StartWatch() {
       spdlog::debug("invalidation of '{}' in node {}: {}", name, parent, std::strerror(-rc));
     }
   };
-  auto w = BackingWatch::Start(backing_, std::move(hooks), FUSE_ROOT_ID);
+  auto w = BackingWatch::Start(backing_, std::move(hooks), FUSE_ROOT_ID, stats_.watch);
   if (!w.ok()) {
     spdlog::warn("cannot watch the dataset for changes ({}): the kernel notices them only "
                  "after fuse.attr_timeout / entry_timeout",

@@ -252,6 +252,19 @@ void Kept(Exposition& e, const json& s) {
       "Copies queued and not yet written.");
 }
 
+void Watch(Exposition& e, const json& s) {
+  One(e, s, "clairfs_watch_directories", Type::kGauge, "/watch/directories",
+      "Dataset directories watched for changes on this node (open_mode none).");
+  One(e, s, "clairfs_watch_events_total", Type::kCounter, "/watch/events",
+      "Change events read from the dataset's directories.");
+  One(e, s, "clairfs_watch_invalidations_total", Type::kCounter, "/watch/invalidations",
+      "Names, attributes or pages the kernel was told to drop after a change.");
+  One(e, s, "clairfs_watch_refused_total", Type::kCounter, "/watch/refused",
+      "Directory watches that could not be added (their changes count after the timeouts).");
+  One(e, s, "clairfs_watch_overflows_total", Type::kCounter, "/watch/overflows",
+      "Change event queues lost (their changes count after the timeouts).");
+}
+
 void Warnings(Exposition& e, const json& s) {
   e.Family("clairfs_warning", Type::kGauge,
            "1 while the job does what this kind of warning says (stats key warnings), else 0.");
@@ -272,6 +285,7 @@ std::string RenderMetrics(const json& stats) {
   Tiers(e, stats);
   Plan(e, stats);
   Kept(e, stats);
+  Watch(e, stats);
   Warnings(e, stats);
   return e.text();
 }

@@ -181,6 +181,7 @@ class NoOpenTest(ClairfsCase):
             if not watch:
                 # Without the watch the kernel keeps the name and the pages it has.
                 results[watch] = os.path.exists(os.path.join(mnt, "w/gone.bin"))
+                self.assertEqual(self.stats(mnt)["watch"]["directories"], 0)
                 continue
 
             def current():
@@ -194,4 +195,10 @@ class NoOpenTest(ClairfsCase):
                     return False
             harness.wait_for(current, 10, "the mount to show the changes")
             results[watch] = os.path.exists(os.path.join(mnt, "w/gone.bin"))
+            w = self.stats(mnt)["watch"]
+            self.assertEqual(w["directories"], 2, w)  # the root and w/
+            self.assertGreaterEqual(w["invalidations"], 3, w)
+            self.assertEqual((w["refused"], w["overflows"]), (0, 0), w)
+            self.assertIn("clairfs_watch_invalidations_total",
+                          self.control_read(mnt, "metrics"))
         self.assertEqual(results, {True: False, False: True})

@@ -88,7 +88,7 @@ class BackingWatchTest : public ::testing::Test {
     rec_.Name("d/a", 100);
     rec_.Name("top", 101);
     rec_.Name("d", 50);
-    auto w = BackingWatch::Start(*backing_, rec_.Hooks(), 1);
+    auto w = BackingWatch::Start(*backing_, rec_.Hooks(), 1, counters_);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     watch_ = std::move(w.value());
   }
@@ -99,7 +99,7 @@ class BackingWatchTest : public ::testing::Test {
   // Watch() returns before the watch exists: waits until the thread has added n.
   void AwaitWatches(uint64_t n) {
     const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (watch_->counters().watches.load() < n) {
+    while (watch_->counters().directories.load() < n) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "watches not added";
       std::this_thread::sleep_for(1ms);
     }
@@ -108,6 +108,7 @@ class BackingWatchTest : public ::testing::Test {
   testing::TempDir tmp_;
   std::unique_ptr<PosixBacking> backing_;
   Recorder rec_;
+  Stats::Watch counters_;
   std::unique_ptr<BackingWatch> watch_;
 };
 
@@ -127,7 +128,7 @@ TEST_F(BackingWatchTest, OnlyLookedUpDirectoriesAreWatched) {
   // The directory's own mode: an event of the directory (in it, and in its parent).
   ASSERT_EQ(chmod(Path("d").c_str(), 0700), 0);
   EXPECT_TRUE(rec_.AwaitNode(50, Scope::kAttributes));
-  EXPECT_EQ(watch_->counters().watches.load(), 2u);
+  EXPECT_EQ(watch_->counters().directories.load(), 2u);
 }
 
 TEST_F(BackingWatchTest, AWriteDropsPagesAndANewNameDropsTheEntry) {
@@ -149,7 +150,7 @@ TEST_F(BackingWatchTest, ADirectoryThatGoesIsForgottenAndAskedForAgain) {
   ASSERT_EQ(unlink(Path("d/a").c_str()), 0);
   ASSERT_EQ(rmdir(Path("d").c_str()), 0);
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (watch_->counters().watches.load() != 1) {
+  while (watch_->counters().directories.load() != 1) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the removed watch is still counted";
     std::this_thread::sleep_for(1ms);
   }
@@ -168,7 +169,7 @@ TEST_F(BackingWatchTest, APathThatIsNotADirectoryIsRefusedAndCounted) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline);
     std::this_thread::sleep_for(1ms);
   }
-  EXPECT_EQ(watch_->counters().watches.load(), 1u);
+  EXPECT_EQ(watch_->counters().directories.load(), 1u);
 }
 
 TEST_F(BackingWatchTest, StopsPromptlyAndWatchAfterStopIsIgnored) {
