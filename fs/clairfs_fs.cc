@@ -171,9 +171,10 @@ void ClairFs::StartWatch() {
   };
   auto w = BackingWatch::Start(backing_, std::move(hooks), FUSE_ROOT_ID, stats_.watch);
   if (!w.ok()) {
-    spdlog::warn("cannot watch the dataset for changes ({}): the kernel notices them only "
-                 "after fuse.attr_timeout / entry_timeout",
-                 w.status().message());
+    spdlog::warn(
+        "cannot watch the dataset for changes ({}): the kernel notices them only "
+        "after fuse.attr_timeout / entry_timeout",
+        w.status().message());
     return;
   }
   watch_ = std::move(w.value());
@@ -298,9 +299,9 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (bound == Bound::kReplied) return;
   // The page cache may keep this file's pages only while its version is the one they hold.
   const FileVersion version = bound == Bound::kFresh ? VersionOf(h->st) : h->blob->version();
-  fi->keep_cache = options_.keep_cache &&
-                   (seen.opened == version ||
-                    (bound == Bound::kFresh && seen.opened == FileVersion{}));
+  fi->keep_cache =
+      options_.keep_cache &&
+      (seen.opened == version || (bound == Bound::kFresh && seen.opened == FileVersion{}));
   fi->noflush = 1;  // nothing to flush on a read-only file: close() needs no round trip
   fi->fh = reinterpret_cast<uint64_t>(h.get());
   if (fuse_reply_open(req, fi) == 0) h.release();
@@ -308,35 +309,31 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 ClairFs::Bound ClairFs::Bind(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
                              bool consume, OpenContents* h, InodeTable::Seen* seen) {
-  // Bound to the file opened here: O_NONBLOCK so that a FIFO swapped in for it never blocks,
-  // and every later byte comes from this descriptor or from a blob of exactly its version.
+  // The version is taken by a stat of the path (beneath the root, no symlink followed): when
+  // a tier holds a blob of exactly that version, it is served and no descriptor is opened. Else
+  // the file is opened (O_NONBLOCK, so that a FIFO swapped in for it never blocks) and every
+  // later byte comes from that descriptor, of the version its fstat reports.
   h->dataset = true;
-  auto fd = backing_.OpenFile(node.path);
-  if (!fd.ok() && fd.status().code() == Code::kInvalidArgument) {
-    // Not a regular file (any more): another object at this path is ESTALE, so the kernel
-    // looks the name up again and learns what it is now.
-    struct stat now;
-    if (Verify(req, ino, node, &now)) fuse_reply_err(req, EINVAL);
-    return Bound::kReplied;
+  struct stat st;
+  Status looked = backing_.Lstat(node.path, &st);
+  if (!looked.ok() && StoreUnreachable(looked)) {
+    return BindUnverified(req, ino, node, h, seen, looked) ? Bound::kUnverified : Bound::kReplied;
   }
-  if (!fd.ok() && StoreUnreachable(fd.status())) {
-    return BindUnverified(req, ino, node, h, seen, fd.status()) ? Bound::kUnverified
-                                                                  : Bound::kReplied;
-  }
-  if (!fd.ok()) {
-    fuse_reply_err(req, PathErrno(fd.status()));
+  if (!looked.ok()) {
+    fuse_reply_err(req, PathErrno(looked));
     return Bound::kReplied;
   }
   unverified_logged_.store(false, std::memory_order_relaxed);
-  h->store = std::move(fd.value().handle);
-  h->st = fd.value().st;
-  h->path = node.path;
-  if (!CheckIdentity(req, ino, node, h->st)) return Bound::kReplied;
-  if (!S_ISREG(h->st.st_mode)) {
+  // Another object at this path (a FIFO or directory swapped in) is ESTALE, so the kernel
+  // looks the name up again and learns what it is now.
+  if (!CheckIdentity(req, ino, node, st)) return Bound::kReplied;
+  if (!S_ISREG(st.st_mode)) {
     fuse_reply_err(req, EINVAL);
     return Bound::kReplied;
   }
-  const FileVersion version = VersionOf(h->st);
+  h->st = st;
+  h->path = node.path;
+  FileVersion version = VersionOf(st);
   auto opened = prefetcher_.Open(node.path, version, consume);
   if (!opened.ok()) {
     if (uint64_t more = 0; open_log_.Allow(&more)) {
@@ -345,6 +342,35 @@ ClairFs::Bound ClairFs::Bind(fuse_req_t req, fuse_ino_t ino, const InodeTable::N
     }
     fuse_reply_err(req, ToErrno(opened.status()));
     return Bound::kReplied;
+  }
+  const bool cached = opened.value().blob && opened.value().blob->version() == version &&
+                      opened.value().source != OpenResult::Source::kChunked;
+  if (!cached) {
+    auto fd = backing_.OpenFile(node.path);
+    if (!fd.ok() && fd.status().code() == Code::kInvalidArgument) {
+      struct stat now;  // not a regular file any more: ESTALE if another object (see above)
+      if (Verify(req, ino, node, &now)) fuse_reply_err(req, EINVAL);
+      return Bound::kReplied;
+    }
+    if (!fd.ok() && StoreUnreachable(fd.status())) {
+      return BindUnverified(req, ino, node, h, seen, fd.status()) ? Bound::kUnverified
+                                                                  : Bound::kReplied;
+    }
+    if (!fd.ok()) {
+      fuse_reply_err(req, PathErrno(fd.status()));
+      return Bound::kReplied;
+    }
+    h->store = std::move(fd.value().handle);
+    h->st = fd.value().st;
+    if (!CheckIdentity(req, ino, node, h->st)) return Bound::kReplied;
+    if (!S_ISREG(h->st.st_mode)) {
+      fuse_reply_err(req, EINVAL);
+      return Bound::kReplied;
+    }
+    if (VersionOf(h->st) != version) {  // changed since the stat: the descriptor's version
+      version = VersionOf(h->st);
+      opened.value().blob.reset();
+    }
   }
   h->chunked = opened.value().source == OpenResult::Source::kChunked;
   if (h->chunked) h->chunk_size = opened.value().chunk;  // keeps store for unplanned chunks
@@ -382,9 +408,10 @@ bool ClairFs::BindUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::N
     return false;
   }
   if (!unverified_logged_.exchange(true, std::memory_order_relaxed)) {
-    spdlog::warn("the backing store does not answer ({}): serving cached files at the version "
-                 "last seen, unverified, until it does",
-                 cause.message());
+    spdlog::warn(
+        "the backing store does not answer ({}): serving cached files at the version "
+        "last seen, unverified, until it does",
+        cause.message());
   }
   h->path = node.path;
   h->blob = std::move(blob.value());
@@ -398,8 +425,8 @@ void ClairFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   // The reply may complete the reader's read() before fuse_reply_iov returns here, and its
   // close() may release the handle meanwhile: `reply` keeps the bytes alive until then.
   ReadReply reply;
-  Status s = ReadContents(*h, backing_, prefetcher_, stats_, size, static_cast<uint64_t>(off),
-                          &reply);
+  Status s =
+      ReadContents(*h, backing_, prefetcher_, stats_, size, static_cast<uint64_t>(off), &reply);
   if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
 }
@@ -425,8 +452,8 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     c = std::move(fresh);
   }
   ReadReply reply;
-  Status s = ReadContents(*c, backing_, prefetcher_, stats_, size, static_cast<uint64_t>(off),
-                          &reply);
+  Status s =
+      ReadContents(*c, backing_, prefetcher_, stats_, size, static_cast<uint64_t>(off), &reply);
   if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
   const uint64_t end = c->blob ? c->blob->size() : static_cast<uint64_t>(c->st.st_size);
   if (static_cast<uint64_t>(off) + size >= end) node_reads_.Release(ino, c.get());  // all read
@@ -485,8 +512,8 @@ void ClairFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fu
       if (!hide) {
         st.st_ino = d.ino;
         st.st_mode = static_cast<mode_t>(d.type) << 12;
-        size_t n = fuse_add_direntry(req, buf.data() + used, size - used, d.name.c_str(), &st,
-                                     d.next);
+        size_t n =
+            fuse_add_direntry(req, buf.data() + used, size - used, d.name.c_str(), &st, d.next);
         if (n > size - used) {  // returned next time, from the last entry's next
           full = true;
           break;

@@ -207,10 +207,10 @@ measure() {
   for t in $THREADS; do
     args=("${base[@]}" --threads "$t" --json)
     log "$source: ${args[*]} (drop_caches $DROP)"
-    cpu0=$([[ -n $DAEMON_PID ]] && cpu_seconds "$DAEMON_PID")
+    cpu0=$(if [[ -n $DAEMON_PID ]]; then cpu_seconds "$DAEMON_PID"; fi)
     timed "${args[@]}" ||
       die "$source: bench failed: $(jq -c '[.epochs[].first_error]' "$json" 2>/dev/null)"
-    cpu1=$([[ -n $DAEMON_PID ]] && cpu_seconds "$DAEMON_PID")
+    cpu1=$(if [[ -n $DAEMON_PID ]]; then cpu_seconds "$DAEMON_PID"; fi)
     cpu=$(awk -v a="$cpu0" -v b="$cpu1" -v n=$((FILES * REPEATS)) \
       'BEGIN { if (a != "" && b != "") printf "%.2f", (b - a) * 100000 / n; else printf "n/a" }')
     read -r fps mbs p50 p99 errs < <(jq -r "$JQ_MEDIAN"' [([.epochs[].files_per_s] | median),
