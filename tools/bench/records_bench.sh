@@ -169,7 +169,10 @@ EOF
     --out "$WORK/$tag.json" "${REPLAY[@]}" --block-dev "$PFS_DEV" --register ||
     log "$tag: the replay reported errors"
   rss=$(for p in $(cat "$PFS_MEMCG/cgroup.procs"); do
-    [[ $(cat "/proc/$p/comm" 2>/dev/null) == clairfs ]] && awk '/VmHWM/ {print $2}' "/proc/$p/status"
+    # Only the daemons: the control mount's auto_unmount helper (fusermount3) is there too.
+    if [[ $(cat "/proc/$p/comm" 2>/dev/null) == clairfs ]]; then
+      awk '/VmHWM/ {print $2}' "/proc/$p/status"
+    fi
   done | awk '{s += $1} END {printf "%.0f", s / 1024}')
   DAEMONS+="${DAEMONS:+, }chunk_size $chunk: peak RSS $rss MiB, OOM kills in the group so far $(pfs_oom_kills)"
   RUNS+=(--run "clairfs $chunk=$WORK/$tag.json")

@@ -238,7 +238,10 @@ EOF
     errors: (map(.errors | to_entries[] | select(.value > 0)) | from_entries)}' >"$WORK/$tag.clairfs.stats"
   # Peak RSS of the daemon(s): every clairfs process in the memory group.
   for i in $(cat "$PFS_MEMCG/cgroup.procs"); do
-    [[ $(cat "/proc/$i/comm" 2>/dev/null) == clairfs ]] && awk '/VmHWM/ {print $2}' "/proc/$i/status"
+    # Only the daemons: the control mount's auto_unmount helper (fusermount3) is there too.
+    if [[ $(cat "/proc/$i/comm" 2>/dev/null) == clairfs ]]; then
+      awk '/VmHWM/ {print $2}' "/proc/$i/status"
+    fi
   done | awk '{s += $1} END {printf "%.0f\n", s / 1024}' >"$WORK/$tag.clairfs.rss"
   pfs_oom_kills >"$WORK/$tag.clairfs.oom"
   teardown  # unmount, stop the daemon(s)
