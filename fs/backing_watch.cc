@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -80,7 +81,23 @@ void BackingWatch::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool BackingWatch::Watched(const std::string& path) const {
+  std::lock_guard lock(mu_);
+  return watched_.count(path) > 0;
+}
+
+bool BackingWatch::Quiet() const {
+  // The queue first: an event read from it since has draining_ set until it was applied.
+  int queued = 0;
+  if (ioctl(*inotify_, FIONREAD, &queued) != 0 || queued > 0) return false;
+  return !draining_.load() && !ended_.load();
+}
+
 void BackingWatch::Run() {
+  struct Ended {
+    std::atomic<bool>& flag;
+    ~Ended() { flag.store(true); }
+  } ended{ended_};
   for (;;) {
     {
       std::lock_guard lock(mu_);
@@ -100,7 +117,11 @@ void BackingWatch::Run() {
       uint64_t n;
       (void)!read(wake_fd_, &n, sizeof(n));
     }
-    if (fds[0].revents & POLLIN) Drain();
+    if (fds[0].revents & POLLIN) {
+      draining_.store(true);
+      Drain();
+      draining_.store(false);
+    }
   }
 }
 
@@ -134,6 +155,9 @@ void BackingWatch::AddPending() {
       continue;
     }
     // inotify gives one descriptor per directory: a later node of it takes the entry over.
+    std::lock_guard lock(mu_);
+    if (auto old = dirs_.find(wd.value()); old != dirs_.end()) Unwatched(old->second.path);
+    ++watched_[d.path];
     if (dirs_.insert_or_assign(wd.value(), std::move(d)).second) {
       counters_.directories.fetch_add(1, std::memory_order_relaxed);
     }
@@ -145,6 +169,8 @@ void BackingWatch::Drain() {
   std::set<std::pair<uint64_t, Scope>> nodes;
   std::set<std::string> paths_attr, paths_contents;
   std::set<std::pair<uint64_t, std::string>> entries;
+  std::set<std::string> changed;  // every path an event named (Hooks::changed)
+  bool lost = false;              // Hooks::lost
   alignas(inotify_event) char buf[64 * 1024];
   for (;;) {
     const ssize_t n = read(*inotify_, buf, sizeof(buf));
@@ -156,6 +182,7 @@ void BackingWatch::Drain() {
       counters_.events.fetch_add(1, std::memory_order_relaxed);
       if (ev->mask & IN_Q_OVERFLOW) {
         counters_.overflows.fetch_add(1, std::memory_order_relaxed);
+        lost = true;
         if (!overflow_logged_) {
           overflow_logged_ = true;
           spdlog::warn(
@@ -170,6 +197,7 @@ void BackingWatch::Drain() {
         {
           std::lock_guard lock(mu_);
           asked_.erase(dir->second.id);
+          Unwatched(dir->second.path);
         }
         dirs_.erase(dir);
         counters_.directories.fetch_sub(1, std::memory_order_relaxed);
@@ -181,10 +209,25 @@ void BackingWatch::Drain() {
         continue;
       }
       const std::string path = Child(dir->second.path, name);
-      if (ev->mask & kEntryEvents) entries.insert({dir->second.id, name});
+      if (ev->mask & kEntryEvents) {
+        entries.insert({dir->second.id, name});
+        changed.insert(path);
+        // A directory renamed or removed: what is under it is not watched under its path.
+        if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO))) {
+          std::lock_guard lock(mu_);
+          UnwatchedBelow(path);
+          lost = true;
+        }
+      }
       if (ev->mask & kContentEvents) paths_contents.insert(path);
       if (ev->mask & kAttributeEvents) paths_attr.insert(path);
     }
+  }
+  if (lost && hooks_.lost) hooks_.lost();
+  if (hooks_.changed) {
+    for (const std::string& p : paths_contents) hooks_.changed(p);
+    for (const std::string& p : paths_attr) hooks_.changed(p);
+    for (const std::string& p : changed) hooks_.changed(p);
   }
   // Objects are found by what their path names now (Hooks::node_of, a stat on the store): a
   // path that names nothing any more has had its entry dropped above.
@@ -203,6 +246,18 @@ void BackingWatch::Drain() {
     hooks_.invalidate_entry(parent, name);
     counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void BackingWatch::Unwatched(const std::string& path) {
+  auto it = watched_.find(path);
+  if (it != watched_.end() && --it->second <= 0) watched_.erase(it);
+}
+
+void BackingWatch::UnwatchedBelow(const std::string& path) {
+  const std::string prefix = path + "/";
+  std::erase_if(watched_, [&](const auto& w) {
+    return w.first == path || w.first.compare(0, prefix.size(), prefix) == 0;
+  });
 }
 
 }  // namespace clairfs

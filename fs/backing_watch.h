@@ -56,6 +56,12 @@ class BackingWatch {
     std::function<void(uint64_t id, Scope scope)> invalidate;
     // Makes the kernel drop its entry for name in directory node parent.
     std::function<void(uint64_t parent, const std::string& name)> invalidate_entry;
+    // Optional. The object at path (dataset relative) changed: called for every path an event
+    // names, before the kernel is told.
+    std::function<void(const std::string& path)> changed;
+    // Optional. Changes may have gone unreported: events were lost, or a directory was
+    // renamed or removed (the names under it are not watched under their new paths).
+    std::function<void()> lost;
   };
 
   using Counters = Stats::Watch;
@@ -74,6 +80,14 @@ class BackingWatch {
   void Watch(uint64_t dir_id, const std::string& path);
   // Ends the thread; it returns within the store deadline of a watch being added.
   void Stop();
+  // Whether changes to the names in directory path ("" the root) are reported from now on: a
+  // watch on it was added and it was not renamed or removed since. Thread-safe.
+  bool Watched(const std::string& path) const;
+  // Whether every event the kernel queued before this call has been read and applied (its
+  // hooks called): false while any is unread or being applied, and once the thread ended. The
+  // kernel queues a change's event before the call that made it returns. Thread-safe,
+  // lock-free: one ioctl.
+  bool Quiet() const;
   const Counters& counters() const { return counters_; }
 
  private:
@@ -82,6 +96,10 @@ class BackingWatch {
   void Run();
   void AddPending();
   void Drain();  // reads and applies the events available now
+  // Under mu_: one watch descriptor of the directory at path went; every watched path at or
+  // below path stops counting as watched.
+  void Unwatched(const std::string& path);
+  void UnwatchedBelow(const std::string& path);
 
   struct Dir {
     uint64_t id;
@@ -92,11 +110,16 @@ class BackingWatch {
   const std::shared_ptr<const int> inotify_;  // shared with abandoned WatchDir calls
   const int wake_fd_;                         // an eventfd: Watch() and Stop() wake the thread
   Counters& counters_;
-  // Lock order: mu_ is a leaf. Guards pending_, asked_ and stopping_.
-  std::mutex mu_;
+  // Lock order: mu_ is a leaf. Guards pending_, asked_, watched_ and stopping_.
+  mutable std::mutex mu_;
   std::vector<Dir> pending_;
   std::unordered_set<uint64_t> asked_;  // dir ids asked for (watched or pending)
+  // Paths of the directories watched (Watched), with how many watch descriptors name each.
+  std::unordered_map<std::string, int> watched_;
   bool stopping_ = false;
+  // Set while the thread reads and applies events; cleared when it ends (then never quiet).
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> ended_{false};
   std::unordered_map<int, Dir> dirs_;  // by watch descriptor; the thread's own
   bool refused_logged_ = false;        // the thread's own
   bool overflow_logged_ = false;       // the thread's own

@@ -51,7 +51,25 @@ class Recorder {
       entries_.insert({parent, name});
       cv_.notify_all();
     };
+    h.changed = [this](const std::string& path) {
+      std::lock_guard lock(mu_);
+      changed_.insert(path);
+      cv_.notify_all();
+    };
+    h.lost = [this] {
+      std::lock_guard lock(mu_);
+      ++lost_;
+      cv_.notify_all();
+    };
     return h;
+  }
+  bool AwaitChanged(const std::string& path) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 10s, [&] { return changed_.count(path) > 0; });
+  }
+  bool AwaitLost() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 10s, [&] { return lost_ > 0; });
   }
   // Waits (10 s at most) until node id was invalidated with scope.
   bool AwaitNode(uint64_t id, Scope scope) {
@@ -62,10 +80,15 @@ class Recorder {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, 10s, [&] { return entries_.count({parent, name}) > 0; });
   }
+  bool Changed(const std::string& path) {
+    std::lock_guard lock(mu_);
+    return changed_.count(path) > 0;
+  }
   void Clear() {
     std::lock_guard lock(mu_);
     nodes_.clear();
     entries_.clear();
+    changed_.clear();
   }
 
  private:
@@ -74,6 +97,8 @@ class Recorder {
   std::map<std::string, uint64_t> ids_;
   std::set<std::pair<uint64_t, Scope>> nodes_;
   std::set<std::pair<uint64_t, std::string>> entries_;
+  std::set<std::string> changed_;
+  int lost_ = 0;
 };
 
 class BackingWatchTest : public ::testing::Test {
@@ -159,6 +184,46 @@ TEST_F(BackingWatchTest, ADirectoryThatGoesIsForgottenAndAskedForAgain) {
   AwaitWatches(2);
   WriteFile(Path("d/b"), "b");
   EXPECT_TRUE(rec_.AwaitEntry(50, "b"));
+}
+
+// What StatAhead relies on: a change made through this node is queued before the call that
+// made it returns, so Quiet() is false from then until the changed hook named its path.
+TEST_F(BackingWatchTest, QuietOnlyOnceEveryQueuedChangeWasReported) {
+  watch_->Watch(50, "d");
+  AwaitWatches(2);
+  EXPECT_TRUE(watch_->Watched(""));
+  EXPECT_TRUE(watch_->Watched("d"));
+  EXPECT_FALSE(watch_->Watched("e"));
+  for (int i = 0; i < 50; ++i) {
+    rec_.Clear();
+    WriteFile(Path("d/a"), "changed " + std::to_string(i));
+    // Right after the write: either not quiet, or the change was already reported.
+    const bool quiet = watch_->Quiet();
+    EXPECT_TRUE(!quiet || rec_.Changed("d/a")) << i;
+    EXPECT_TRUE(rec_.AwaitChanged("d/a")) << i;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!watch_->Quiet()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "never quiet";
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+TEST_F(BackingWatchTest, ADirectoryRenamedIsNoLongerWatchedUnderItsPath) {
+  watch_->Watch(50, "d");
+  AwaitWatches(2);
+  ASSERT_EQ(std::rename(Path("d").c_str(), Path("e").c_str()), 0);
+  EXPECT_TRUE(rec_.AwaitLost());
+  EXPECT_TRUE(rec_.AwaitChanged("d"));
+  EXPECT_FALSE(watch_->Watched("d"));
+  EXPECT_FALSE(watch_->Watched("e"));  // watched again only once looked up there
+  EXPECT_TRUE(watch_->Watched(""));
+}
+
+TEST_F(BackingWatchTest, NeverQuietOnceStopped) {
+  AwaitWatches(1);
+  watch_->Stop();
+  EXPECT_FALSE(watch_->Quiet());
 }
 
 TEST_F(BackingWatchTest, APathThatIsNotADirectoryIsRefusedAndCounted) {
