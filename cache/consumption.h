@@ -51,6 +51,8 @@ class Consumption {
   // Whether pos was consumed (not given up).
   bool consumed(uint32_t pos) const { return (consumed_[pos >> 6] >> (pos & 63)) & 1; }
   uint32_t low() const { return low_; }
+  // One past the furthest consumed position.
+  uint32_t high() const { return high_; }
   uint32_t positions() const { return static_cast<uint32_t>(seq_.size()); }
   uint64_t epoch() const;
   uint64_t epochs() const { return epoch_begin_.size(); }
@@ -62,15 +64,15 @@ class Consumption {
   void Advance();
 
   const uint32_t lag_;
-  PositionList seq_;                  // the stream's positions (shared with the plan)
+  PositionList seq_;  // the stream's positions (shared with the plan)
   std::vector<uint32_t> epoch_begin_;
-  std::vector<uint64_t> consumed_;    // one bit per position
-  std::vector<uint32_t> next_use_;    // per object: earliest not-done indexed position, or kNoPos
-  std::vector<uint32_t> last_;        // per object: its last indexed position (valid while
-                                      // next_use_ is set)
-  std::vector<uint32_t> last_pos_;    // per object: its last not-consumed position, or kNoPos
-  std::deque<uint32_t> link_;         // per position in [low_, horizon_): the object's next
-                                      // indexed not-consumed position, or kNoPos
+  std::vector<uint64_t> consumed_;  // one bit per position
+  std::vector<uint32_t> next_use_;  // per object: earliest not-done indexed position, or kNoPos
+  std::vector<uint32_t> last_;      // per object: its last indexed position (valid while
+                                    // next_use_ is set)
+  std::vector<uint32_t> last_pos_;  // per object: its last not-consumed position, or kNoPos
+  std::deque<uint32_t> link_;       // per position in [low_, horizon_): the object's next
+                                    // indexed not-consumed position, or kNoPos
   uint32_t low_ = 0;
   uint32_t high_ = 0;      // one past the furthest consumed position
   uint32_t horizon_ = 0;   // positions below it are indexed; low_ <= high_ <= horizon_

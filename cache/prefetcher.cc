@@ -250,10 +250,11 @@ PrefetchProgress Prefetcher::progress() const {
 void Prefetcher::Stale(std::string_view key) {
   stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
   if (uint64_t more = 0; stale_log_.Allow(&more)) {
-    spdlog::warn("{} changed since the plan was made (size, mtime, ctime or inode number): read "
-                 "from the backing store, never from a cached copy; register the plan again to "
-                 "cache the new version{}",
-                 DisplayKey(key), more ? fmt::format(" ({} more since the last line)", more) : "");
+    spdlog::warn(
+        "{} changed since the plan was made (size, mtime, ctime or inode number): read "
+        "from the backing store, never from a cached copy; register the plan again to "
+        "cache the new version{}",
+        DisplayKey(key), more ? fmt::format(" ({} more since the last line)", more) : "");
   }
 }
 
@@ -270,10 +271,11 @@ bool Prefetcher::StoreInTier(size_t t, const std::string& key, const BlobPtr& bl
   if (s.code() == Code::kNoSpace) {
     stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
     if (uint64_t more = 0; full_log_.Allow(&more)) {
-      spdlog::warn("tier {} is full: {} not stored there ({}); it is read from slower "
-                   "sources{}",
-                   tiers_.tier(t).name(), DisplayKey(key), s.message(),
-                   more ? fmt::format(" ({} more since the last line)", more) : "");
+      spdlog::warn(
+          "tier {} is full: {} not stored there ({}); it is read from slower "
+          "sources{}",
+          tiers_.tier(t).name(), DisplayKey(key), s.message(),
+          more ? fmt::format(" ({} more since the last line)", more) : "");
     }
   }
   if (s.ok() && keep != kNotKept && from != keep) keeper_.Enqueue(key, blob->version(), keep);
@@ -406,6 +408,22 @@ int Prefetcher::Attribute(uint32_t id) {
   return best;
 }
 
+void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths) const {
+  std::lock_guard lock(mu_);
+  if (!plan_ || hold_) return;
+  for (size_t s = 0; s < consumption_.size() && s < plan_->streams.size(); ++s) {
+    const Consumption& c = consumption_[s];
+    const PositionList& seq = plan_->streams[s].sequence;
+    const uint32_t back = ahead / 4;
+    const uint32_t from = std::max(c.low(), c.high() > back ? c.high() - back : 0);
+    const uint64_t to = std::min<uint64_t>(seq.size(), uint64_t{from} + ahead);
+    for (uint64_t pos = from; pos < to; ++pos) {
+      if (c.done(static_cast<uint32_t>(pos))) continue;
+      paths->emplace_back(plan_->objects[seq[pos]].path());
+    }
+  }
+}
+
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version,
                                     bool consume) {
   if (consume) stats_->file_reads.fetch_add(1, std::memory_order_relaxed);
@@ -434,6 +452,7 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
   Placement place = kDirect;
   StagingWindow::Hit staged;
   bool freed = false;
+  bool consumed = false;
   {
     std::lock_guard lock(mu_);
     const uint32_t id = plan_ ? plan_->Find(key) : kNoPos;
@@ -464,7 +483,7 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
       const uint32_t low = consumption_[s].low();
       pos = consumption_[s].Consume(id);
       active_[s] = Clock::now();
-      seen.consumed = pos != kNoPos;
+      seen.consumed = consumed = pos != kNoPos;
       if (seen.consumed) seen.ahead = pos - low;
     }
     if (consume) Watch(seen);
@@ -478,6 +497,7 @@ Result<OpenResult> Prefetcher::Serve(const std::string& key, const FileVersion& 
     place = o.place;
   }
   if (staged.freed || freed) staging_cv_.notify_all();
+  if (consumed && consumed_hook_) consumed_hook_();
   if (place == kDirect) return out;
   // Counted once per object read: a reader's further reads of the chunk it is in are not.
   auto count = [&](Stats::Counter& c) {

@@ -89,27 +89,27 @@ struct OpenResult {
     kTier,
     kStaging,
     kBacking,
-    kDirect,   // no blob: the caller reads the backing file itself
+    kDirect,  // no blob: the caller reads the backing file itself
     kPeer,
     kChunked,  // (Open) a chunked file the plan holds: read it with ReadChunk
   };
   Source source = Source::kDirect;
-  size_t tier = 0;  // with kTier: which tier (0: fastest)
-  BlobPtr blob;     // the object's bytes; null with kDirect and kChunked
-  ByteRange range;  // (ReadChunk) the chunk's range of the file, also with kDirect
+  size_t tier = 0;     // with kTier: which tier (0: fastest)
+  BlobPtr blob;        // the object's bytes; null with kDirect and kChunked
+  ByteRange range;     // (ReadChunk) the chunk's range of the file, also with kDirect
   uint64_t chunk = 0;  // (Open, kChunked) the file's grid
 };
 
 // The node's progress: sums over its streams, and each stream's.
 struct PrefetchProgress {
-  uint64_t planned_files = 0;    // distinct files in the active plan
-  uint64_t planned_objects = 0;  // objects (files and chunks) in the active plan
-  uint64_t epoch = 0;            // the lowest of the streams' 0-based epochs
-  uint64_t position = 0;         // positions consumed or given up, summed over streams
-  uint64_t positions = 0;        // object reads in all access strings
-  uint64_t entries = 0;          // manifest entries
-  uint64_t given_up = 0;         // positions given up (Consumption)
-  uint64_t staging_bytes = 0;    // bytes held or reserved by the staging window
+  uint64_t planned_files = 0;           // distinct files in the active plan
+  uint64_t planned_objects = 0;         // objects (files and chunks) in the active plan
+  uint64_t epoch = 0;                   // the lowest of the streams' 0-based epochs
+  uint64_t position = 0;                // positions consumed or given up, summed over streams
+  uint64_t positions = 0;               // object reads in all access strings
+  uint64_t entries = 0;                 // manifest entries
+  uint64_t given_up = 0;                // positions given up (Consumption)
+  uint64_t staging_bytes = 0;           // bytes held or reserved by the staging window
   std::vector<StreamProgress> streams;  // in the plan's (name) order
   std::vector<ReadWarning> warnings;    // raised by ReadWatch and not cleared
 };
@@ -125,6 +125,9 @@ class Prefetcher {
 
   // Before Start().
   void SetCluster(ClusterHooks hooks);
+  // Before Start(): hook is called after each read that consumed a planned position, with no
+  // lock of the prefetcher's held (StatAhead::Consumed).
+  void SetConsumeHook(std::function<void()> hook) { consumed_hook_ = std::move(hook); }
   void Start();
   // Stops and joins every thread; waiting readers get kUnavailable or kTimedOut, every flight
   // is finished. Idempotent.
@@ -168,18 +171,22 @@ class Prefetcher {
     return tiers_.Get(key, version);
   }
 
+  // Appends to *paths the file of each position in each stream's next `ahead` positions not
+  // done yet, from ahead / 4 behind its furthest consumed position (readers run a little out
+  // of order). Thread-safe (StatAhead::Hooks::upcoming).
+  void Upcoming(uint32_t ahead, std::vector<std::string>* paths) const;
+
   // A reader opened path, whose backing file is now at version: consumes and serves the
   // file's object if the plan has the file as one; kChunked if the plan holds chunks of it at
   // this version; else kDirect. consume false: serves without consuming, and without counting
   // in file_reads (a read of the file already counted). Thread-safe.
-  Result<OpenResult> Open(const std::string& path, const FileVersion& version,
-                          bool consume = true);
+  Result<OpenResult> Open(const std::string& path, const FileVersion& version, bool consume = true);
   // A reader of chunked file path (opened at version, kChunked) reads at offset: the chunk of
   // the file's grid in the active plan holding offset, served like Open serves an object, or
-  // kDirect if the plan has no such chunk. consume: this is the reader's first read of the chunk since
-  // its previous one (an object read). Thread-safe.
-  Result<OpenResult> ReadChunk(const std::string& path, const FileVersion& version,
-                               uint64_t offset, bool consume);
+  // kDirect if the plan has no such chunk. consume: this is the reader's first read of the chunk
+  // since its previous one (an object read). Thread-safe.
+  Result<OpenResult> ReadChunk(const std::string& path, const FileVersion& version, uint64_t offset,
+                               bool consume);
 
  private:
   void InstallLocked(std::shared_ptr<Plan> plan, bool replan);
@@ -217,6 +224,7 @@ class Prefetcher {
   FetchPool pool_;
   KeepWriter keeper_;
   ClusterHooks cluster_;
+  std::function<void()> consumed_hook_;  // set before Start()
 
   // Lock order: install_mu_, then (one at a time, never under mu_) TierStack's gates, then
   // mu_, then FetchPool::mu_, SingleFlight's lock, a Flight's lock. Tiers' own locks, the
@@ -231,14 +239,14 @@ class Prefetcher {
   bool hold_ = false;        // placement pending (ClusterHooks::place returned false)
   uint64_t generation_ = 0;  // bumped by every publish; stale staging results are dropped
   std::shared_ptr<const Plan> plan_;
-  std::vector<Consumption> consumption_;  // per stream of plan_, in its order
+  std::vector<Consumption> consumption_;                       // per stream of plan_, in its order
   std::vector<std::chrono::steady_clock::time_point> active_;  // per stream: last read/register
   StagingWindow window_;
-  ReadWatch watch_;  // logs under mu_: each warning once per plan
-  LogLimit stale_log_;  // files changed since the plan was made
-  LogLimit full_log_;   // stores refused by a full tier
+  ReadWatch watch_;                  // logs under mu_: each warning once per plan
+  LogLimit stale_log_;               // files changed since the plan was made
+  LogLimit full_log_;                // stores refused by a full tier
   std::condition_variable reap_cv_;  // stop
-  std::vector<size_t> tier_next_;  // per tier: next index into plan_->tier_order
+  std::vector<size_t> tier_next_;    // per tier: next index into plan_->tier_order
   std::vector<std::thread> threads_;
 };
 

@@ -70,6 +70,14 @@ struct Stats {
     Counter overflows{0};      // event queues lost (IN_Q_OVERFLOW)
   } watch;
 
+  // Versions checked ahead of the reads (cache/stat_ahead.h, fuse.open_mode none).
+  struct StatAhead {
+    Counter batches{0};  // backing-store calls made ahead (each many stats)
+    Counter stats{0};    // stats recorded by them
+    Counter used{0};     // reads that took their file's version from one (no call of their own)
+    Counter missed{0};   // reads that found none usable and made their own
+  } stat_ahead;
+
   // Access (fs/access.h): refusals beyond the kernel's own permission check.
   Counter open_denied{0};     // dataset opens the open-time access re-check refused (EACCES)
   Counter control_denied{0};  // opens of .clairfs/manifest for writing by a non-owner refused

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -17,7 +18,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -110,10 +110,9 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   if (!root || root.IsNull()) return Status::Ok();
   CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log", "control", "warn"}));
   if (const auto k = root["cluster"]) {
-    CLAIRFS_TRY(CheckKeys(
-        k, "cluster",
-        {"enabled", "plan_timeout", "peer_timeout", "down_for", "serve_threads",
-         "backing_advantage"}));
+    CLAIRFS_TRY(CheckKeys(k, "cluster",
+                          {"enabled", "plan_timeout", "peer_timeout", "down_for", "serve_threads",
+                           "backing_advantage"}));
     CLAIRFS_TRY(Get(k, "enabled", "cluster.enabled", &c->cluster.enabled));
     CLAIRFS_TRY(Get(k, "plan_timeout", "cluster.plan_timeout", &c->cluster.plan_timeout));
     CLAIRFS_TRY(Get(k, "peer_timeout", "cluster.peer_timeout", &c->cluster.peer_timeout));
@@ -123,15 +122,16 @@ Status ParseInto(const YAML::Node& root, Config* c) {
         Get(k, "backing_advantage", "cluster.backing_advantage", &c->cluster.backing_advantage));
   }
   if (const auto f = root["fuse"]) {
-    CLAIRFS_TRY(CheckKeys(
-        f, "fuse",
-        {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check", "open_mode",
-         "watch_backing"}));
+    CLAIRFS_TRY(CheckKeys(f, "fuse",
+                          {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check",
+                           "open_mode", "watch_backing", "stat_ahead", "stat_max_age"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
     CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
     CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
     CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));
     CLAIRFS_TRY(Get(f, "watch_backing", "fuse.watch_backing", &c->fuse.watch_backing));
+    CLAIRFS_TRY(Get(f, "stat_ahead", "fuse.stat_ahead", &c->fuse.stat_ahead));
+    CLAIRFS_TRY(Get(f, "stat_max_age", "fuse.stat_max_age", &c->fuse.stat_max_age));
     CLAIRFS_TRY(GetAccessCheck(f, &c->fuse.access_check));
     CLAIRFS_TRY(GetOpenMode(f, c->fuse.keep_cache, &c->fuse.open_mode));
   }
@@ -141,10 +141,11 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     if (k["group"] && c->fuse.control_group.empty()) return Bad("control.group", "is empty");
   }
   if (const auto k = root["cache"]) {
-    CLAIRFS_TRY(CheckKeys(k, "cache",
-                          {"tiers", "staging", "demand_threads", "fetch_timeout", "chunk_size",
-                           "record_chunk_size", "consumption_lag", "page_cache_lag", "backing_timeout", "max_file_size",
-                           "stream_idle", "max_streams", "keep_copies"}));
+    CLAIRFS_TRY(
+        CheckKeys(k, "cache",
+                  {"tiers", "staging", "demand_threads", "fetch_timeout", "chunk_size",
+                   "record_chunk_size", "consumption_lag", "page_cache_lag", "backing_timeout",
+                   "max_file_size", "stream_idle", "max_streams", "keep_copies"}));
     if (k["max_file_size"]) {
       return Bad("cache.max_file_size",
                  "was removed: files of any size are now cached, in chunks of cache.chunk_size; "
@@ -172,9 +173,10 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &c->cache.demand_threads));
     CLAIRFS_TRY(Get(k, "fetch_timeout", "cache.fetch_timeout", &c->cache.fetch_timeout));
     CLAIRFS_TRY(GetSize(k, "chunk_size", "cache.chunk_size", &c->cache.chunk_size));
-    if (!k["chunk_size"]) c->cache.chunk_size = std::min(c->cache.chunk_size, c->cache.staging_capacity);
-    CLAIRFS_TRY(GetSize(k, "record_chunk_size", "cache.record_chunk_size",
-                        &c->cache.record_chunk_size));
+    if (!k["chunk_size"])
+      c->cache.chunk_size = std::min(c->cache.chunk_size, c->cache.staging_capacity);
+    CLAIRFS_TRY(
+        GetSize(k, "record_chunk_size", "cache.record_chunk_size", &c->cache.record_chunk_size));
     if (!k["record_chunk_size"]) {
       c->cache.record_chunk_size = std::min(c->cache.record_chunk_size, c->cache.staging_capacity);
     }
@@ -289,6 +291,9 @@ Status Config::Validate() const {
   CLAIRFS_TRY(InRange("fuse.threads", fuse.threads, 1, 1024));
   CLAIRFS_TRY(InRange("fuse.entry_timeout", fuse.entry_timeout, 0.0, kDay, "seconds"));
   CLAIRFS_TRY(InRange("fuse.attr_timeout", fuse.attr_timeout, 0.0, kDay, "seconds"));
+  CLAIRFS_TRY(InRange<uint32_t>("fuse.stat_ahead", fuse.stat_ahead, 0, 1u << 20, "positions"));
+  // A stat older than a minute says little about the file; below a millisecond none is used.
+  CLAIRFS_TRY(InRange("fuse.stat_max_age", fuse.stat_max_age, 0.001, 60.0, "seconds"));
   if (cache.tiers.size() > 4) return Bad("cache.tiers", "at most 4 tiers");
   for (size_t i = 0; i < cache.tiers.size(); ++i) {
     const std::string at = "cache.tiers[" + std::to_string(i) + "]";
@@ -302,15 +307,14 @@ Status Config::Validate() const {
     CLAIRFS_TRY(InRange<uint64_t>(at + ".capacity", t.capacity, 0, kMaxBytes, "bytes"));
   }
   CLAIRFS_TRY(InRange("cache.staging.threads", cache.staging_threads, 0, 256));
-  CLAIRFS_TRY(
-      InRange<uint64_t>("cache.staging.capacity", cache.staging_capacity, 64ull << 10, kMaxBytes,
-                        "bytes"));
+  CLAIRFS_TRY(InRange<uint64_t>("cache.staging.capacity", cache.staging_capacity, 64ull << 10,
+                                kMaxBytes, "bytes"));
   CLAIRFS_TRY(InRange("cache.demand_threads", cache.demand_threads, 1, 256));
   CLAIRFS_TRY(InRange("cache.fetch_timeout", cache.fetch_timeout, 0.01, kDay, "seconds"));
   // Below 0.1 s a busy disk would fail healthy calls; above an hour a stall is never noticed.
   CLAIRFS_TRY(InRange("cache.backing_timeout", cache.backing_timeout, 0.1, 3600.0, "seconds"));
-  CLAIRFS_TRY(InRange<uint64_t>("cache.chunk_size", cache.chunk_size, 64ull << 10, 1ull << 30,
-                                "bytes"));
+  CLAIRFS_TRY(
+      InRange<uint64_t>("cache.chunk_size", cache.chunk_size, 64ull << 10, 1ull << 30, "bytes"));
   if (cache.chunk_size > cache.staging_capacity) {
     return Bad("cache.chunk_size", "is larger than cache.staging.capacity (" +
                                        std::to_string(cache.staging_capacity) +
@@ -323,8 +327,8 @@ Status Config::Validate() const {
                                               std::to_string(cache.staging_capacity) +
                                               " bytes): the staging window must hold a chunk");
   }
-  CLAIRFS_TRY(InRange<uint32_t>("cache.page_cache_lag", cache.page_cache_lag, 1, 1u << 30,
-                                "object reads"));
+  CLAIRFS_TRY(
+      InRange<uint32_t>("cache.page_cache_lag", cache.page_cache_lag, 1, 1u << 30, "object reads"));
   CLAIRFS_TRY(InRange<uint32_t>("cache.consumption_lag", cache.consumption_lag, 1, 1u << 30,
                                 "object reads"));
   if (cache.stream_idle != 0) {
@@ -580,15 +584,16 @@ Result<Config> LoadConfig(const std::string& path, const std::vector<ConfigOverr
     YAML::Node root = YAML::Load(text);
     if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
     if (!root.IsMap()) {
-      return Status::Error(Code::kInvalidArgument, where + "config key '(top level)': must be a mapping");
+      return Status::Error(Code::kInvalidArgument,
+                           where + "config key '(top level)': must be a mapping");
     }
     for (const auto& o : overrides) {
       if (Status s = SetKey(root, o); !s.ok()) return s;
     }
     Config c;
     if (Status s = ParseInto(root, &c); !s.ok()) {
-      return Status::Error(s.code(), (overrides.empty() ? where : where + "(with the -o keys) ") +
-                                         s.message());
+      return Status::Error(
+          s.code(), (overrides.empty() ? where : where + "(with the -o keys) ") + s.message());
     }
     return c;
   } catch (const YAML::Exception& e) {

@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <iterator>
 #include <vector>
@@ -137,53 +139,6 @@ void ClairFs::InvalidateAttrs(fuse_ino_t ino) {
   }
 }
 
-void ClairFs::StartWatch() {
-  // per_open: every open reaches the daemon, which checks the version and the caller's access.
-  if (!options_.watch_backing || options_.open_mode != OpenMode::kNone) return;
-  BackingWatch::Hooks hooks;
-  hooks.node_of = [this](const std::string& path) -> uint64_t {
-    struct stat st;
-    uint64_t id = 0;
-    InodeTable::NodeInfo info;
-    if (!backing_.Lstat(path, &st).ok() || !inodes_.Keyed(st.st_dev, st.st_ino, &id, &info)) {
-      return 0;
-    }
-    return id;
-  };
-  hooks.invalidate = [this](uint64_t id, BackingWatch::Scope scope) {
-    fuse_session* se = session_.load(std::memory_order_acquire);
-    if (!se) return;
-    // Attributes only (offset -1), or with every page of the file (offset 0, length 0). The
-    // kernel forgets the node's cached ACLs with its attributes.
-    const off_t off = scope == BackingWatch::Scope::kContents ? 0 : -1;
-    const int rc = fuse_lowlevel_notify_inval_inode(se, id, off, 0);
-    if (rc != 0 && rc != -ENOENT) {
-      spdlog::debug("invalidation of node {}: {}", id, std::strerror(-rc));
-    }
-  };
-  hooks.invalidate_entry = [this](uint64_t parent, const std::string& name) {
-    fuse_session* se = session_.load(std::memory_order_acquire);
-    if (!se) return;
-    const int rc = fuse_lowlevel_notify_inval_entry(se, parent, name.c_str(), name.size());
-    if (rc != 0 && rc != -ENOENT) {
-      spdlog::debug("invalidation of '{}' in node {}: {}", name, parent, std::strerror(-rc));
-    }
-  };
-  auto w = BackingWatch::Start(backing_, std::move(hooks), FUSE_ROOT_ID, stats_.watch);
-  if (!w.ok()) {
-    spdlog::warn(
-        "cannot watch the dataset for changes ({}): the kernel notices them only "
-        "after fuse.attr_timeout / entry_timeout",
-        w.status().message());
-    return;
-  }
-  watch_ = std::move(w.value());
-}
-
-void ClairFs::StopWatch() {
-  if (watch_) watch_->Stop();
-}
-
 bool ClairFs::Visible(const std::string& path, const struct stat& st) {
   if (!S_ISLNK(st.st_mode)) return true;
   PathResolver resolver(backing_, aliases_);
@@ -313,9 +268,14 @@ ClairFs::Bound ClairFs::Bind(fuse_req_t req, fuse_ino_t ino, const InodeTable::N
   // a tier holds a blob of exactly that version, it is served and no descriptor is opened. Else
   // the file is opened (O_NONBLOCK, so that a FIFO swapped in for it never blocks) and every
   // later byte comes from that descriptor, of the version its fstat reports.
+  // A stat made ahead of this read (cache/stat_ahead.h) stands for one made now when the
+  // backing watch vouches that nothing changed the file since.
   h->dataset = true;
   struct stat st;
-  Status looked = backing_.Lstat(node.path, &st);
+  Status looked = Status::Ok();
+  if (!ahead_ || !ahead_->Recent(node.path, &st) || !node.Names(st)) {
+    looked = backing_.Lstat(node.path, &st);
+  }
   if (!looked.ok() && StoreUnreachable(looked)) {
     return BindUnverified(req, ino, node, h, seen, looked) ? Bound::kUnverified : Bound::kReplied;
   }

@@ -16,6 +16,7 @@
 #include "cache/backing.h"
 #include "cache/log_limit.h"
 #include "cache/prefetcher.h"
+#include "cache/stat_ahead.h"
 #include "cache/stats.h"
 #include "fs/access.h"
 #include "fs/backing_watch.h"
@@ -39,9 +40,11 @@ class ClairFs {
   // The session serving this object, for notifications to the kernel; set right after
   // fuse_session_new, before the session loop runs.
   void SetSession(fuse_session* se) { session_.store(se, std::memory_order_release); }
-  // With fuse.watch_backing and open_mode none: starts the watch of the backing store (fs/backing_watch.h), after
-  // any daemonizing fork and before the session loop; a failure is logged and leaves the
-  // kernel's caches to their timeouts. StopWatch: after the session loop and backing.Stop().
+  // With fuse.watch_backing and open_mode none: starts the watch of the backing store
+  // (fs/backing_watch.h) and, with fuse.stat_ahead, the stats ahead of the reads it vouches
+  // for (cache/stat_ahead.h), after any daemonizing fork and before the prefetcher starts and
+  // the session loop runs; a failure is logged and leaves the kernel's caches to their
+  // timeouts. StopWatch: after the session loop and backing.Stop().
   void StartWatch();
   void StopWatch();
 
@@ -120,8 +123,10 @@ class ClairFs {
   const FsOptions options_;
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
-  NodeReads node_reads_;  // fuse.open_mode none: contents of the files being read
+  NodeReads node_reads_;                 // fuse.open_mode none: contents of the files being read
   std::unique_ptr<BackingWatch> watch_;  // set before the session loop runs, reset after it
+  // Set with watch_ (fuse.stat_ahead > 0), before the session loop; stopped with it.
+  std::unique_ptr<StatAhead> ahead_;
   AccessPolicy& access_;
   const std::string control_target_;
   uid_t uid_;

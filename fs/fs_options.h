@@ -32,6 +32,10 @@ struct FsOptions {
   // fuse.watch_backing, with open_mode none: changes made on this node count at the next open
   // (fs/backing_watch.h)
   bool watch_backing = true;
+  // fuse.stat_ahead, fuse.stat_max_age, with the watch running: versions checked ahead of the
+  // reads (cache/stat_ahead.h); 0 positions: each read checks its own.
+  uint32_t stat_ahead = 256;
+  double stat_max_age = 1.0;         // seconds
   std::string control_group;         // control.group: its members may write .clairfs/manifest too
   std::optional<gid_t> control_gid;  // control_group's id, resolved at start; none: owner only
 };

@@ -263,6 +263,14 @@ void Watch(Exposition& e, const json& s) {
       "Directory watches that could not be added (their changes count after the timeouts).");
   One(e, s, "clairfs_watch_overflows_total", Type::kCounter, "/watch/overflows",
       "Change event queues lost (their changes count after the timeouts).");
+  One(e, s, "clairfs_stat_ahead_batches_total", Type::kCounter, "/stat_ahead/batches",
+      "Backing-store calls statting the files the plan reads next (open_mode none).");
+  One(e, s, "clairfs_stat_ahead_stats_total", Type::kCounter, "/stat_ahead/stats",
+      "File versions recorded by those calls.");
+  One(e, s, "clairfs_stat_ahead_used_total", Type::kCounter, "/stat_ahead/used",
+      "Reads that took their file's version from a stat made ahead (no call of their own).");
+  One(e, s, "clairfs_stat_ahead_missed_total", Type::kCounter, "/stat_ahead/missed",
+      "Reads that found no usable stat made ahead and made their own.");
 }
 
 void Warnings(Exposition& e, const json& s) {

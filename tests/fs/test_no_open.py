@@ -202,3 +202,47 @@ class NoOpenTest(ClairfsCase):
             self.assertIn("clairfs_watch_invalidations_total",
                           self.control_read(mnt, "metrics"))
         self.assertEqual(results, {True: False, False: True})
+
+    def test_versions_checked_ahead_spare_the_reads_a_stat_and_a_change_counts_at_once(self):
+        # fuse.stat_ahead (cache/stat_ahead.h): the files the plan reads next are statted in
+        # batches ahead of the reads, so a read that misses the page cache waits for no stat of
+        # its own. A file changed on this node after its stat was made is still read at its
+        # new version by the very next read: the watch reports the change before the write
+        # returns, and a stat made ahead is not used from then on.
+        n = 40
+        ds = os.path.join(self.tmpdir("ahead"), "ds")  # its own: a file is changed
+        files = {rel: self.files[rel] for rel in self.order[:n]}
+        for rel, data in files.items():
+            os.makedirs(os.path.dirname(os.path.join(ds, rel)), exist_ok=True)
+            tu.write_file(os.path.join(ds, rel), data)
+        order = self.order[:n]
+        mnt = os.path.join(self.tmpdir("mnt"), "m")
+        os.mkdir(mnt)
+        self.mount(ds, mnt, cfg=no_open(ram="64MiB", staging="4MiB"))
+        self.write_manifest(mnt, "".join("#epoch\n" + "\n".join(order) + "\n" for _ in range(3)))
+        harness.wait_for(lambda: sum(t["bytes"] for t in self.stats(mnt)["tiers"]) >=
+                         sum(len(d) for d in files.values()), 30, "the RAM tier to fill")
+        for rel in order:  # epoch 1, then out of the page cache
+            self.assertTrue(self.read(mnt, rel) == files[rel], rel)
+            self.evict(mnt, rel)
+        before = self.stats(mnt)
+        for rel in order:  # epoch 2: every read reaches the daemon
+            self.assertTrue(self.read(mnt, rel) == files[rel], rel)
+            self.evict(mnt, rel)
+        after = self.stats(mnt)
+        used = after["stat_ahead"]["used"] - before["stat_ahead"]["used"]
+        self.assertGreaterEqual(used, n // 2, after["stat_ahead"])
+        self.assertLess(after["stat_ahead"]["batches"], n, after["stat_ahead"])
+        self.assertEqual(after["backing_bytes"], before["backing_bytes"], after)
+        # Epoch 3: the files ahead of the reader were statted; one of them changes in place
+        # (same size, same inode) before it is read.
+        half = n // 2
+        for rel in order[:half]:
+            self.assertTrue(self.read(mnt, rel) == files[rel], rel)
+        changed = order[half + 2]
+        with open(os.path.join(ds, changed), "r+b") as f:
+            f.write(b"CHANGED!")
+        files[changed] = b"CHANGED!" + files[changed][8:]
+        for rel in order[half:]:
+            self.assertTrue(self.read(mnt, rel) == files[rel], rel)
+        self.assertIn("clairfs_stat_ahead_used_total", self.control_read(mnt, "metrics"))

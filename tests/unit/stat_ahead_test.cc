@@ -1,0 +1,192 @@
+// StatAhead over a real backing store (a temporary directory): stats made ahead stand for a
+// read's own only under the rules of cache/stat_ahead.h.
+#include "cache/stat_ahead.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/unit/test_util.h"
+
+namespace clairfs {
+namespace {
+
+using namespace std::chrono_literals;
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+class StatAheadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(mkdir(Path("w").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(Path("u").c_str(), 0755), 0);
+    for (const char* p : {"w/a", "w/b", "w/c", "u/x"}) WriteFile(Path(p), p);
+    ASSERT_EQ(mkdir(Path("w/dir").c_str(), 0755), 0);
+    auto b = PosixBacking::Open(tmp_.path());
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    backing_ = std::move(b.value());
+    upcoming_ = {"w/a", "w/b", "w/missing", "w/dir", "u/x"};
+    watched_ = {"w"};
+  }
+  void TearDown() override {
+    if (ahead_) ahead_->Stop();
+  }
+  std::string Path(const std::string& rel) const { return tmp_.path() + "/" + rel; }
+
+  void Start(std::chrono::milliseconds max_age = 60s) {
+    StatAhead::Hooks h;
+    h.upcoming = [this](uint32_t, std::vector<std::string>* paths) {
+      std::lock_guard lock(mu_);
+      paths->insert(paths->end(), upcoming_.begin(), upcoming_.end());
+    };
+    h.watched = [this](const std::string& dir) {
+      if (during_batch_) during_batch_();
+      std::lock_guard lock(mu_);
+      return watched_.count(dir) > 0;
+    };
+    h.quiet = [this] { return quiet_.load(); };
+    StatAheadOptions o;
+    o.ahead = 4;
+    o.max_age = max_age;
+    ahead_ = std::make_unique<StatAhead>(*backing_, h, o, counters_);
+    ahead_->Start();
+  }
+  // Wakes the thread (a read consumed a position) and waits for its batch to land.
+  void AwaitBatch() {
+    const uint64_t batches = counters_.batches.load();
+    ahead_->Consumed();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (counters_.batches.load() == batches) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no batch";
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+
+  testing::TempDir tmp_;
+  std::unique_ptr<PosixBacking> backing_;
+  std::mutex mu_;
+  std::vector<std::string> upcoming_;
+  std::set<std::string> watched_;
+  std::atomic<bool> quiet_{true};
+  std::function<void()> during_batch_;
+  Stats::StatAhead counters_;
+  std::unique_ptr<StatAhead> ahead_;
+};
+
+TEST_F(StatAheadTest, RecordsTheRegularFilesOfWatchedDirectoriesOnly) {
+  Start();
+  struct stat st;
+  EXPECT_FALSE(ahead_->Recent("w/a", &st));  // nothing statted yet
+  AwaitBatch();
+  struct stat real;
+  ASSERT_EQ(lstat(Path("w/a").c_str(), &real), 0);
+  ASSERT_TRUE(ahead_->Recent("w/a", &st));
+  EXPECT_EQ(st.st_ino, real.st_ino);
+  EXPECT_EQ(st.st_size, real.st_size);
+  EXPECT_EQ(st.st_mtim.tv_nsec, real.st_mtim.tv_nsec);
+  EXPECT_TRUE(ahead_->Recent("w/b", &st));
+  EXPECT_FALSE(ahead_->Recent("w/c", &st));        // not upcoming
+  EXPECT_FALSE(ahead_->Recent("w/missing", &st));  // a failed stat records nothing
+  EXPECT_FALSE(ahead_->Recent("w/dir", &st));      // not a regular file
+  EXPECT_FALSE(ahead_->Recent("u/x", &st));        // its directory is not watched
+  EXPECT_EQ(ahead_->size(), 2u);
+  EXPECT_EQ(counters_.stats.load(), 2u);
+  EXPECT_EQ(counters_.used.load(), 2u);
+  EXPECT_EQ(counters_.missed.load(), 5u);
+}
+
+TEST_F(StatAheadTest, NothingIsUsedWhileAReportedChangeIsNotApplied) {
+  Start();
+  AwaitBatch();
+  struct stat st;
+  ASSERT_TRUE(ahead_->Recent("w/a", &st));
+  quiet_ = false;  // the watch has an event queued or is applying it
+  EXPECT_FALSE(ahead_->Recent("w/a", &st));
+  quiet_ = true;
+  ahead_->Forget("w/a");  // ... and the event named w/a
+  EXPECT_FALSE(ahead_->Recent("w/a", &st));
+  EXPECT_TRUE(ahead_->Recent("w/b", &st));
+  ahead_->ForgetAll();  // events lost
+  EXPECT_FALSE(ahead_->Recent("w/b", &st));
+}
+
+TEST_F(StatAheadTest, ABatchDuringWhichAChangeWasReportedIsDropped) {
+  Start();
+  // Reported between the batch's start and its stats: the stat may predate the change's
+  // report, so none of the batch is kept.
+  std::atomic<bool> once{false};
+  during_batch_ = [&] {
+    if (!once.exchange(true)) ahead_->Forget("w/elsewhere");
+  };
+  const uint64_t batches = counters_.batches.load();
+  ahead_->Consumed();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (counters_.batches.load() == batches) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    std::this_thread::sleep_for(1ms);
+  }
+  ahead_->Stop();  // the batch has ended: what it stored (nothing) stays
+  struct stat st;
+  EXPECT_EQ(ahead_->size(), 0u);
+  EXPECT_EQ(counters_.stats.load(), 0u);
+  EXPECT_FALSE(ahead_->Recent("w/a", &st));
+}
+
+TEST_F(StatAheadTest, AStatOlderThanMaxAgeIsNotUsed) {
+  Start(100ms);
+  AwaitBatch();
+  struct stat st;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (ahead_->Recent("w/a", &st)) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "a stale stat is still used";
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GT(counters_.missed.load(), 0u);
+}
+
+TEST_F(StatAheadTest, IdleWithoutReadsAndAnsweringNothingOnceStopped) {
+  Start();
+  // No read consumed anything: no batch is made.
+  EXPECT_EQ(counters_.batches.load(), 0u);
+  AwaitBatch();
+  ahead_->Stop();
+  struct stat st;
+  EXPECT_FALSE(ahead_->Recent("w/a", &st));
+  ahead_->Stop();  // idempotent
+}
+
+TEST_F(StatAheadTest, ConcurrentReadsForgetsAndBatchesStayConsistent) {
+  Start(5ms);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      struct stat st;
+      for (int i = 0; i < 3000; ++i) {
+        ahead_->Consumed();
+        if (ahead_->Recent(i % 2 ? "w/a" : "w/b", &st)) {
+          EXPECT_TRUE(S_ISREG(st.st_mode));
+        }
+        if ((i + t) % 97 == 0) ahead_->Forget("w/a");
+        if ((i + t) % 997 == 0) ahead_->ForgetAll();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ahead_->Stop();
+  EXPECT_LE(ahead_->size(), 2u);
+}
+
+}  // namespace
+}  // namespace clairfs
