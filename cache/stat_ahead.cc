@@ -116,10 +116,11 @@ void StatAhead::Batch() {
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   uint64_t forgets;
+  size_t covered = 0;  // upcoming paths with a usable record after this batch
   {
     std::lock_guard lock(mu_);
     forgets = forgets_;
-    std::erase_if(paths, [&](const std::string& p) {
+    covered = std::erase_if(paths, [&](const std::string& p) {
       auto it = records_.find(p);
       return it != records_.end() && begin - it->second.at < options_.max_age / 2;
     });
@@ -138,7 +139,6 @@ void StatAhead::Batch() {
     }
     return !last_watched;
   });
-  size_t recorded = 0;
   if (!paths.empty()) {
     std::vector<struct stat> st;
     std::vector<Status> status;
@@ -149,15 +149,15 @@ void StatAhead::Batch() {
       for (size_t i = 0; i < paths.size(); ++i) {
         if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
         Insert(paths[i], st[i], begin);
-        ++recorded;
+        ++covered;
         counters_.stats.fetch_add(1, std::memory_order_relaxed);
       }
     }
   }
-  // The next batch: after half a batch of reads, or once this one is half max_age old; sooner
-  // when this one recorded few (directories not watched yet: the kernel looks them up as the
-  // job reaches them), but never after fewer than kMinReads reads.
-  const uint64_t half = std::min<uint64_t>(options_.ahead / 2, recorded / 2);
+  // The next batch: once the readers consumed half of what the records now cover, or this
+  // batch is half max_age old; so sooner while few are covered (directories not watched yet:
+  // the kernel looks them up as the job reaches them), but never after fewer than kMinReads.
+  const uint64_t half = std::min<uint64_t>(options_.ahead / 2, covered / 2);
   wake_at_.store(consumed + std::max<uint64_t>(kMinReads, half), std::memory_order_relaxed);
   refresh_at_ns_.store(Ns(begin + options_.max_age / 2), std::memory_order_relaxed);
 }

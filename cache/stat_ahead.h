@@ -19,7 +19,8 @@
 // reader.
 //
 // One thread makes the batches. Readers wake it (Consumed) once they have consumed half of
-// what the last batch recorded (at most ahead / 2, at least kMinReads), or the last batch is
+// what the records covered after the last batch (at most ahead / 2, at least kMinReads: a
+// batch then stats about what was consumed since the last), or the last batch is
 // half max_age old; otherwise it sleeps, so an idle job costs nothing. A batch stats the paths
 // of the next `ahead` positions of each stream (Hooks::upcoming) whose record is missing or
 // older than max_age / 2.

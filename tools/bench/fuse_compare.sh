@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuse_compare.sh: read throughput of one small-file dataset, side by side, in one run:
 #   native   the dataset directory itself, page cache warm
-#   clairfs  build/tools/clairfs over the dataset, RAM tier filled from a 1-epoch manifest
+#   clairfs  build/tools/clairfs over the dataset, RAM tier filled from a manifest of one epoch
+#            per pass below (warm-up, then R per thread count), each in the read order
 #            (one row group per --clairfs-variants entry)
 #   mergerfs one-branch mergerfs over the dataset
 #   bindfs   bindfs over the dataset
@@ -30,6 +31,7 @@
 #   entry_timeout=S  -> fuse.entry_timeout     attr_timeout=S -> fuse.attr_timeout
 #   fuse_threads=N   -> fuse.threads           ram_threads=N  -> cache.tiers[0].threads
 #   open_mode=M      -> fuse.open_mode (per_open, none)
+#   stat_ahead=N     -> fuse.stat_ahead (0: each read that reaches clairfs stats its file)
 #   e.g. --clairfs-variants "default,keep_cache=false,timeouts=0,keep_cache=false+timeouts=0"
 # Report (markdown) on stdout, progress on stderr; --out FILE also writes the report to FILE.
 # Everything set up (mounts, daemons, the temp dir) is torn down on exit, error, INT and TERM.
@@ -105,6 +107,7 @@ clairfs_config() {
         entry_timeout|attr_timeout) fuse+="  $key: $val"$'\n' ;;
         fuse_threads) fuse+="  threads: $val"$'\n' ;;
         open_mode) fuse+="  open_mode: $val"$'\n' ;;
+        stat_ahead) fuse+="  stat_ahead: $val"$'\n' ;;
         ram_threads) ram_threads="      threads: $val"$'\n' ;;
         *) die "unknown variant key '$key' in '$1'" ;;
       esac
@@ -267,6 +270,8 @@ wait_ram_warm() {
   return 1
 }
 
+nthreads=$(wc -w <<<"$THREADS")
+PLANNED_EPOCHS=$((1 + nthreads * REPEATS))
 has_source native || die "native is required (the ratios are relative to it)"
 log "native: page cache warm-up"
 measure native "$DATA"
@@ -282,13 +287,16 @@ if has_source clairfs; then
       clairfs_config "$v" "$cfg"
       start_fuse "clairfs ($v)" "$CLAIRFS_BIN" -f -c "$cfg" "$DATA" "$MNT"
       SETUP+=("  config $cfg:" '  ```yaml' "$(sed 's/^/  /' "$cfg")" '  ```')
-      cat "$LIST" >"$MNT/.clairfs/manifest" ||
+      # The plan is the job's: one epoch per pass the benchmark makes (the warm-up, then
+      # REPEATS per thread count), each in the list's order.
+      for ((e = 0; e < PLANNED_EPOCHS; e++)); do echo "#epoch"; cat "$LIST"; done \
+        >"$MNT/.clairfs/manifest" ||
         die "manifest rejected: $(cat "$MNT/.clairfs/errors" 2>/dev/null)"
       wait_ram_warm ||
         die "clairfs ($v): RAM tier not warm after $WARM_TIMEOUT s: $(cat "$MNT/.clairfs/stats")"
       measure "clairfs ($v)" "$MNT"
       stats=$(jq -c '{file_reads, served, backing_reads, unplanned_file_reads, ram_bytes, stall_ns,
-        errors}' "$MNT/.clairfs/stats" 2>/dev/null) || stats=unavailable
+        stat_ahead, errors}' "$MNT/.clairfs/stats" 2>/dev/null) || stats=unavailable
       NOTES+=("- clairfs ($v): \`$stats\`")
       teardown
     done
