@@ -245,6 +245,8 @@ TEST(Config, OpenModeDefaultsToNoneUnlessKeepCacheIsOff) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->fuse.open_mode, OpenMode::kNone);
   EXPECT_TRUE(d->fuse.watch_backing);
+  EXPECT_EQ(d->fuse.stat_ahead, 256u);
+  EXPECT_EQ(d->fuse.stat_max_age, 1.0);
   auto off = ParseConfig("fuse: {keep_cache: false}");
   ASSERT_TRUE(off.ok()) << off.status().message();
   EXPECT_EQ(off->fuse.open_mode, OpenMode::kPerOpen);
@@ -256,7 +258,7 @@ TEST(Config, OpenModeDefaultsToNoneUnlessKeepCacheIsOff) {
 TEST(Config, FullFileParses) {
   auto c = ParseConfig(R"(
 fuse: {threads: 4, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false, open_mode: per_open,
-       watch_backing: false}
+       watch_backing: false, stat_ahead: 0, stat_max_age: 0.25}
 cache:
   tiers:
     - {kind: ram, capacity: 2GiB, threads: 3}
@@ -276,6 +278,8 @@ warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
   EXPECT_FALSE(c->fuse.keep_cache);
   EXPECT_EQ(c->fuse.open_mode, OpenMode::kPerOpen);
   EXPECT_FALSE(c->fuse.watch_backing);
+  EXPECT_EQ(c->fuse.stat_ahead, 0u);
+  EXPECT_EQ(c->fuse.stat_max_age, 0.25);
   EXPECT_EQ(c->cache.tiers[0].capacity, 2ull << 30);
   EXPECT_EQ(c->cache.tiers[0].threads, 3);
   EXPECT_EQ(c->cache.staging_capacity, 64u << 20);
@@ -342,6 +346,10 @@ TEST(Config, ErrorsNameTheKey) {
       {"fuse: {open_mode: lazy}", "'fuse.open_mode'"},
       {"fuse: {open_mode: none, keep_cache: false}", "'fuse.keep_cache'"},
       {"fuse: {watch_backing: sometimes}", "'fuse.watch_backing'"},
+      {"fuse: {stat_ahead: -1}", "'fuse.stat_ahead'"},
+      {"fuse: {stat_ahead: 2000000}", "'fuse.stat_ahead'"},
+      {"fuse: {stat_max_age: 0}", "'fuse.stat_max_age'"},
+      {"fuse: {stat_max_age: 61}", "'fuse.stat_max_age'"},
   };
   for (const auto& c : cases) {
     auto r = ParseConfig(c.yaml);
