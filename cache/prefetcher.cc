@@ -410,13 +410,16 @@ int Prefetcher::Attribute(uint32_t id) {
 
 void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths) const {
   std::lock_guard lock(mu_);
-  if (!plan_ || hold_) return;
+  if (!plan_ || hold_ || consumption_.empty()) return;
+  // Shared by the streams: what matters is how long the stats last the readers, and n streams
+  // each read about 1/n of the node's reads.
+  const uint32_t per = std::max<uint32_t>(kMinUpcoming, ahead / consumption_.size());
   for (size_t s = 0; s < consumption_.size() && s < plan_->streams.size(); ++s) {
     const Consumption& c = consumption_[s];
     const PositionList& seq = plan_->streams[s].sequence;
-    const uint32_t back = ahead / 4;
+    const uint32_t back = per / 4;
     const uint32_t from = std::max(c.low(), c.high() > back ? c.high() - back : 0);
-    const uint64_t to = std::min<uint64_t>(seq.size(), uint64_t{from} + ahead);
+    const uint64_t to = std::min<uint64_t>(seq.size(), uint64_t{from} + per);
     for (uint64_t pos = from; pos < to; ++pos) {
       if (c.done(static_cast<uint32_t>(pos))) continue;
       paths->emplace_back(plan_->objects[seq[pos]].path());

@@ -171,10 +171,12 @@ class Prefetcher {
     return tiers_.Get(key, version);
   }
 
-  // Appends to *paths the file of each position in each stream's next `ahead` positions not
-  // done yet, from ahead / 4 behind its furthest consumed position (readers run a little out
-  // of order). Thread-safe (StatAhead::Hooks::upcoming).
+  // Appends to *paths the file of each position not done yet among each stream's next `per`
+  // positions, from per / 4 behind its furthest consumed one (readers run a little out of
+  // order); per = ahead / streams, at least kMinUpcoming. Thread-safe
+  // (StatAhead::Hooks::upcoming).
   void Upcoming(uint32_t ahead, std::vector<std::string>* paths) const;
+  static constexpr uint32_t kMinUpcoming = 32;
 
   // A reader opened path, whose backing file is now at version: consumes and serves the
   // file's object if the plan has the file as one; kChunked if the plan holds chunks of it at

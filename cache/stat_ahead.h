@@ -22,8 +22,8 @@
 // what the records covered after the last batch (at most ahead / 2, at least kMinReads: a
 // batch then stats about what was consumed since the last), or the last batch is
 // half max_age old; otherwise it sleeps, so an idle job costs nothing. A batch stats the paths
-// of the next `ahead` positions of each stream (Hooks::upcoming) whose record is missing or
-// older than max_age / 2.
+// of the streams' next `ahead` positions (Hooks::upcoming) whose record is missing or older
+// than max_age / 2.
 // Memory: at most `capacity` records (the oldest are dropped first).
 //
 // Thread-safe. Lock order: mu_ is a leaf; hooks and the store are called without it.
@@ -58,7 +58,8 @@ class StatAhead {
  public:
   struct Hooks {
     // Appends to *paths the paths (dataset relative) of the files the plan reads at its
-    // streams' next `ahead` positions. Called on StatAhead's thread.
+    // streams' next `ahead` positions (shared among them: Prefetcher::Upcoming). Called on
+    // StatAhead's thread.
     std::function<void(uint32_t ahead, std::vector<std::string>* paths)> upcoming;
     // Whether every change made on this node to the names in directory dir ("" the root) is
     // reported to Forget from now on.

@@ -44,7 +44,7 @@ TEST_F(StreamPlanTest, StreamsAddUpAndEachChangesAlone) {
   EXPECT_EQ(ab->streams[1].name, "job-b");
   EXPECT_EQ(ab->streams[0].serial, a->streams[0].serial);  // untouched
   EXPECT_EQ(ab->streams[0].sequence.ToVector(), a->streams[0].sequence.ToVector());
-  EXPECT_EQ(Freq(*ab, 2), 3u);  // frequencies add up over streams
+  EXPECT_EQ(Freq(*ab, 2), 3u);                          // frequencies add up over streams
   EXPECT_EQ(ab->objects[ab->Find(Name(3))].first, 1u);  // the lowest position in any stream
   EXPECT_EQ(ab->entries(), 8u);
   EXPECT_EQ(ab->positions(), 8u);
@@ -58,7 +58,7 @@ TEST_F(StreamPlanTest, StreamsAddUpAndEachChangesAlone) {
   auto replaced = Of(appended.get(), "job-a", {{4}});
   EXPECT_NE(replaced->streams[0].serial, ab->streams[0].serial);
   EXPECT_EQ(replaced->streams[1].serial, ab->streams[1].serial);
-  EXPECT_EQ(Freq(*replaced, 0), 0u);  // only job-a read it: dead until renumbered
+  EXPECT_EQ(Freq(*replaced, 0), 0u);        // only job-a read it: dead until renumbered
   EXPECT_EQ(replaced->dead_objects(), 2u);  // 0 and 1
 
   // An empty replacement removes the stream; RemoveStream does the same.
@@ -134,8 +134,8 @@ TEST(ConsumptionModel, AgreesWithThePlainContractOnRandomReads) {
       model.high = model.low;  // the give-up floor restarts with a new plan
       c.Reset(s, objects, part > 0);
       PlanStream with_count = s;
-      with_count.distinct = static_cast<uint32_t>(
-          std::set<uint32_t>(model.seq.begin(), model.seq.end()).size());
+      with_count.distinct =
+          static_cast<uint32_t>(std::set<uint32_t>(model.seq.begin(), model.seq.end()).size());
       counted.Reset(with_count, objects, part > 0);
       for (int r = 0; r < 150; ++r) {
         // Mostly near the front, sometimes anything.
@@ -174,8 +174,8 @@ TEST_F(StreamPlanTest, TheWindowAdvancesTheStreamThatLeadsItsReadersLeast) {
     window.Attach(job.id, std::make_shared<Flight>());
     order.push_back(job.key);
   }
-  EXPECT_EQ(order, (std::vector<std::string>{Name(0), Name(10), Name(1), Name(11), Name(2),
-                                             Name(12)}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{Name(0), Name(10), Name(1), Name(11), Name(2), Name(12)}));
   // Stream a's readers consume 0..2: a now leads least, so its next objects come first.
   for (int i = 0; i < 3; ++i) {
     const uint32_t id = p->Find(Name(i));
@@ -202,7 +202,8 @@ class StreamPrefetcherTest : public StreamPlanTest {
     o.demand_threads = 1;
     o.fetch_timeout = 5000ms;
     o.stream_idle = idle;
-    prefetcher_ = std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get()}, o, &stats_);
+    prefetcher_ =
+        std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{ram_.get()}, o, &stats_);
   }
   StreamProgress Progress(const std::string& name) {
     for (const StreamProgress& s : prefetcher_->progress().streams) {
@@ -252,6 +253,35 @@ TEST_F(StreamPrefetcherTest, ReadsAreCountedForTheStreamWhoseOrderTheyFollow) {
   EXPECT_EQ(Progress("a").epochs, 3u);
 }
 
+// What StatAhead stats next: each stream's coming positions not done yet, from a little
+// behind its furthest read, the node's `ahead` shared by the streams.
+TEST_F(StreamPrefetcherTest, UpcomingFollowsEachStreamsFurthestRead) {
+  Make(0ms);
+  std::vector<int> order(40);
+  for (int i = 0; i < 40; ++i) order[i] = i;
+  prefetcher_->Install(Of(nullptr, "a", {order, order}));
+  prefetcher_->Start();
+  for (int i = 0; i < 10; ++i) Open(i);
+  Open(12);  // out of order: position 12 is done, 10 and 11 are not
+  std::vector<std::string> paths;
+  prefetcher_->Upcoming(40, &paths);  // one stream: 40 positions from max(low 10, 13 - 10)
+  std::vector<std::string> want;
+  for (int pos = 10; pos < 50; ++pos) {
+    if (pos != 12) want.push_back(Name(pos % 40));
+  }
+  EXPECT_EQ(paths, want);
+
+  // Two streams share it, each at least Prefetcher::kMinUpcoming positions.
+  prefetcher_->Install(Of(prefetcher_->plan().get(), "b", {{39, 38, 37}}));
+  paths.clear();
+  prefetcher_->Upcoming(40, &paths);
+  ASSERT_EQ(paths.size(), Prefetcher::kMinUpcoming - 1 + 3);
+  EXPECT_EQ(paths.front(), Name(10));
+  EXPECT_EQ(paths[Prefetcher::kMinUpcoming - 2], Name(41 % 40));
+  EXPECT_EQ(std::vector<std::string>(paths.end() - 3, paths.end()),
+            (std::vector<std::string>{Name(39), Name(38), Name(37)}));
+}
+
 TEST_F(StreamPrefetcherTest, AnIdleStreamIsRemovedAndTheOthersStay) {
   Make(300ms);
   auto a = Of(nullptr, "alive", {{0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3, 4, 5, 6, 7}});
@@ -270,7 +300,7 @@ TEST_F(StreamPrefetcherTest, AnIdleStreamIsRemovedAndTheOthersStay) {
   ASSERT_EQ(plan->streams.size(), 1u);
   EXPECT_EQ(plan->streams[0].name, "alive");
   EXPECT_EQ(plan->streams[0].serial, alive_serial);
-  EXPECT_GT(Progress("alive").position, 0u);  // its progress was kept
+  EXPECT_GT(Progress("alive").position, 0u);               // its progress was kept
   EXPECT_EQ(plan->objects[plan->Find(Name(9))].freq, 0u);  // no stream reads its files
 }
 
