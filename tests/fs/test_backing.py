@@ -74,7 +74,9 @@ class BackingFaultTest(ClairfsCase):
         for r in results:  # nothing of the old file
             v = r["value"]
             if isinstance(v, OSError):
-                self.assertIn(v.errno, (errno.EAGAIN, errno.EINVAL), v)
+                # ESTALE: in no-open mode a read racing the backing watch (before it made the
+                # kernel drop the old name) reaches the stale node (docs/architecture.md).
+                self.assertIn(v.errno, (errno.EAGAIN, errno.EINVAL, errno.ESTALE), v)
             else:
                 self.assertEqual(v, b"")
         for i, n in enumerate(names):
