@@ -126,18 +126,12 @@ void StatAhead::Batch() {
     });
   }
   // Only paths whose directory is watched from before the stat: a change made before the
-  // watch began was reported to nobody.
-  // Sorted, so a directory's paths come together: one question per directory.
-  std::string last_dir;
-  bool asked = false, last_watched = false;
+  // watch began was reported to nobody. One question per directory.
+  std::unordered_map<std::string, bool> watched;
   std::erase_if(paths, [&](const std::string& p) {
-    std::string dir = DirOf(p);
-    if (!asked || dir != last_dir) {
-      last_watched = hooks_.watched(dir);
-      last_dir = std::move(dir);
-      asked = true;
-    }
-    return !last_watched;
+    auto [it, fresh] = watched.try_emplace(DirOf(p), false);
+    if (fresh) it->second = hooks_.watched(it->first);
+    return !it->second;
   });
   if (!paths.empty()) {
     std::vector<struct stat> st;
