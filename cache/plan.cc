@@ -6,6 +6,8 @@
 #include <numeric>
 #include <thread>
 
+#include "cache/radix_sort.h"
+
 namespace clairfs {
 
 namespace {
@@ -223,9 +225,8 @@ Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedMani
   out->sequence = m.sequence;  // shares its storage
   // Entries naming a range, counted only when some target is one (a 90-epoch plan of whole
   // files has 115 M entries to skip).
-  if (std::any_of(m.targets.begin(), m.targets.end(), [](const ManifestTarget& t) {
-        return !t.range.whole();
-      })) {
+  if (std::any_of(m.targets.begin(), m.targets.end(),
+                  [](const ManifestTarget& t) { return !t.range.whole(); })) {
     m.sequence.ForEachBlock([&](std::span<const uint32_t> b) {
       for (uint32_t s : b) out->range_entries += !m.targets[s].range.whole();
     });
@@ -262,7 +263,8 @@ void Plan::DropDeadObjects() {
   Finalize();
 }
 
-Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const ResolvedManifest> mp,
+Result<std::shared_ptr<Plan>> MergePlan(const Plan* base,
+                                        std::shared_ptr<const ResolvedManifest> mp,
                                         StreamChange change, uint64_t chunk_size,
                                         uint64_t record_chunk_size) {
   const ResolvedManifest& m = *mp;
@@ -382,7 +384,8 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const 
   if (one_each) {
     // The common case (files no larger than a chunk): m's positions are rewritten in place
     // when nothing else holds them.
-    for (uint32_t e : m.epoch_begin) stream.epoch_begin.push_back(static_cast<uint32_t>(offset + e));
+    for (uint32_t e : m.epoch_begin)
+      stream.epoch_begin.push_back(static_cast<uint32_t>(offset + e));
     PositionList seq = m.sequence;
     mp.reset();  // m is dangling from here on
     if (!identity) seq.Transform([&](uint32_t t) { return target_objects[t]; });
@@ -424,11 +427,11 @@ Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange chan
   return Status::Error(
       Code::kInvalidArgument,
       ManifestReport(1, {{0, "stream '" + name + "' would be stream " +
-                         std::to_string(base->streams.size() + 1) + "; the plan holds at most " +
-                         std::to_string(max_streams) +
-                         " (cache.max_streams): remove a stream (clairfs.unregister, or a "
-                         "replacement naming it with no entries) or wait until an idle one "
-                         "leaves (cache.stream_idle)"}}));
+                                 std::to_string(base->streams.size() + 1) +
+                                 "; the plan holds at most " + std::to_string(max_streams) +
+                                 " (cache.max_streams): remove a stream (clairfs.unregister, or a "
+                                 "replacement naming it with no entries) or wait until an idle one "
+                                 "leaves (cache.stream_idle)"}}));
 }
 
 std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name) {
@@ -449,8 +452,8 @@ std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name) {
 }
 
 Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base, StreamChange change,
-                                        uint64_t chunk_size, uint64_t record_chunk_size) {
+                                        const Plan* base, StreamChange change, uint64_t chunk_size,
+                                        uint64_t record_chunk_size) {
   auto resolved = ResolveManifest(m, resolver);
   if (!resolved.ok()) return resolved.status();
   return MergePlan(base, std::move(resolved.value()), change, chunk_size, record_chunk_size);
@@ -471,7 +474,7 @@ void PlaceObjects(Plan& plan, const PlacementLimits& limits) {
     const PlanObject& o = plan.objects[id];
     keyed.emplace_back((uint64_t{~o.freq} << 32) | o.first, id);
   }
-  std::sort(keyed.begin(), keyed.end());
+  StableSortByKey(keyed);  // ids ascend in keyed: equal keys stay by id, as pairs sort
   for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
   keyed = {};
   std::vector<uint64_t> used(ntiers, 0);
@@ -489,12 +492,15 @@ void PlaceObjects(Plan& plan, const PlacementLimits& limits) {
     }
     if (o.place == kStaging && o.bytes > limits.staging_capacity) o.place = kDirect;
   }
-  std::vector<std::pair<uint32_t, uint32_t>> by_first;  // (first, id)
+  // Each tier's objects by (first reference, id). Already so when every object is read
+  // equally often (each file once an epoch): the placement order was by first reference.
+  std::vector<std::pair<uint64_t, uint32_t>> by_first;  // (first << 32 | id, id): unique keys
   for (auto& ids : plan.tier_order) {
     by_first.clear();
     by_first.reserve(ids.size());
-    for (uint32_t id : ids) by_first.emplace_back(plan.objects[id].first, id);
-    std::sort(by_first.begin(), by_first.end());
+    for (uint32_t id : ids) by_first.emplace_back(uint64_t{plan.objects[id].first} << 32 | id, id);
+    if (std::is_sorted(by_first.begin(), by_first.end())) continue;
+    StableSortByKey(by_first);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = by_first[i].second;
   }
 }
