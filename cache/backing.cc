@@ -2,11 +2,11 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <spdlog/spdlog.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -113,10 +113,10 @@ Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, ByteRange range,
   if (Status s = ClearNonblock(fd.get(), path); !s.ok()) return s;
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (!range.whole() && (range.offset > file_size || range.length > file_size - range.offset)) {
-    return Status::Error(Code::kInvalidArgument,
-                         path + ": range " + std::to_string(range.offset) + "+" +
-                             std::to_string(range.length) + " is not inside the file (size " +
-                             std::to_string(file_size) + ")");
+    return Status::Error(Code::kInvalidArgument, path + ": range " + std::to_string(range.offset) +
+                                                     "+" + std::to_string(range.length) +
+                                                     " is not inside the file (size " +
+                                                     std::to_string(file_size) + ")");
   }
   const uint64_t base = range.offset;
   const uint64_t size = range.whole() ? file_size : range.length;
@@ -130,8 +130,7 @@ Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, ByteRange range,
   uint64_t done = 0;
   while (done < size) {
     const uint64_t want = std::min(size - done, kReadChunk);
-    ssize_t n =
-        pread(fd.get(), blob->mutable_data() + done, want, static_cast<off_t>(base + done));
+    ssize_t n = pread(fd.get(), blob->mutable_data() + done, want, static_cast<off_t>(base + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::FromErrno(errno, path);
     if (n == 0) {  // shrank
@@ -189,8 +188,8 @@ Result<std::unique_ptr<PosixBacking>> PosixBacking::Open(const std::string& root
   }
   at_open.acl_access = FdXattr(fd, "system.posix_acl_access", root_dir);
   at_open.acl_default = FdXattr(fd, "system.posix_acl_default", root_dir);
-  return std::unique_ptr<PosixBacking>(new PosixBacking(std::move(root), std::move(at_open), io,
-                                                        stats, root_dir, on_disconnect));
+  return std::unique_ptr<PosixBacking>(
+      new PosixBacking(std::move(root), std::move(at_open), io, stats, root_dir, on_disconnect));
 }
 
 PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_open, IoOptions io,
@@ -277,23 +276,27 @@ void PosixBacking::Stop() { io_.Stop(); }
 // Each call below copies what it uses (the root, the path) into the closure run on the I/O
 // thread: an abandoned call may run on after its caller, and this object, are gone.
 
-void Backing::LstatMany(const std::vector<std::string>& paths, std::vector<struct stat>* st,
+void Backing::LstatMany(std::vector<std::string>* paths, std::vector<struct stat>* st,
                         std::vector<Status>* status) const {
-  st->assign(paths.size(), {});
-  status->assign(paths.size(), Status::Ok());
-  for (size_t i = 0; i < paths.size(); ++i) (*status)[i] = Lstat(paths[i], &(*st)[i]);
+  st->assign(paths->size(), {});
+  status->assign(paths->size(), Status::Ok());
+  for (size_t i = 0; i < paths->size(); ++i) (*status)[i] = Lstat((*paths)[i], &(*st)[i]);
 }
 
-void PosixBacking::LstatMany(const std::vector<std::string>& paths, std::vector<struct stat>* st,
+void PosixBacking::LstatMany(std::vector<std::string>* paths_in, std::vector<struct stat>* st,
                              std::vector<Status>* status) const {
   struct Out {
     std::vector<struct stat> st;
     std::vector<Status> status;
+    std::vector<std::string> paths;  // given back
   };
-  // The paths are copied: an abandoned call may run on after its caller returned.
+  const size_t n = paths_in->size();
+  // The paths move into the call (an abandoned call may run on after its caller returned)
+  // and come back with its result.
   auto r = Note(io_.Run<std::shared_ptr<Out>>(
       std::string("\0stat batch", 11),
-      [root = Root(), paths](IoProgress& progress) -> Result<std::shared_ptr<Out>> {
+      [root = Root(),
+       paths = std::move(*paths_in)](IoProgress& progress) mutable -> Result<std::shared_ptr<Out>> {
         auto out = std::make_shared<Out>();
         out->st.assign(paths.size(), {});
         out->status.assign(paths.size(), Status::Ok());
@@ -310,7 +313,10 @@ void PosixBacking::LstatMany(const std::vector<std::string>& paths, std::vector<
           return slash[i] == std::string::npos ? std::string_view()
                                                : std::string_view(paths[i]).substr(0, slash[i]);
         };
-        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return dir(a) < dir(b); });
+        const auto by_dir = [&](uint32_t a, uint32_t b) { return dir(a) < dir(b); };
+        if (!std::is_sorted(order.begin(), order.end(), by_dir)) {  // a dataset's order mostly is
+          std::sort(order.begin(), order.end(), by_dir);
+        }
         Fd dfd;
         Status dstatus;
         std::string_view open_dir;
@@ -337,26 +343,28 @@ void PosixBacking::LstatMany(const std::vector<std::string>& paths, std::vector<
           }
           if (!dstatus.ok()) {
             out->status[i] = Status::FromErrno(dstatus.os_errno(), paths[i]);
-          } else if (fstatat(dfd.get(), std::string(name).c_str(), &out->st[i],
-                             AT_SYMLINK_NOFOLLOW) != 0) {
+          } else if (fstatat(dfd.get(), paths[i].c_str() + (paths[i].size() - name.size()),
+                             &out->st[i], AT_SYMLINK_NOFOLLOW) != 0) {  // name ends paths[i]
             out->status[i] = Status::FromErrno(errno, paths[i]);
           }
           progress.Touch();
         }
+        out->paths = std::move(paths);
         return out;
       }));
   if (!r.ok()) {
-    st->assign(paths.size(), {});
-    status->assign(paths.size(), r.status());
+    st->assign(n, {});
+    status->assign(n, r.status());
     return;
   }
   *st = std::move(r.value()->st);
   *status = std::move(r.value()->status);
+  *paths_in = std::move(r.value()->paths);
 }
 
 Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
   auto r = Note(io_.Run<struct stat>(
-      path, [root = Root(), path](IoProgress&) -> Result<struct stat> {
+      path, [ root = Root(), path ](IoProgress&) -> Result<struct stat> {
         struct stat s;
         if (path.empty()) {
           if (fstat(root->fd, &s) != 0) return Status::FromErrno(errno, "stat of dataset root");
@@ -385,8 +393,8 @@ Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
 }
 
 Result<BlobPtr> PosixBacking::Read(const std::string& path, ByteRange range) const {
-  return Note(io_.Run<BlobPtr>(
-      path, [root = Root(), path, range](IoProgress& progress) -> Result<BlobPtr> {
+  return Note(
+      io_.Run<BlobPtr>(path, [root = Root(), path, range](IoProgress& progress) -> Result<BlobPtr> {
         for (int attempt = 0;; ++attempt) {
           bool changed = false;
           int64_t stamp = 0;
@@ -399,35 +407,35 @@ Result<BlobPtr> PosixBacking::Read(const std::string& path, ByteRange range) con
 }
 
 Result<PosixBacking::Opened> PosixBacking::OpenFile(const std::string& path) const {
-  auto r = Note(io_.Run<Opened>(path, [root = Root(), path, post = io_.poster()](IoProgress&)
-                                          -> Result<Opened> {
-    Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_NONBLOCK));
-    if (fd.get() < 0) return Status::FromErrno(errno, path);
-    Opened out;
-    if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
-    if (!S_ISREG(out.st.st_mode)) {
-      return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
-    }
-    out.handle = StoreHandle::Make(fd.release(), nullptr, post);
-    return out;
-  }));
+  auto r = Note(io_.Run<Opened>(
+      path, [root = Root(), path, post = io_.poster()](IoProgress&) -> Result<Opened> {
+        Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_NONBLOCK));
+        if (fd.get() < 0) return Status::FromErrno(errno, path);
+        Opened out;
+        if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
+        if (!S_ISREG(out.st.st_mode)) {
+          return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
+        }
+        out.handle = StoreHandle::Make(fd.release(), nullptr, post);
+        return out;
+      }));
   return r;
 }
 
 Result<PosixBacking::Opened> PosixBacking::OpenDir(const std::string& path) const {
-  auto r = Note(io_.Run<Opened>(path, [root = Root(), path, post = io_.poster()](IoProgress&)
-                                          -> Result<Opened> {
-    // O_DIRECTORY fails with ENOTDIR before a FIFO or device is opened.
-    Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_DIRECTORY));
-    if (fd.get() < 0) return Status::FromErrno(errno, path);
-    Opened out;
-    if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
-    DIR* dir = fdopendir(fd.get());
-    if (!dir) return Status::FromErrno(errno, path);
-    const int owned = fd.release();  // the stream owns it now
-    out.handle = StoreHandle::Make(owned, dir, post);
-    return out;
-  }));
+  auto r = Note(io_.Run<Opened>(
+      path, [root = Root(), path, post = io_.poster()](IoProgress&) -> Result<Opened> {
+        // O_DIRECTORY fails with ENOTDIR before a FIFO or device is opened.
+        Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_DIRECTORY));
+        if (fd.get() < 0) return Status::FromErrno(errno, path);
+        Opened out;
+        if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
+        DIR* dir = fdopendir(fd.get());
+        if (!dir) return Status::FromErrno(errno, path);
+        const int owned = fd.release();  // the stream owns it now
+        out.handle = StoreHandle::Make(owned, dir, post);
+        return out;
+      }));
   return r;
 }
 
@@ -451,11 +459,12 @@ Result<PosixBacking::Bytes> PosixBacking::ReadAt(const StoreHandlePtr& h, const 
 
 Status PosixBacking::Fstat(const StoreHandlePtr& h, const std::string& path,
                            struct stat* st) const {
-  auto r = Note(io_.Run<struct stat>(path, [h, path](IoProgress&) -> Result<struct stat> {
-    struct stat s;
-    if (fstat(h->fd(), &s) != 0) return Status::FromErrno(errno, path);
-    return s;
-  }));
+  auto r = Note(io_.Run<struct stat>(
+      path, [ h, path ](IoProgress&) -> Result<struct stat> {
+        struct stat s;
+        if (fstat(h->fd(), &s) != 0) return Status::FromErrno(errno, path);
+        return s;
+      }));
   if (!r.ok()) return r.status();
   *st = r.value();
   return Status::Ok();
@@ -501,21 +510,21 @@ Result<std::string> PosixBacking::Xattr(const std::string& path, const char* nam
   // The name is copied: the call may outlive this caller.
   std::optional<std::string> wanted;
   if (name) wanted = name;
-  return Note(io_.Run<std::string>(path, [root = Root(), path, wanted](IoProgress&)
-                                            -> Result<std::string> {
-    Fd fd(OpenBeneath(root->fd, path, O_PATH));
-    if (fd.get() < 0) return Status::FromErrno(errno, path);
-    struct stat st;
-    if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
-    if (S_ISLNK(st.st_mode)) {
-      return wanted ? Result<std::string>(Status::FromErrno(ENODATA, path)) : std::string();
-    }
-    return FdXattr(fd.get(), wanted ? wanted->c_str() : nullptr, path);
-  }));
+  return Note(
+      io_.Run<std::string>(path, [root = Root(), path, wanted](IoProgress&) -> Result<std::string> {
+        Fd fd(OpenBeneath(root->fd, path, O_PATH));
+        if (fd.get() < 0) return Status::FromErrno(errno, path);
+        struct stat st;
+        if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
+        if (S_ISLNK(st.st_mode)) {
+          return wanted ? Result<std::string>(Status::FromErrno(ENODATA, path)) : std::string();
+        }
+        return FdXattr(fd.get(), wanted ? wanted->c_str() : nullptr, path);
+      }));
 }
 
 Result<int> PosixBacking::WatchDir(std::shared_ptr<const int> inotify, const std::string& path,
-                                  uint32_t mask) const {
+                                   uint32_t mask) const {
   return Note(io_.Run<int>(path, [root = Root(), inotify, path, mask](IoProgress&) -> Result<int> {
     Fd fd(OpenBeneath(root->fd, path, O_PATH | O_DIRECTORY));
     if (fd.get() < 0) return Status::FromErrno(errno, path);

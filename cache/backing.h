@@ -29,9 +29,11 @@ class Backing {
   virtual ~Backing() = default;
   // stat of the object at path itself (a symlink is reported as a symlink).
   virtual Status Lstat(const std::string& path, struct stat* st) const = 0;
-  // Lstat of each of paths: (*st)[i] and (*status)[i] for paths[i]. Implementations may
-  // batch the calls (one wait for many stats); by default one Lstat each.
-  virtual void LstatMany(const std::vector<std::string>& paths, std::vector<struct stat>* st,
+  // Lstat of each of *paths: (*st)[i] and (*status)[i] for (*paths)[i]. Implementations may
+  // batch the calls (one wait for many stats); by default one Lstat each. *paths may be handed
+  // to the call rather than copied: it is given back as it was, except when the call is
+  // abandoned at its deadline (then every status is that failure and *paths may be empty).
+  virtual void LstatMany(std::vector<std::string>* paths, std::vector<struct stat>* st,
                          std::vector<Status>* status) const;
   // Target of the symlink at path.
   virtual Result<std::string> ReadLink(const std::string& path) const = 0;
@@ -73,9 +75,9 @@ class PosixBacking final : public Backing {
   enum class OnDisconnect { kKeep, kReopen };
   // Opens root_dir; fails if it is not a readable directory. stats (optional) must outlive the
   // backing: errors.backing_timeout counts calls that failed for their deadline.
-  static Result<std::unique_ptr<PosixBacking>> Open(const std::string& root_dir, IoOptions io = {},
-                                                    Stats* stats = nullptr,
-                                                    OnDisconnect on_disconnect = OnDisconnect::kKeep);
+  static Result<std::unique_ptr<PosixBacking>> Open(
+      const std::string& root_dir, IoOptions io = {}, Stats* stats = nullptr,
+      OnDisconnect on_disconnect = OnDisconnect::kKeep);
   ~PosixBacking() override;
   PosixBacking(const PosixBacking&) = delete;
   PosixBacking& operator=(const PosixBacking&) = delete;
@@ -83,7 +85,7 @@ class PosixBacking final : public Backing {
   Status Lstat(const std::string& path, struct stat* st) const override;
   // All on one I/O thread, as one call whose deadline each stat renews: a manifest of a
   // million paths costs a few waits, not a million.
-  void LstatMany(const std::vector<std::string>& paths, std::vector<struct stat>* st,
+  void LstatMany(std::vector<std::string>* paths, std::vector<struct stat>* st,
                  std::vector<Status>* status) const override;
   Result<std::string> ReadLink(const std::string& path) const override;
   // Reads in steps, each of which must complete within the timeout. The version is taken by
@@ -122,8 +124,8 @@ class PosixBacking final : public Backing {
     unsigned char type = DT_UNKNOWN;
     off_t next = 0;  // the position after this entry
   };
-  Result<std::vector<DirEntry>> ReadDir(const StoreHandlePtr& h, const std::string& path,
-                                        off_t off, size_t bytes) const;
+  Result<std::vector<DirEntry>> ReadDir(const StoreHandlePtr& h, const std::string& path, off_t off,
+                                        size_t bytes) const;
   // Extended attribute name (nullptr: the list of names) of the object at path, read on an
   // I/O thread (FdXattr's rules); a symlink has none (ENODATA, an empty list).
   Result<std::string> Xattr(const std::string& path, const char* name) const;
@@ -154,8 +156,8 @@ class PosixBacking final : public Backing {
 
  private:
   struct RootDir;
-  PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_open, IoOptions io,
-               Stats* stats, std::string root_path, OnDisconnect on_disconnect);
+  PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_open, IoOptions io, Stats* stats,
+               std::string root_path, OnDisconnect on_disconnect);
   std::shared_ptr<const RootDir> Root() const;
   // Passes r through; logs a device fault (EIO, rate-limited); a disconnected store first gets
   // its root reopened (OnDisconnect).
@@ -172,7 +174,7 @@ class PosixBacking final : public Backing {
   mutable std::shared_ptr<const RootDir> root_;
   mutable int64_t last_reopen_ns_ = 0;  // steady clock; under root_mu_
   mutable bool reopen_logged_ = false;  // "still disconnected" logged in this episode
-  mutable LogLimit fault_log_;  // device faults (EIO...) logged, rate-limited
+  mutable LogLimit fault_log_;          // device faults (EIO...) logged, rate-limited
   mutable IoExecutor io_;
 };
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace clairfs {
 namespace {
@@ -34,43 +35,57 @@ void CheckPaths(std::span<const std::string_view> paths, std::vector<PathResolve
                 PathChecks* out) {
   const size_t most = std::max<size_t>(1, resolvers.size());
   out->paths.reserve(out->paths.size() + paths.size());
-  struct Outcome {
-    Result<std::string> path{Status::Error(Code::kUnavailable, "")};
-    struct stat st {};
+  // What a thread found that is not a plain outcome: a bad path, or a canonical path other
+  // than the one written (stored once the threads are done: the arena has one writer).
+  struct Bad {
+    uint32_t i;
+    std::string why;
   };
-  std::vector<Outcome> batch;
+  struct Rewritten {
+    uint32_t i;
+    std::string canonical;
+    FileVersion version;
+  };
   for (size_t begin = 0; begin < paths.size(); begin += kBatch) {
     const size_t n = std::min(kBatch, paths.size() - begin);
-    batch.assign(n, Outcome{});
+    const size_t base = out->paths.size();
+    out->paths.resize(base + n);  // each thread fills its own elements
     const size_t nthreads = n >= kParallelFrom ? most : 1;
+    std::vector<std::vector<Bad>> bad(nthreads);
+    std::vector<std::vector<Rewritten>> rewritten(nthreads);
     // Thread t checks paths begin + t, begin + t + nthreads, ...
     auto work = [&](size_t t) {
       std::vector<std::string_view> mine;
+      mine.reserve(n / nthreads + 1);
       for (size_t i = t; i < n; i += nthreads) mine.push_back(paths[begin + i]);
       std::vector<Result<std::string>> res;
       std::vector<struct stat> st;
       resolvers[t].ResolveMany(mine, true, &res, &st);
       for (size_t k = 0; k < mine.size(); ++k) {
-        batch[t + k * nthreads] = {std::move(res[k]), st[k]};
+        const auto i = static_cast<uint32_t>(t + k * nthreads);
+        if (!res[k].ok() || !S_ISREG(st[k].st_mode)) {
+          bad[t].push_back({i, Describe(res[k].status(), st[k])});
+        } else if (res[k].value() == mine[k]) {
+          out->paths[base + i] = {mine[k], VersionOf(st[k])};
+        } else {
+          rewritten[t].push_back({i, std::move(res[k].value()), VersionOf(st[k])});
+        }
       }
     };
     std::vector<std::thread> threads;
     for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(work, t);
     work(0);
     for (auto& th : threads) th.join();
-    for (size_t i = 0; i < n; ++i) {
-      const Outcome& o = batch[i];
-      const auto index = static_cast<uint32_t>(out->paths.size());
-      if (!o.path.ok() || !S_ISREG(o.st.st_mode)) {
-        out->errors.emplace_back(index, Describe(o.path.status(), o.st));
-        out->paths.push_back({});
-        continue;
+    std::vector<Bad> errors;
+    for (size_t t = 0; t < nthreads; ++t) {
+      for (Rewritten& r : rewritten[t]) {
+        out->paths[base + r.i] = {out->rewritten->Add(r.canonical), r.version};
       }
-      const std::string_view written = paths[begin + i];
-      const std::string& canonical = o.path.value();
-      out->paths.push_back(
-          {canonical == written ? written : out->rewritten->Add(canonical), VersionOf(o.st)});
+      std::move(bad[t].begin(), bad[t].end(), std::back_inserter(errors));
     }
+    std::sort(errors.begin(), errors.end(), [](const Bad& a, const Bad& b) { return a.i < b.i; });
+    for (Bad& e : errors)
+      out->errors.emplace_back(static_cast<uint32_t>(base + e.i), std::move(e.why));
   }
 }
 

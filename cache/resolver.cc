@@ -111,16 +111,25 @@ void PathResolver::ResolveMany(const std::vector<std::string_view>& paths, bool 
   // name, unless the name is a symlink to follow: one stat decides.
   std::vector<size_t> batched;
   std::vector<std::string> full;
+  full.reserve(paths.size());
+  // The directory of the previous path found in the memo (consecutive paths often share one).
+  std::string_view last_dir;
+  const std::string* last_canon = nullptr;
   for (size_t i = 0; i < paths.size(); ++i) {
     const std::string_view p = paths[i];
     const size_t slash = p.rfind('/');
     const std::string_view last = slash == std::string_view::npos ? p : p.substr(slash + 1);
-    const bool plain = !p.empty() && p[0] != '/' && !last.empty() && last != "." &&
-                       last != ".." && last.size() <= kNameMax;
+    const bool plain = !p.empty() && p[0] != '/' && !last.empty() && last != "." && last != ".." &&
+                       last.size() <= kNameMax;
     const std::string* dir = nullptr;
     if (plain && slash != std::string_view::npos) {
-      auto it = dir_cache_.find(std::string(p.substr(0, slash)));
-      if (it != dir_cache_.end()) dir = &it->second.first;
+      const std::string_view raw = p.substr(0, slash);
+      if (last_canon && raw == last_dir) {
+        dir = last_canon;
+      } else if (auto it = dir_cache_.find(std::string(raw)); it != dir_cache_.end()) {
+        dir = last_canon = &it->second.first;  // a node's address is stable
+        last_dir = it->first;
+      }
     }
     if (!plain || (slash != std::string_view::npos && !dir)) {
       (*out)[i] = Resolve(p, follow_final, &(*st)[i]);  // memoizes its directory
@@ -131,7 +140,7 @@ void PathResolver::ResolveMany(const std::vector<std::string_view>& paths, bool 
   }
   std::vector<struct stat> bst;
   std::vector<Status> bstatus;
-  backing_.LstatMany(full, &bst, &bstatus);
+  backing_.LstatMany(&full, &bst, &bstatus);  // full[k] is read only where bstatus[k] is ok
   for (size_t k = 0; k < batched.size(); ++k) {
     const size_t i = batched[k];
     if (bstatus[k].ok() && !(S_ISLNK(bst[k].st_mode) && follow_final)) {

@@ -136,7 +136,7 @@ void StatAhead::Batch() {
   if (!paths.empty()) {
     std::vector<struct stat> st;
     std::vector<Status> status;
-    backing_.LstatMany(paths, &st, &status);
+    backing_.LstatMany(&paths, &st, &status);
     std::lock_guard lock(mu_);
     counters_.batches.fetch_add(1, std::memory_order_relaxed);  // counted once it landed
     if (forgets_ == forgets && !stop_) {  // else a change was reported meanwhile: dropped

@@ -79,17 +79,20 @@ TEST(PosixBacking, LstatManyAgreesWithLstat) {
   ASSERT_EQ(symlink("/etc", (r + "/out").c_str()), 0);
   auto backing = OpenBacking(r);
   const std::vector<std::string> paths = {
-      "a/x", "b/y", "top", "a/deep/z", "a/link", "a/dirlink", "a/dirlink/y", "out",
-      "out/passwd", "a/missing", "missing/x", "top/x", "a/.", "a/..", "a/", "b/y", "a/deep"};
+      "a/x",         "b/y",  "top",        "a/deep/z",  "a/link",    "a/dirlink",
+      "a/dirlink/y", "out",  "out/passwd", "a/missing", "missing/x", "top/x",
+      "a/.",         "a/..", "a/",         "b/y",       "a/deep"};
   std::vector<struct stat> st;
   std::vector<Status> status;
-  backing->LstatMany(paths, &st, &status);
+  std::vector<std::string> given = paths;
+  backing->LstatMany(&given, &st, &status);
+  EXPECT_EQ(given, paths);  // given back
   ASSERT_EQ(st.size(), paths.size());
   for (size_t i = 0; i < paths.size(); ++i) {
     struct stat one {};
     const Status s = backing->Lstat(paths[i], &one);
-    ASSERT_EQ(status[i].ok(), s.ok()) << paths[i] << ": " << status[i].ToString() << " vs "
-                                      << s.ToString();
+    ASSERT_EQ(status[i].ok(), s.ok())
+        << paths[i] << ": " << status[i].ToString() << " vs " << s.ToString();
     if (s.ok()) {
       EXPECT_EQ(st[i].st_ino, one.st_ino) << paths[i];
       EXPECT_EQ(st[i].st_mode, one.st_mode) << paths[i];
