@@ -1,8 +1,9 @@
 #include "cache/compact_manifest.h"
 
+#include <endian.h>
+
 #include <algorithm>
 #include <cstring>
-#include <endian.h>
 
 namespace clairfs {
 namespace {
@@ -347,12 +348,16 @@ ParsedManifest ManifestInput::Finish() && {
 }
 
 const std::vector<std::string_view>& ManifestInput::paths() const {
-  return std::visit(
-      [](const auto& p) -> const std::vector<std::string_view>& { return p.paths(); }, parser_);
+  return std::visit([](const auto& p) -> const std::vector<std::string_view>& { return p.paths(); },
+                    parser_);
 }
 
 const ParsedManifest& ManifestInput::parsed() const {
   return std::visit([](const auto& p) -> const ParsedManifest& { return p.parsed(); }, parser_);
+}
+
+KeyIndex ManifestInput::TakePathIndex() && {
+  return std::visit([](auto& p) { return std::move(p).TakePathIndex(); }, parser_);
 }
 
 uint64_t ManifestInput::bytes_fed() const {

@@ -67,6 +67,8 @@ class CompactManifestParser {
   // What the bytes fed so far said (as ManifestParser::parsed()): every error recorded by
   // Feed() is final, only Peek()'s cut-off error is taken back by the next Feed().
   const ParsedManifest& parsed() const { return out_; }
+  // As ManifestParser::TakePathIndex.
+  KeyIndex TakePathIndex() && { return targets_.TakeIndex(); }
 
  private:
   enum class Section : uint8_t {
@@ -116,7 +118,7 @@ class CompactManifestParser {
   std::string item_;
   uint64_t item_length_ = 0;
   std::vector<uint32_t> item_target_;  // per item parsed: its target, or kBadItem
-  bool items_are_targets_ = true;       // item_target_[i] == i for every item so far
+  bool items_are_targets_ = true;      // item_target_[i] == i for every item so far
   // The epochs: how many began, entries read so far, entries of the current epoch to come.
   uint64_t epochs_seen_ = 0, entries_seen_ = 0;
   uint32_t epoch_left_ = 0;
@@ -135,6 +137,7 @@ class ManifestInput {
   uint64_t bytes_fed() const;
   const std::vector<std::string_view>& paths() const;
   const ParsedManifest& parsed() const;
+  KeyIndex TakePathIndex() &&;
 
  private:
   std::variant<ManifestParser, CompactManifestParser> parser_;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache/object.h"
@@ -25,6 +26,18 @@ namespace clairfs {
 class KeyIndex {
  public:
   static constexpr uint32_t kNone = 0xFFFFFFFFu;  // never an id
+
+  KeyIndex() = default;
+  KeyIndex(const KeyIndex&) = default;
+  KeyIndex& operator=(const KeyIndex&) = default;
+  // A moved-from index is empty.
+  KeyIndex(KeyIndex&& o) noexcept
+      : slots_(std::exchange(o.slots_, {})), size_(std::exchange(o.size_, 0)) {}
+  KeyIndex& operator=(KeyIndex&& o) noexcept {
+    slots_ = std::exchange(o.slots_, {});
+    size_ = std::exchange(o.size_, 0);
+    return *this;
+  }
 
   // Empties the index and sizes it for n keys.
   void Reset(size_t n) {

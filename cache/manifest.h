@@ -42,12 +42,12 @@ struct ParsedManifest {
   // manifest and the plans built from it share, so a path is stored once).
   std::shared_ptr<StringArena> arena = std::make_shared<StringArena>();
   std::vector<std::string_view> paths;
-  std::vector<uint64_t> path_line;        // line of the first appearance of paths[i]
-  std::vector<ManifestTarget> targets;    // distinct (path, range) pairs
-  PositionList sequence;                  // index into targets, one per entry, in read order
-  std::vector<uint32_t> epoch_begin;  // index into sequence where each epoch starts
-  std::vector<ManifestError> errors;  // the first kMaxErrors lexical errors, by line
-  uint64_t error_count = 0;           // all lexical errors, including those not kept
+  std::vector<uint64_t> path_line;      // line of the first appearance of paths[i]
+  std::vector<ManifestTarget> targets;  // distinct (path, range) pairs
+  PositionList sequence;                // index into targets, one per entry, in read order
+  std::vector<uint32_t> epoch_begin;    // index into sequence where each epoch starts
+  std::vector<ManifestError> errors;    // the first kMaxErrors lexical errors, by line
+  uint64_t error_count = 0;             // all lexical errors, including those not kept
   uint64_t lines = 0;
   bool ok() const { return error_count == 0; }
 };
@@ -103,6 +103,9 @@ class ManifestTargets {
   // in m and here (targets added later than paths, as Add does).
   void Truncate(ParsedManifest& m, size_t paths, size_t targets);
   void Clear();
+  // The index of m.paths (id: index into m.paths, keys the paths' bytes), taken: this is
+  // left empty and must not be used for m again.
+  KeyIndex TakeIndex() { return std::move(index_); }
 
  private:
   struct RangeKey {
@@ -115,7 +118,7 @@ class ManifestTargets {
       return std::hash<uint64_t>()(k.offset * 0x9E3779B97F4A7C15ull ^ k.length) ^ k.path;
     }
   };
-  KeyIndex index_;  // path id by path (m.paths)
+  KeyIndex index_;                      // path id by path (m.paths)
   std::vector<uint32_t> whole_target_;  // per path: its whole-file target, or 0xFFFFFFFF
   std::unordered_map<RangeKey, uint32_t, RangeHash> range_index_;
 };
@@ -150,6 +153,9 @@ class ManifestParser {
   const std::vector<std::string_view>& paths() const { return out_.paths; }
   // What the complete lines fed so far said (right after Feed(): none of a Peek()'s additions).
   const ParsedManifest& parsed() const { return out_; }
+  // After Peek(), the last call: an index of the paths Peek() returned (ManifestTargets::
+  // TakeIndex), so that a plan whose keys are those paths need not index them again.
+  KeyIndex TakePathIndex() && { return targets_.TakeIndex(); }
 
  private:
   // What EndText() changed, so that Unpeek() can take it back.
@@ -171,11 +177,11 @@ class ManifestParser {
   ManifestTargets targets_;  // of out_
   std::string pending_;
   bool pending_too_long_ = false;
-  bool epoch_open_ = false;  // an epoch has begun (explicitly or by its first entry)
-  bool header_ = false;      // line 1 was kBeginMarker: a trailer is required
-  bool trailer_ = false;     // a trailer line was seen: nothing may follow it
+  bool epoch_open_ = false;   // an epoch has begun (explicitly or by its first entry)
+  bool header_ = false;       // line 1 was kBeginMarker: a trailer is required
+  bool trailer_ = false;      // a trailer line was seen: nothing may follow it
   uint64_t stream_line_ = 0;  // the line of the `#stream` line, if any
-  bool peeked_ = false;      // out_ holds EndText()'s changes, recorded in mark_
+  bool peeked_ = false;       // out_ holds EndText()'s changes, recorded in mark_
   Mark mark_{};
   uint64_t bytes_fed_ = 0;
 };

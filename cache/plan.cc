@@ -220,6 +220,7 @@ Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedMani
                          ManifestReport(error_count, std::move(errors), m.form));
   }
   out->stream = m.stream;
+  out->files_as_written = plain;
   out->arenas = {m.arena, std::move(checks.rewritten)};
   out->epoch_begin = m.epoch_begin;
   out->sequence = m.sequence;  // shares its storage
@@ -266,7 +267,7 @@ void Plan::DropDeadObjects() {
 Result<std::shared_ptr<Plan>> MergePlan(const Plan* base,
                                         std::shared_ptr<const ResolvedManifest> mp,
                                         StreamChange change, uint64_t chunk_size,
-                                        uint64_t record_chunk_size) {
+                                        uint64_t record_chunk_size, KeyIndex* files_index) {
   const ResolvedManifest& m = *mp;
   const std::string name = m.stream.empty() ? std::string(kDefaultStream) : m.stream;
   auto plan = std::make_shared<Plan>();
@@ -310,8 +311,21 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base,
   bool one_each = true;  // every target is one object
   bool identity = true;  // target t is object t (a first plan's usual case)
   KeyIndex ids;          // key -> object id, for every object: the plan's index in the end
-  {
+  // Object t is file t (each target t a whole file t in one object): the caller's index of
+  // the files is the plan's.
+  bool indexed = files_index && !base && adopt && files_index->size() == m.files.size() &&
+                 m.targets.size() == m.files.size();
+  for (size_t t = 0; indexed && t < m.targets.size(); ++t) {
+    const ResolvedManifest::Target& target = m.targets[t];
+    indexed =
+        target.file == t && target.range.whole() && m.files[t].version.size <= grid_of[target.file];
+  }
+  if (indexed) {
+    ids = std::move(*files_index);
+  } else {
     ids.Reset(bound);
+  }
+  {
     const auto key_of = [&](uint32_t id) { return plan->objects[id].key; };
     if (base) {
       for (const PlanObject& o : base->objects) {
@@ -324,7 +338,9 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base,
       const ResolvedManifest::File& f = m.files[target.file];
       ChunkGrid(grid_of[target.file]).ForEach(f.version.size, target.range, [&](ByteRange r) {
         uint32_t id;
-        if (adopt && r.whole()) {
+        if (indexed) {
+          id = plan->AddObjectViewing(f.path, f.version);  // indexed as file t already
+        } else if (adopt && r.whole()) {
           // Added, then looked up and indexed in one probe; taken back if it was known.
           id = plan->AddObjectViewing(f.path, f.version);
           if (const uint32_t known = ids.Insert(id, key_of); known != id) {

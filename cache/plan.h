@@ -52,9 +52,9 @@ inline constexpr Placement kPeer{Route::kPeer};
 
 // One object of the plan (cache/object_key.h): a whole file or a chunk of one.
 struct PlanObject {
-  std::string_view key;  // ObjectKey of a canonical path, in one of its plan's arenas
-  FileVersion version;   // of the whole file
-  uint64_t bytes = 0;    // ObjectBytes(key, version)
+  std::string_view key;     // ObjectKey of a canonical path, in one of its plan's arenas
+  FileVersion version;      // of the whole file
+  uint64_t bytes = 0;       // ObjectBytes(key, version)
   uint32_t freq = 0;        // how often it appears in the access string
   uint32_t first = kNoPos;  // position of its first appearance
   Placement place = kStaging;
@@ -100,10 +100,10 @@ class Plan {
   // Hold the bytes of the objects' keys (shared with the manifests they came from and with
   // other plans); AddObject() adds to one of this plan's own.
   std::vector<std::shared_ptr<const StringArena>> arenas;
-  std::vector<PlanStream> streams;  // ordered by name
+  std::vector<PlanStream> streams;                // ordered by name
   std::vector<std::vector<uint32_t>> tier_order;  // per tier: its objects by first reference
-  uint64_t chunk_size = 0;         // the grid of files read whole
-  uint64_t record_chunk_size = 0;  // the grid of files range entries name
+  uint64_t chunk_size = 0;                        // the grid of files read whole
+  uint64_t record_chunk_size = 0;                 // the grid of files range entries name
   // Per chunked file (a canonical path): the grid it was cut on. Set by MergePlan; a file keeps
   // its grid in every plan appended to this one.
   std::unordered_map<std::string, uint64_t> grids;
@@ -154,7 +154,7 @@ class Plan {
 
  private:
   std::shared_ptr<StringArena> own_;  // in arenas once made
-  KeyIndex index_;  // over objects' keys
+  KeyIndex index_;                    // over objects' keys
   std::unordered_map<std::string_view, ChunkedFileInfo> chunked_;
   uint64_t total_bytes_ = 0;
   uint64_t whole_files_ = 0;
@@ -181,6 +181,9 @@ struct ResolvedManifest {
   std::vector<uint32_t> epoch_begin;  // index into sequence
   uint64_t lines = 0;                 // of the text, for the report of MergePlan
   uint64_t range_entries = 0;
+  // Every path was written canonically and names a file: files[i].path is the parsed
+  // manifest's paths[i], so the parser's index of its paths indexes files (MergePlan).
+  bool files_as_written = false;
 };
 
 // Checks every path of m against the dataset, and every range against its file's size. All or
@@ -207,10 +210,14 @@ enum class StreamChange : uint8_t {
 // (kInvalidArgument, a report) only when the stream would have more than
 // ManifestParser::kMaxEntries positions. base is untouched. m is released before the
 // positions are written, so that when the caller held the last reference its storage is
-// reused in place.
+// reused in place. files_index (optional): an index of m's files' paths by file id (the
+// parser's, when m.files_as_written); taken as the plan's own index when the plan's objects
+// are m's files in order (no base; every target a whole file no larger than its grid), which
+// saves hashing every key again.
 Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const ResolvedManifest> m,
                                         StreamChange change, uint64_t chunk_size,
-                                        uint64_t record_chunk_size = 0);
+                                        uint64_t record_chunk_size = 0,
+                                        KeyIndex* files_index = nullptr);
 // Whether base (may be null) has room for m's stream: kInvalidArgument (a report naming
 // cache.max_streams) when m would add a stream to a base that holds max_streams already. A
 // replacement of a stream base has, and a removal, always fit.
@@ -220,8 +227,8 @@ Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange chan
 std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name);
 // ResolveManifest then MergePlan.
 Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base, StreamChange change,
-                                        uint64_t chunk_size, uint64_t record_chunk_size = 0);
+                                        const Plan* base, StreamChange change, uint64_t chunk_size,
+                                        uint64_t record_chunk_size = 0);
 
 // Capacities the planner fills, fastest tier first.
 struct PlacementLimits {

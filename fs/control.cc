@@ -207,8 +207,11 @@ void ControlPlane::Release(Writer& w) {
   if (text) {
     const auto start = std::chrono::steady_clock::now();
     std::lock_guard lock(commit_mu_);
-    // The text's storage is reused for the plan's positions when nothing else holds it.
+    // The text's storage is reused for the plan's positions when nothing else holds it, and
+    // the parser's index of the paths as the plan's index when they are its keys.
     w.ahead_.reset();
+    KeyIndex paths_index;
+    if (text->files_as_written) paths_index = std::move(w.parser_).TakePathIndex();
     w.parser_ = ManifestInput();
     w.valid_.reset();
     const StreamChange change = w.append_ ? StreamChange::kAppend : StreamChange::kReplace;
@@ -223,7 +226,7 @@ void ControlPlane::Release(Writer& w) {
           return room;
         }
         return MergePlan(current, std::move(text), change, prefetcher_.chunk_size(),
-                         prefetcher_.record_chunk_size());
+                         prefetcher_.record_chunk_size(), &paths_index);
       });
       if (plan.ok()) {
         files = plan.value()->files();
@@ -242,7 +245,9 @@ void ControlPlane::Release(Writer& w) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       spdlog::info("stream '{}' {}: {} entries; {} streams, {} files in the plan ({:.3f} s)",
                    EscapeForReport(stream),
-                   change == StreamChange::kAppend ? "appended" : entries ? "registered" : "removed",
+                   change == StreamChange::kAppend ? "appended"
+                   : entries                       ? "registered"
+                                                   : "removed",
                    entries, streams, files, secs);
       Report(w.report_, "");
     }

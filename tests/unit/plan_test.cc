@@ -156,6 +156,56 @@ TEST_F(PlanTest, AppendKeepsBaseFileIdsAndEpochs) {
   EXPECT_EQ(p.EpochOf(5), 3u);
 }
 
+// The parser's index of its paths becomes the plan's index when the plan's objects are the
+// manifest's files in order; otherwise (a path written another way, a range, a file larger
+// than a chunk, a base) it is not used. Either way every key is found under its own id.
+TEST_F(PlanTest, ParsersIndexServesThePlanOnlyWhenItsKeysAreTheFiles) {
+  struct Case {
+    const char* text;
+    bool files_as_written, taken;
+    const Plan* base = nullptr;
+  };
+  auto base = Build("a/1\n");
+  ASSERT_TRUE(base.ok());
+  const Case cases[] = {
+      {"#epoch\na/2\na/1\nb/3\n#epoch\nb/3\na/1\na/2\n", true, true},
+      {"a/1\n./a/2\n", false, false},                   // not canonical as written
+      {"a/1\na/2\t0+5\n", true, false},                 // a range: two targets of a/2 would differ
+      {"a/1\nb/3\n", true, false, base.value().get()},  // a base's objects come first
+  };
+  for (const Case& c : cases) {
+    ManifestParser parser;
+    parser.Feed(c.text);
+    const ParsedManifest& parsed = parser.Peek();
+    auto resolved = ResolveManifest(parsed, resolver_);
+    ASSERT_TRUE(resolved.ok()) << c.text << resolved.status().message();
+    EXPECT_EQ(resolved.value()->files_as_written, c.files_as_written) << c.text;
+    KeyIndex index = std::move(parser).TakePathIndex();
+    const size_t indexed = index.size();
+    auto plan = MergePlan(c.base, resolved.value(), StreamChange::kAppend, chunk_size_, 0,
+                          c.files_as_written ? &index : nullptr);
+    ASSERT_TRUE(plan.ok()) << c.text;
+    EXPECT_EQ(index.size() == 0 && indexed > 0, c.taken) << c.text;
+    const Plan& p = *plan.value();
+    for (uint32_t id = 0; id < p.objects.size(); ++id) EXPECT_EQ(p.Find(p.objects[id].key), id);
+    EXPECT_EQ(p.Find("a/9"), kNoPos);
+  }
+  // A file larger than its chunk is chunks, not one object: the index is not the plan's.
+  chunk_size_ = 16;
+  ManifestParser parser;
+  parser.Feed("a/1\nb/3\n");
+  auto resolved = ResolveManifest(parser.Peek(), resolver_);
+  ASSERT_TRUE(resolved.ok());
+  KeyIndex index = std::move(parser).TakePathIndex();
+  auto plan = MergePlan(nullptr, resolved.value(), StreamChange::kReplace, chunk_size_, 0, &index);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(index.size(), 2u);
+  EXPECT_EQ(plan.value()->objects.size(), 3u);  // a/1, b/3's two chunks
+  for (uint32_t id = 0; id < plan.value()->objects.size(); ++id) {
+    EXPECT_EQ(plan.value()->Find(plan.value()->objects[id].key), id);
+  }
+}
+
 TEST_F(PlanTest, InvalidAppendLeavesBaseUntouched) {
   auto base = Build("a/1\n");
   ASSERT_TRUE(base.ok());
@@ -218,7 +268,8 @@ TEST(PlanBatches, ResolutionAcrossBatchesIsInManifestOrder) {
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(plan.value()->objects.size(), static_cast<size_t>(kFiles));
   for (int i = 0; i < kFiles; i += 9'999) {
-    EXPECT_EQ(plan.value()->objects[i].key, "d" + std::to_string(i % 97) + "/f" + std::to_string(i));
+    EXPECT_EQ(plan.value()->objects[i].key,
+              "d" + std::to_string(i % 97) + "/f" + std::to_string(i));
   }
   const PositionList& seq = plan.value()->streams[0].sequence;
   EXPECT_EQ(seq[seq.size() - 1], 3u);
