@@ -159,7 +159,14 @@ void CompactManifestParser::Items(std::string_view& bytes) {
     bytes.remove_prefix(used);
     offset_ += used;
     item_bytes_left_ -= used;
-    if (nul != std::string_view::npos) EndItem();
+    if (nul != std::string_view::npos) {
+      // The next item's index slot is fetched while this one is added.
+      const std::string_view next = bytes.substr(0, std::min<uint64_t>(bytes.size(), 256));
+      if (const size_t end = next.find('\0'); end != std::string_view::npos) {
+        targets_.Prefetch(next.substr(0, end));
+      }
+      EndItem();
+    }
   }
   if (section_ == Section::kItems && item_bytes_left_ == 0) EndItems();
 }

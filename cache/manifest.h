@@ -103,6 +103,8 @@ class ManifestTargets {
   // in m and here (targets added later than paths, as Add does).
   void Truncate(ParsedManifest& m, size_t paths, size_t targets);
   void Clear();
+  // KeyIndex::Prefetch for a path to be added next.
+  void Prefetch(std::string_view path) const { index_.Prefetch(path); }
   // The index of m.paths (id: index into m.paths, keys the paths' bytes), taken: this is
   // left empty and must not be used for m again.
   KeyIndex TakeIndex() { return std::move(index_); }
