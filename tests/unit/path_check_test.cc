@@ -31,16 +31,35 @@ std::string Text(int files, bool bad, uint32_t seed) {
   for (int i = 0; i < files; ++i) {
     t += "d" + std::to_string(i % 37) + "/f" + std::to_string(i) + "\n";
     switch (rng() % 500) {
-      case 0: t += "alias\n"; break;
-      case 1: t += "./d5/up\n"; break;
-      case 2: t += "d9//f9\n"; break;
-      case 3: t += "d1/../d2/f2\n"; break;
-      case 4: t += "d4/f4\t0+1\n"; break;
-      case 5: if (bad) t += "missing" + std::to_string(i) + "\n"; break;
-      case 6: if (bad) t += "fifo\n"; break;
-      case 7: if (bad) t += "out\n"; break;
-      case 8: if (bad) t += "d6\n"; break;
-      default: break;
+      case 0:
+        t += "alias\n";
+        break;
+      case 1:
+        t += "./d5/up\n";
+        break;
+      case 2:
+        t += "d9//f9\n";
+        break;
+      case 3:
+        t += "d1/../d2/f2\n";
+        break;
+      case 4:
+        t += "d4/f4\t0+1\n";
+        break;
+      case 5:
+        if (bad) t += "missing" + std::to_string(i) + "\n";
+        break;
+      case 6:
+        if (bad) t += "fifo\n";
+        break;
+      case 7:
+        if (bad) t += "out\n";
+        break;
+      case 8:
+        if (bad) t += "d6\n";
+        break;
+      default:
+        break;
     }
   }
   return t;
@@ -142,6 +161,64 @@ TEST(PathCheckAhead, TakeWithoutPathsAndDestructionWhileBusy) {
   const ParsedManifest m = ParseWhole(Text(50'000, false, 4));
   PathCheckAhead busy(resolver);
   busy.Add(m.paths);  // destroyed at once: the worker stops after its batch, joined
+}
+
+// CheckPaths, batch by batch on several threads, says of each path what resolving it alone
+// says: the canonical path (the written bytes themselves when canonical, else a copy), the
+// version, and for a bad path an error at its own index, in ascending order.
+TEST(CheckPaths, AgreesWithResolvingEachPathAlone) {
+  MemBacking backing;
+  Fill(backing, 5'000);
+  PathResolver resolver(backing, {});
+  std::vector<std::string> written;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 40'000; ++i) {  // two batches, each split among the threads
+    const int f = static_cast<int>(rng() % 5'000);
+    switch (rng() % 8) {
+      case 0:
+        written.push_back("alias");
+        break;
+      case 1:
+        written.push_back("d5/up");
+        break;
+      case 2:
+        written.push_back("d" + std::to_string(f % 37) + "//f" + std::to_string(f));
+        break;
+      case 3:
+        written.push_back("missing/f" + std::to_string(f));
+        break;
+      case 4:
+        written.push_back("fifo");
+        break;
+      case 5:
+        written.push_back("d" + std::to_string(f % 37));
+        break;
+      default:
+        written.push_back("d" + std::to_string(f % 37) + "/f" + std::to_string(f));
+    }
+  }
+  const std::vector<std::string_view> paths(written.begin(), written.end());
+  auto resolvers = CheckResolvers(resolver);
+  PathChecks checks;
+  CheckPaths(paths, resolvers, &checks);
+  ASSERT_EQ(checks.size(), paths.size());
+  size_t next_error = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    struct stat st {};
+    const auto alone = resolver.Resolve(paths[i], true, &st);
+    const CheckedPath& c = checks.paths[i];
+    if (!alone.ok() || !S_ISREG(st.st_mode)) {
+      ASSERT_FALSE(c.ok()) << paths[i];
+      ASSERT_LT(next_error, checks.errors.size());
+      EXPECT_EQ(checks.errors[next_error++].first, i) << paths[i];
+      continue;
+    }
+    ASSERT_TRUE(c.ok()) << paths[i];
+    EXPECT_EQ(c.path, alone.value()) << paths[i];
+    EXPECT_EQ(c.path.data() == paths[i].data(), alone.value() == paths[i]) << paths[i];
+    EXPECT_EQ(c.version, VersionOf(st)) << paths[i];
+  }
+  EXPECT_EQ(next_error, checks.errors.size());
 }
 
 }  // namespace
