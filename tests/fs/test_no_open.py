@@ -134,7 +134,11 @@ class NoOpenTest(ClairfsCase):
     def test_the_window_moves_past_reads_the_page_cache_served(self):
         # No tier: every object is staged, in a window of a few files. In the second epoch
         # every other file comes from the page cache (no READ) and the rest miss it: the
-        # window must give the cached ones up and stage the misses ahead of the reader.
+        # window must give the cached ones up and stage the misses ahead of the reader. The
+        # reader waits for the window to reach each miss before reading it (a window that
+        # kept the cached files would never get there), so that what is measured is where
+        # the window goes, not whether it outruns a reader that never pauses (it does not
+        # always, under a sanitizer on a loaded machine).
         cfg = no_open(ram="1", staging="2MiB")
         cfg["cache"]["page_cache_lag"] = 4
         mnt = self.mount_here(cfg)
@@ -146,7 +150,13 @@ class NoOpenTest(ClairfsCase):
         for rel in misses:
             self.evict(mnt, rel)
         before = self.stats(mnt)
-        for rel in self.order:
+        missed = set(misses)
+        for i, rel in enumerate(self.order):
+            if rel in missed:
+                pos = NFILES + i  # one object per file, one stream
+                harness.wait_for(
+                    lambda: self.stats(mnt)["prefetch"]["streams"][0]["staging_cursor"] > pos,
+                    10, f"the staging window to reach position {pos}")
             self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
         after = self.stats(mnt)
         self.assertEqual(after["file_reads"] - before["file_reads"], len(misses), after)
