@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cache/path_check.h"
 #include "conf/config.h"
 #include "tests/unit/test_util.h"
 
@@ -279,6 +280,50 @@ class StalledMount {
   bool done_ = false;
   std::thread watchdog_;
 };
+
+// A batch of path checks on a store that stops answering: LstatMany is abandoned at its
+// deadline (the paths handed to it may not come back) and every path of the batch fails with
+// it, promptly; what was checked is never read from paths that were not given back
+// (AddressSanitizer checks the reads).
+TEST(PosixBacking, PathChecksOnAStalledStoreFailAtTheDeadline) {
+  TempDir dir, src;
+  WriteFile(dir.path() + "/a", "local file");
+  WriteFile(src.path() + "/x", "behind the stalled mount");
+  WriteFile(src.path() + "/y", "also behind it");
+  ASSERT_EQ(mkdir((dir.path() + "/slow").c_str(), 0755), 0);
+  StalledMount mount(src.path(), dir.path() + "/slow");
+  if (!mount.ok()) GTEST_SKIP() << "no FUSE or bindfs: cannot stall a file system";
+  constexpr auto kTimeout = 1000ms;
+  auto backing = OpenBacking(dir.path(), {.timeout = kTimeout, .max_threads = 8});
+  PathResolver resolver(*backing, {});
+  std::vector<PathResolver> resolvers = {resolver.Fork()};
+  PathChecks before;  // the directory is memoized while the store answers
+  const std::vector<std::string_view> first = {"slow/x"};
+  CheckPaths(first, resolvers, &before);
+  ASSERT_TRUE(before.paths[0].ok());
+  mount.Stop();
+
+  std::vector<std::string> paths = {"slow/x", "slow/y", "a"};
+  std::vector<struct stat> st;
+  std::vector<Status> status;
+  auto start = Clock::now();
+  backing->LstatMany(&paths, &st, &status);
+  EXPECT_LT(Since(start), kTimeout + 2s);
+  ASSERT_EQ(status.size(), 3u);
+  for (const Status& s : status) EXPECT_EQ(s.code(), Code::kTimedOut) << s.ToString();
+
+  const std::vector<std::string_view> batch = {"slow/y", "slow/x", "a"};
+  PathChecks checks;
+  start = Clock::now();
+  CheckPaths(batch, resolvers, &checks);
+  EXPECT_LT(Since(start), kTimeout + 2s);
+  ASSERT_EQ(checks.size(), batch.size());
+  ASSERT_EQ(checks.errors.size(), batch.size());
+  for (uint32_t i = 0; i < batch.size(); ++i) {
+    EXPECT_FALSE(checks.paths[i].ok()) << batch[i];
+    EXPECT_EQ(checks.errors[i].first, i);
+  }
+}
 
 TEST(PosixBacking, StalledFileFailsAtItsDeadlineWhileOthersAreServed) {
   TempDir dir, src;
