@@ -266,17 +266,44 @@ std::shared_ptr<const PlanSummary> ControlPlane::Summary(
   return summary_;
 }
 
-std::string ControlPlane::StatsJson() const {
+json ControlPlane::StatsValue() const {
   const auto summary = Summary(prefetcher_.plan());
-  return StatsObject(stats_, prefetcher_, summary.get()).dump(2) + "\n";
+  return StatsObject(stats_, prefetcher_, summary.get());
 }
 
-std::string ControlPlane::MetricsText() const {
-  const auto summary = Summary(prefetcher_.plan());
-  return RenderMetrics(StatsObject(stats_, prefetcher_, summary.get()));
+std::string ControlPlane::StatsJson() const { return StatsValue().dump(2) + "\n"; }
+
+std::string ControlPlane::MetricsText() const { return RenderMetrics(StatsValue()); }
+
+std::string ControlPlane::PlanJson() const { return PlanValue().dump(2) + "\n"; }
+
+std::string ControlPlane::ViewText(ControlFile file, ControlView view) const {
+  if (view == ControlView::kFull) {
+    switch (file) {
+      case ControlFile::kStats:
+        return StatsJson();
+      case ControlFile::kPlan:
+        return PlanJson();
+      case ControlFile::kErrors:
+        return ErrorsText();
+      case ControlFile::kMetrics:
+        return MetricsText();
+    }
+  }
+  switch (file) {
+    case ControlFile::kStats:
+      return StatsCounts(StatsValue()).dump(2) + "\n";
+    case ControlFile::kPlan:
+      return PlanCounts(PlanValue()).dump(2) + "\n";
+    case ControlFile::kErrors:
+      return ErrorsCounts(ErrorsText());
+    case ControlFile::kMetrics:
+      return MetricsCounts(StatsValue());
+  }
+  return "";
 }
 
-std::string ControlPlane::PlanJson() const {
+json ControlPlane::PlanValue() const {
   auto plan = prefetcher_.plan();
   json j;
   if (!plan) {
@@ -297,7 +324,7 @@ std::string ControlPlane::PlanJson() const {
          {"staging", {{"objects", 0}, {"bytes", 0}}},
          {"direct", {{"objects", 0}, {"bytes", 0}}},
          {"predicted_backing_bytes", 0}};
-    return j.dump(2) + "\n";
+    return j;
   }
   const PlanSummary& s = *Summary(plan);
   json tiers = json::array();
@@ -338,7 +365,7 @@ std::string ControlPlane::PlanJson() const {
        {"from_peers", {{"objects", s.peer.objects}, {"bytes", s.peer.bytes}}},
        {"predicted_backing_bytes", s.predicted_backing_bytes}};
   if (cluster_info_) j["cluster"] = json::parse(cluster_info_());
-  return j.dump(2) + "\n";
+  return j;
 }
 
 std::string ControlPlane::ErrorsText() const {

@@ -4,6 +4,7 @@
 //   errors    read: the report of the last manifest validation (empty if it was accepted)
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
 //   metrics   read: the stats in the Prometheus text format
+// What a reader of stats, plan, errors and metrics sees depends on who it is (ViewText).
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "cache/plan.h"
 #include "cache/prefetcher.h"
 #include "cache/stats.h"
+#include "fs/control_views.h"
 
 namespace clairfs {
 
@@ -88,11 +91,15 @@ class ControlPlane {
   // A JSON object text shown as "cluster" in the plan (cluster/ provides it). Before serving.
   void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
 
+  // The generated files in full, as the mount's owner sees them.
   std::string StatsJson() const;
   // `stats` in the Prometheus text format (fs/metrics.h).
   std::string MetricsText() const;
   std::string PlanJson() const;
   std::string ErrorsText() const;
+  // A generated file as a caller with `view` may see it (fs/control_views.h): for kFull the
+  // text above, for kCounts the counts view built from it by whitelist.
+  std::string ViewText(ControlFile file, ControlView view) const;
 
  private:
   const Backing& backing_;
@@ -103,6 +110,9 @@ class ControlPlane {
   // The summary of plan (null for none), computed once per plan: stats reads need it for
   // readiness, and summarizing walks every object.
   std::shared_ptr<const PlanSummary> Summary(const std::shared_ptr<const Plan>& plan) const;
+  // The full stats and plan objects (StatsJson and PlanJson are their texts).
+  nlohmann::json StatsValue() const;
+  nlohmann::json PlanValue() const;
   mutable std::mutex summary_mu_;  // leaf
   mutable std::weak_ptr<const Plan> summary_plan_;
   mutable std::shared_ptr<const PlanSummary> summary_;
