@@ -219,17 +219,20 @@ bool AccessPolicy::AllowOpen(fuse_req_t req, const std::string& path, int flags)
   return false;
 }
 
-bool AccessPolicy::AllowControlWrite(fuse_req_t req) {
+bool AccessPolicy::IsController(fuse_req_t req) const {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   if (ctx->uid == self_.uid) return true;
-  if (control_gid_) {
-    Credentials caller;
-    (void)CallerOf(req, &caller);  // without its groups, the primary group decides
-    if (caller.gid == *control_gid_ || std::find(caller.groups.begin(), caller.groups.end(),
-                                                 *control_gid_) != caller.groups.end()) {
-      return true;
-    }
-  }
+  if (!control_gid_) return false;
+  Credentials caller;
+  (void)CallerOf(req, &caller);  // without its groups, the primary group decides
+  const auto& groups = caller.groups;
+  return caller.gid == *control_gid_ ||
+         std::find(groups.begin(), groups.end(), *control_gid_) != groups.end();
+}
+
+bool AccessPolicy::AllowControlWrite(fuse_req_t req) {
+  if (IsController(req)) return true;
+  const fuse_ctx* ctx = fuse_req_ctx(req);
   stats_.control_denied.fetch_add(1, std::memory_order_relaxed);
   spdlog::debug("manifest write by uid {} refused: not the mount's owner or group", ctx->uid);
   fuse_reply_err(req, EACCES);

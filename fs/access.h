@@ -8,7 +8,8 @@
 //    caller's credentials, so a chmod or setfacl that revokes access takes effect at the next
 //    open (fuse.access_check: open).
 //  - Control writes: only the mount's owner (the daemon's user) or members of control.group may
-//    open .clairfs/manifest for writing; ManifestAttr shows that in the node's mode bits.
+//    open .clairfs/manifest for writing; ManifestAttr shows that in the node's mode bits. The
+//    same callers (IsController) see the full view of the generated control files.
 // Thread-safe: every method may run on any FUSE worker thread at once.
 #pragma once
 
@@ -61,9 +62,13 @@ class AccessPolicy {
   // access_check: kernel (logged once per episode).
   [[nodiscard]] bool AllowOpen(fuse_req_t req, const std::string& path, int flags);
 
-  // True if the caller of req may open .clairfs/manifest for writing: the daemon's user, or a
-  // member (primary or supplementary) of control.group. Otherwise replies EACCES, returns false.
+  // True if the caller of req may open .clairfs/manifest for writing: IsController. Otherwise
+  // replies EACCES (counted in control_denied), returns false.
   [[nodiscard]] bool AllowControlWrite(fuse_req_t req);
+  // True if the caller of req is the mount's owner (the daemon's user) or a member (primary or
+  // supplementary) of control.group: who may write the manifest and read the full view of the
+  // control files (fs/control_views.h). Neither replies to req nor counts anything.
+  [[nodiscard]] bool IsController(fuse_req_t req) const;
 
   // Sets the manifest node's permission bits and group: 0644 with the daemon's group, or 0664
   // with control.group's id when one is configured.

@@ -23,6 +23,20 @@ using Node = ControlFs::Node;
 constexpr const char* kNames[] = {"manifest", "stats", "plan", "errors", "metrics"};
 constexpr fuse_ino_t kFirstFile = static_cast<fuse_ino_t>(Node::kManifest);
 
+// The generated file a node other than the root and the manifest is.
+ControlFile GeneratedFile(Node node) {
+  switch (node) {
+    case Node::kStats:
+      return ControlFile::kStats;
+    case Node::kPlan:
+      return ControlFile::kPlan;
+    case Node::kMetrics:
+      return ControlFile::kMetrics;
+    default:
+      return ControlFile::kErrors;
+  }
+}
+
 ControlFs* Self(fuse_req_t req) { return static_cast<ControlFs*>(fuse_req_userdata(req)); }
 
 // Runs a handler so that no exception escapes into libfuse; on one the request gets EIO.
@@ -152,10 +166,9 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return (void)fuse_reply_err(req, EACCES);
   } else if (node != Node::kManifest) {
     control_.AwaitReleases();  // a plan whose writer's close() just returned is installed
-    h->text = std::make_shared<const std::string>(node == Node::kStats     ? control_.StatsJson()
-                                                  : node == Node::kPlan    ? control_.PlanJson()
-                                                  : node == Node::kMetrics ? control_.MetricsText()
-                                                                           : control_.ErrorsText());
+    // What this caller may see, decided now for the life of the handle (docs/permissions.md).
+    const ControlView view = ViewFor(fuse_req_ctx(req)->uid, access_.IsController(req));
+    h->text = std::make_shared<const std::string>(control_.ViewText(GeneratedFile(node), view));
   }
   fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
   fi->noflush = !h->writer;  // only a manifest writer's close() has something to report

@@ -4,7 +4,8 @@
 // to. A connection of its own, because the control files need OPEN, FLUSH and RELEASE (per
 // writer buffers, EINVAL at close(), snapshots per open) whatever the dataset connection does
 // with them (issue 11). The root directory holds manifest, stats, plan, errors and metrics; the
-// contents come from ControlPlane, write permission on the manifest from AccessPolicy.
+// contents come from ControlPlane, write permission on the manifest from AccessPolicy, and so
+// does the view a reader gets of the generated files (fs/control_views.h).
 // No exception leaves a callback. Thread-safe: requests may arrive on any number of threads.
 #pragma once
 
