@@ -128,3 +128,31 @@ class CtlTest(harness.ClairfsCase):
         self.assertGreaterEqual(view["readiness"]["ready"], 0.95)
         rc, _, err = ctl("wait", self.mnt, "--ready", "1.5")
         self.assertEqual(rc, 2, err)
+
+
+class RenderCountsViewTest(harness.ClairfsCase):
+    """status from the counts view (what a user outside control.group reads): no crash on the
+    keys it lacks, no stream lines, no sizes, and the note saying details are hidden. (On a
+    real mount, read as another user: tests/fs/test_control_views.py.)"""
+
+    def test_counts_view_renders_without_details(self):
+        from clairfs import cli
+        stats = {"view": "counts", "hidden": "...", "file_reads": 3,
+                 "readiness": {"tiers": 1.0, "window": 0.5, "ready": 0.5},
+                 "prefetch": {"planned_files": 2, "streams": [{}, {}]},
+                 "tiers": [{"name": "ram", "capacity": 1 << 30, "served": 3, "state": "on"}],
+                 "hit_rates": {"ram": 1.0}, "hit_rate": 1.0, "backing_reads": 0,
+                 "warnings": [{"kind": "not_in_plan", "message": "most reads ...", "seconds": 1}],
+                 "errors": {"manifest_rejected": 1}}
+        plan = {"view": "counts", "entries": 4, "files": 2, "positions": 4, "streams": [{}, {}]}
+        out = cli.render_status("/mnt", stats, plan)
+        self.assertIn(cli.HIDDEN_NOTE, out)
+        self.assertIn("plan: 2 files, 4 reads in 2 stream(s)\n", out)
+        self.assertNotIn("stream None", out)
+        self.assertIn("tier ram: capacity 1024.0 MiB, 3 served", out)
+        self.assertIn("backing: 0 reads\n", out)
+        self.assertIn("WARNING (not_in_plan): most reads", out)
+        self.assertIn("errors: manifest_rejected 1", out)
+        # Nothing at all (an empty object each) renders too.
+        self.assertIn("plan: none registered", cli.render_status("/mnt", {}, {}))
+        self.assertNotIn(cli.HIDDEN_NOTE, cli.render_status("/mnt", {}, {}))

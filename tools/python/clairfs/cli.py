@@ -17,7 +17,9 @@ Exit status: 0 done, 1 rejected / timed out / not a clairfs mount, 2 bad usage (
 also 66 not a cache, 74 unreadable, 75 in use). Standard library only, serve-metrics aside.
 The numbers come from `.clairfs/stats` and `.clairfs/plan` (docs/control-interface.md); hit
 rates and readiness are the daemon's (stats keys `hit_rates`, `hit_rate`, `readiness`), so the
-tool, the metrics and the JSON always agree.
+tool, the metrics and the JSON always agree. A user who is not the mount's owner or in
+control.group gets their counts view (no paths, stream names or sizes: docs/permissions.md),
+and `status` shows that much and says so.
 """
 from __future__ import annotations
 
@@ -59,16 +61,35 @@ def hit_rates(stats: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in stats.get("hit_rates", {}).items() if v is not None}
 
 
+HIDDEN_NOTE = "details hidden: not the mount's owner or control.group (counts only)"
+
+
+def counts_only(stats: dict[str, Any], plan: dict[str, Any]) -> bool:
+    """True when the daemon gave this caller the counts view of `stats` or `plan` (key `view`:
+    no paths, stream names, per-stream details or byte sizes; docs/permissions.md)."""
+    return stats.get("view") == "counts" or plan.get("view") == "counts"
+
+
 def render_status(mount: str, stats: dict[str, Any], plan: dict[str, Any]) -> str:
-    """The human view of `status`: one screen, plain text."""
+    """The human view of `status`: one screen, plain text. Shows only what the control files
+    gave this caller: with the counts view, no stream names and no byte sizes (every field may
+    be missing). Prints nothing read from anywhere else (no log or cache paths)."""
     lines = [f"clairfs at {mount}"]
+    hidden = counts_only(stats, plan)
+    if hidden:
+        lines.append(HIDDEN_NOTE)
+    streams = plan.get("streams", [])
     if not plan.get("entries"):
         lines.append("plan: none registered (write .clairfs/manifest, or clairfs-ctl register)")
     else:
-        lines.append(f"plan: {plan.get('files', 0)} files, {_mib(plan.get('bytes', 0))}, "
-                     f"{plan.get('positions', 0)} reads in {len(plan.get('streams', []))} "
-                     f"stream(s), predicted backing {_mib(plan.get('predicted_backing_bytes', 0))}")
+        size = f", {_mib(plan['bytes'])}" if "bytes" in plan else ""
+        predicted = (f", predicted backing {_mib(plan['predicted_backing_bytes'])}"
+                     if "predicted_backing_bytes" in plan else "")
+        lines.append(f"plan: {plan.get('files', 0)} files{size}, {plan.get('positions', 0)} "
+                     f"reads in {len(streams)} stream(s){predicted}")
     for s in stats.get("prefetch", {}).get("streams", []):
+        if "name" not in s:
+            continue  # the counts view: no per-stream details
         positions = s.get("positions", 0)
         done = s.get("position", 0) / positions if positions else 0.0
         lines.append(f"  stream {s.get('name')}: epoch {min(s.get('epoch', 0) + 1, s.get('epochs', 0))}"
@@ -80,20 +101,23 @@ def render_status(mount: str, stats: dict[str, Any], plan: dict[str, Any]) -> st
         cap = t.get("capacity", 0)
         rate = rates.get(t.get("name", ""))
         hit = f" ({rate * 100:.1f}% of reads)" if rate is not None else ""
-        lines.append(f"  tier {t.get('name')}: {_mib(t.get('bytes', 0))} of {_mib(cap)}, "
+        held = f"{_mib(t['bytes'])} of {_mib(cap)}" if "bytes" in t else f"capacity {_mib(cap)}"
+        lines.append(f"  tier {t.get('name')}: {held}, "
                      f"{t.get('served', 0)} served{hit}, state {t.get('state', 'on')}")
     if rates:
         lines.append("served: " + ", ".join(f"{k} {v * 100:.1f}%" for k, v in sorted(rates.items()))
-                     + f"  (hit rate {stats.get('hit_rate', 0.0) * 100:.1f}%)")
+                     + f"  (hit rate {(stats.get('hit_rate') or 0.0) * 100:.1f}%)")
     else:
         lines.append("served: nothing read yet")
-    lines.append(f"stall: {stats.get('stall_seconds', 0.0):.2f} s   backing: "
-                 f"{stats.get('backing_reads', 0)} reads, {_mib(stats.get('backing_bytes', 0))}")
+    backing = f"{stats.get('backing_reads', 0)} reads"
+    if "backing_bytes" in stats:
+        backing += f", {_mib(stats['backing_bytes'])}"
+    lines.append(f"stall: {stats.get('stall_seconds', 0.0):.2f} s   backing: {backing}")
     cluster = plan.get("cluster")
     if cluster:
         lines.append(_cluster_line(cluster))
     for w in stats.get("warnings", []):
-        lines.append(f"WARNING ({w.get('kind')}): {w.get('message')}")
+        lines.append(f"WARNING ({w.get('kind')}): {w.get('message', '')}")
     errs = {k: v for k, v in stats.get("errors", {}).items() if v}
     lines.append("errors: " + (", ".join(f"{k} {v}" for k, v in sorted(errs.items())) or "none"))
     return "\n".join(lines) + "\n"
