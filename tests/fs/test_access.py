@@ -267,7 +267,7 @@ class ControlWriteTest(AccessCase):
         self.assertEqual((st.st_mode & 0o777, st.st_uid, st.st_gid), (0o644, 0, 0))
         self.assertEqual(write_manifest_as(USER, self.mnt, "c/2.bin\n"), DENIED)
         self.assertEqual(self.plan_files(), 2)
-        # Reads of the other control files stay open to everyone.
+        # The other control files stay readable by everyone (as counts: test_control_views.py).
         self.assertEqual(json.loads(read_as(USER, self.at(".clairfs/plan")))["files"], 2)
         json.loads(read_as(USER, self.at(".clairfs/stats")))
         self.assertEqual(read_as(USER, self.at(".clairfs/errors")), "")
