@@ -59,13 +59,17 @@ def read_control_as(uid, mnt, groups=()):
     return json.loads(r.stdout)
 
 
-def ctl_status_as(uid, mnt, groups=()):
-    """`clairfs-ctl status MNT` as uid: (exit status, stdout + stderr)."""
+def ctl_as(uid, *args, groups=()):
+    """`clairfs-ctl ARGS...` as uid: (exit status, stdout + stderr)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": PKG,
            "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-    r = subprocess.run(setpriv(uid, groups) + [sys.executable, "-m", "clairfs", "status", mnt],
+    r = subprocess.run(setpriv(uid, groups) + [sys.executable, "-m", "clairfs", *args],
                        capture_output=True, text=True, timeout=60, cwd="/", env=env)
     return r.returncode, r.stdout + r.stderr
+
+
+def ctl_status_as(uid, mnt, groups=()):
+    return ctl_as(uid, "status", mnt, groups=groups)
 
 
 @unittest.skipIf(usable(), usable())
@@ -172,6 +176,11 @@ class ControlViewsTest(AccessCase):
         self.assertIn("details hidden: not the mount's owner or control.group", status)
         self.assertIn("plan: 5 files, 5 reads in 1 stream(s)", status)
         self.assertIn("WARNING (not_in_plan): ", status)
+        # wait and status --json work from the counts view (entries and readiness are there).
+        rc, out = ctl_as(NOBODY, "wait", self.mnt, "--timeout", "20")
+        self.assertEqual(rc, 0, out)
+        rc, out = ctl_as(NOBODY, "status", self.mnt, "--json")
+        self.assertEqual((rc, json.loads(out)["readiness"]["ready"]), (0, 1.0), out)
         # And the full view is still there for the owner (root) and a control.group member.
         self.assert_full(read_control_as(0, self.mnt), plan)
         self.assert_full(read_control_as(MEMBER, self.mnt, groups=[self.group.gr_gid]), plan)

@@ -58,7 +58,10 @@ def _read(mount, name):
 
 
 def stats(mount: StrPath) -> dict[str, Any]:
-    """The daemon's counters as a dict (keys in README.md, "Stats"), a snapshot taken now."""
+    """The daemon's counters as a dict (keys in README.md, "Stats"), a snapshot taken now.
+
+    A caller who is neither the mount's owner nor in control.group gets the counts view: no
+    paths, stream names or byte sizes, and "view": "counts" (docs/permissions.md)."""
     return json.loads(_read(mount, "stats"))
 
 
@@ -68,7 +71,8 @@ def plan(mount: StrPath) -> dict[str, Any]:
 
 
 def errors(mount: StrPath) -> str:
-    """The report of the last manifest commit on this mount: "" when it was accepted."""
+    """The report of the last manifest commit on this mount: "" when it was accepted (for a
+    caller outside the mount's owner and control.group, one sentence without the report)."""
     return _read(mount, "errors")
 
 
