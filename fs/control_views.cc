@@ -239,6 +239,8 @@ std::string ErrorsCounts(const std::string& full_report) {
          "members of control.group)\n";
 }
 
+std::span<const std::string_view> CountsFamilies() { return kCountsFamilies; }
+
 bool CountsFamily(std::string_view name) {
   return std::find(std::begin(kCountsFamilies), std::end(kCountsFamilies), name) !=
          std::end(kCountsFamilies);

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -65,7 +66,8 @@ nlohmann::json PlanCounts(const nlohmann::json& full_plan);
 // accepted), else a fixed sentence saying one was rejected; nothing of the report's text.
 std::string ErrorsCounts(const std::string& full_report);
 
-// True if the metrics family `name` is shown in the counts view.
+// The metrics families shown in the counts view, and whether `name` is one of them.
+std::span<const std::string_view> CountsFamilies();
 bool CountsFamily(std::string_view name);
 // The counts view of `metrics`: RenderMetrics of StatsCounts(full_stats), keeping only the
 // families CountsFamily allows (a family whose source is hidden would read as zeros).

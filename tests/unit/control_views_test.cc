@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cache/prefetcher.h"
 #include "cache/ram_tier.h"
@@ -29,6 +30,42 @@ TEST(ControlViewsTest, TheWhitelistsAreWellFormed) {
   EXPECT_FALSE(ValidSchema(json::parse(R"({"a": "string"})")));
   EXPECT_FALSE(ValidSchema(json::parse(R"({"a": 1})")));
   EXPECT_FALSE(ValidSchema(json::parse(R"({"a": ["number", "name"]})")));
+}
+
+// Every key the whitelists name, with its path ("stats:prefetch/streams/[]/..."), for the audit
+// below.
+void Keys(const json& schema, const std::string& at, std::vector<std::string>* out) {
+  if (schema.is_object()) {
+    for (const auto& [key, sub] : schema.items()) {
+      out->push_back(at + key);
+      Keys(sub, at + key + "/", out);
+    }
+  } else if (schema.is_array()) {
+    Keys(schema[0], at + "[]/", out);
+  }
+}
+
+// An audit of the whitelists: no key of bytes (capacities aside), of names (a tier's aside),
+// of paths or of messages; every "name" leaf is one the daemon or its configuration chose.
+TEST(ControlViewsTest, TheWhitelistsNameNoBytesNamesOrPaths) {
+  std::vector<std::string> keys;
+  Keys(StatsCountsSchema(), "stats:", &keys);
+  Keys(PlanCountsSchema(), "plan:", &keys);
+  ASSERT_GT(keys.size(), 80u);
+  const std::set<std::string> names = {"stats:tiers/[]/name", "stats:tiers/[]/state",
+                                       "stats:warnings/[]/kind", "plan:tiers/[]/name",
+                                       "plan:cluster/state"};
+  for (const std::string& key : keys) {
+    const std::string last = key.substr(key.find_last_of(":/") + 1);
+    EXPECT_TRUE(last.find("bytes") == std::string::npos) << key;
+    EXPECT_TRUE(last.find("path") == std::string::npos) << key;
+    EXPECT_NE(last, "message") << key;
+    if (last == "name" || last == "state" || last == "kind") {
+      EXPECT_TRUE(names.count(key)) << key;
+    }
+  }
+  EXPECT_EQ(Whitelist(json::parse(R"({"streams": [{"name": "s"}]})"), PlanCountsSchema()),
+            json::parse(R"({"streams": [{}]})"));
 }
 
 TEST(ControlViewsTest, ViewForCaller) {
@@ -112,7 +149,14 @@ TEST(ControlViewsTest, MetricsKeepOnlyTheCountsFamilies) {
     allowed += CountsFamily(f);
   }
   EXPECT_EQ(allowed, shown_families.size());
-  EXPECT_GE(shown_families.size(), 35u);  // the list's names are the renderer's
+  // The list's names are the renderer's (an empty stats object renders every family), and
+  // none of them is of bytes of files.
+  const std::set<std::string> rendered = Families(RenderMetrics(json::object()));
+  for (std::string_view f : CountsFamilies()) {
+    EXPECT_TRUE(rendered.count(std::string(f))) << f;
+    EXPECT_TRUE(!f.ends_with("_bytes") || f.ends_with("_capacity_bytes")) << f;
+    EXPECT_EQ(f.find("stream"), std::string_view::npos) << f;
+  }
   for (const char* hidden :
        {"clairfs_read_bytes_total", "clairfs_tier_used_bytes", "clairfs_staging_used_bytes",
         "clairfs_stream_position", "clairfs_kept_written_bytes_total", "clairfs_peer_bytes_total",
