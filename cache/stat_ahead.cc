@@ -51,7 +51,7 @@ bool StatAhead::Recent(const std::string& path, struct stat* st) {
   {
     std::lock_guard lock(mu_);
     auto it = records_.find(path);
-    if (it != records_.end() && now - it->second.at <= options_.max_age) {
+    if (it != records_.end() && it->second.vouched && now - it->second.at <= options_.max_age) {
       *st = it->second.st;
       counters_.used.fetch_add(1, std::memory_order_relaxed);
       return true;
@@ -100,7 +100,11 @@ void StatAhead::Loop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || poked_; });
+      if (options_.idle_refresh.count() > 0) {
+        cv_.wait_for(lock, options_.idle_refresh, [&] { return stop_ || poked_; });
+      } else {
+        cv_.wait(lock, [&] { return stop_ || poked_; });
+      }
       if (stop_) return;
       poked_ = false;
     }
@@ -125,28 +129,40 @@ void StatAhead::Batch() {
       return it != records_.end() && begin - it->second.at < options_.max_age / 2;
     });
   }
-  // Only paths whose directory is watched from before the stat: a change made before the
-  // watch began was reported to nobody. One question per directory.
+  // Recent answers only for paths whose directory is watched from before the stat: a change
+  // made before the watch began was reported to nobody. One question per directory. Others
+  // are statted only for freshness (check_all).
   std::unordered_map<std::string, bool> watched;
-  std::erase_if(paths, [&](const std::string& p) {
+  std::vector<std::pair<std::string, bool>> asked;  // path, vouched
+  asked.reserve(paths.size());
+  for (auto& p : paths) {
     auto [it, fresh] = watched.try_emplace(DirOf(p), false);
     if (fresh) it->second = hooks_.watched(it->first);
-    return !it->second;
-  });
+    if (it->second || options_.check_all) asked.emplace_back(std::move(p), it->second);
+  }
+  paths.clear();
+  std::vector<bool> vouched;
+  for (auto& [p, v] : asked) {
+    paths.push_back(std::move(p));
+    vouched.push_back(v);
+  }
   if (!paths.empty()) {
     std::vector<struct stat> st;
     std::vector<Status> status;
     backing_.LstatMany(&paths, &st, &status);
-    std::lock_guard lock(mu_);
-    counters_.batches.fetch_add(1, std::memory_order_relaxed);  // counted once it landed
-    if (forgets_ == forgets && !stop_) {  // else a change was reported meanwhile: dropped
-      for (size_t i = 0; i < paths.size(); ++i) {
-        if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
-        Insert(paths[i], st[i], begin);
-        ++covered;
-        counters_.stats.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard lock(mu_);
+      counters_.batches.fetch_add(1, std::memory_order_relaxed);  // counted once it landed
+      if (forgets_ == forgets && !stop_) {  // else a change was reported meanwhile: dropped
+        for (size_t i = 0; i < paths.size() && i < st.size() && i < status.size(); ++i) {
+          if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
+          Insert(paths[i], st[i], begin, vouched[i]);
+          ++covered;
+          counters_.stats.fetch_add(1, std::memory_order_relaxed);
+        }
       }
     }
+    if (hooks_.checked) hooks_.checked(paths, st, status);
   }
   // The next batch: once the readers consumed half of what the records now cover, or this
   // batch is half max_age old; so sooner while few are covered (directories not watched yet:
@@ -156,8 +172,9 @@ void StatAhead::Batch() {
   refresh_at_ns_.store(Ns(begin + options_.max_age / 2), std::memory_order_relaxed);
 }
 
-void StatAhead::Insert(const std::string& path, const struct stat& st, Clock::time_point at) {
-  records_.insert_or_assign(path, Record{st, at});
+void StatAhead::Insert(const std::string& path, const struct stat& st, Clock::time_point at,
+                       bool vouched) {
+  records_.insert_or_assign(path, Record{st, at, vouched});
   order_.emplace_back(at, path);
   // The oldest insertions go first; one replaced since (a newer time) is skipped.
   while (records_.size() > options_.capacity || order_.size() > 2 * options_.capacity) {
