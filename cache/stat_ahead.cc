@@ -115,37 +115,43 @@ void StatAhead::Loop() {
 void StatAhead::Batch() {
   const uint64_t consumed = consumed_.load(std::memory_order_relaxed);
   const auto begin = Clock::now();
+  uint64_t forgets;  // a change reported from here on drops the batch's records
+  {
+    std::lock_guard lock(mu_);
+    forgets = forgets_;
+  }
   std::vector<std::string> paths;
   hooks_.upcoming(options_.ahead, &paths);
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
-  uint64_t forgets;
+  // Recent answers only for paths whose directory is watched from before the stat: a change
+  // made before the watch began was reported to nobody. One question per directory, before the
+  // stats. Paths of directories not watched are statted only for freshness (check_all).
+  std::unordered_map<std::string, bool> watched;
+  for (const auto& p : paths) {
+    auto [it, fresh] = watched.try_emplace(DirOf(p), false);
+    if (fresh) it->second = hooks_.watched(it->first);
+  }
   size_t covered = 0;  // upcoming paths with a usable record after this batch
   {
     std::lock_guard lock(mu_);
-    forgets = forgets_;
-    covered = std::erase_if(paths, [&](const std::string& p) {
+    // A record young enough is kept, unless it is not vouched for while its directory is
+    // watched now: statted again, it becomes usable.
+    std::erase_if(paths, [&](const std::string& p) {
       auto it = records_.find(p);
-      return it != records_.end() && begin - it->second.at < options_.max_age / 2;
+      const bool keep = it != records_.end() && begin - it->second.at < options_.max_age / 2 &&
+                        (it->second.vouched || !watched[DirOf(p)]);
+      covered += keep && it->second.vouched;
+      return keep;
     });
   }
-  // Recent answers only for paths whose directory is watched from before the stat: a change
-  // made before the watch began was reported to nobody. One question per directory. Others
-  // are statted only for freshness (check_all).
-  std::unordered_map<std::string, bool> watched;
-  std::vector<std::pair<std::string, bool>> asked;  // path, vouched
-  asked.reserve(paths.size());
-  for (auto& p : paths) {
-    auto [it, fresh] = watched.try_emplace(DirOf(p), false);
-    if (fresh) it->second = hooks_.watched(it->first);
-    if (it->second || options_.check_all) asked.emplace_back(std::move(p), it->second);
-  }
-  paths.clear();
   std::vector<bool> vouched;
-  for (auto& [p, v] : asked) {
-    paths.push_back(std::move(p));
-    vouched.push_back(v);
-  }
+  std::erase_if(paths, [&](const std::string& p) {
+    const bool w = watched[DirOf(p)];
+    if (!w && !options_.check_all) return true;
+    vouched.push_back(w);
+    return false;
+  });
   if (!paths.empty()) {
     std::vector<struct stat> st;
     std::vector<Status> status;
@@ -157,7 +163,7 @@ void StatAhead::Batch() {
         for (size_t i = 0; i < paths.size() && i < st.size() && i < status.size(); ++i) {
           if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
           Insert(paths[i], st[i], begin, vouched[i]);
-          ++covered;
+          covered += vouched[i];
           counters_.stats.fetch_add(1, std::memory_order_relaxed);
         }
       }
