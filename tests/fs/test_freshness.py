@@ -193,6 +193,24 @@ class Freshness(ClairfsCase):
         self.assertGreaterEqual(fresh["entries"], 1, fresh)      # u1
         self.assertIn("clairfs_fresh_swept_total", self.control_read(self.mnt, "metrics"))
 
+    def test_per_open_reads_at_the_next_open_and_stat_follows_within_the_sweep(self):
+        interval = 2.0
+        self.start(open_mode="per_open", revalidate_interval=interval)
+        rel = "x/u0"
+        self.assertEqual(read(self.at(rel)), data_for(rel, 1))
+        self.assertEqual(os.stat(self.at(rel)).st_size, FILE_SIZE)
+        with open(os.path.join(self.src, rel), "ab") as f:  # grows elsewhere
+            f.write(b"tail")
+        # Every open reaches the daemon, which binds the current version (close-to-open).
+        self.assertEqual(read(self.at(rel)), data_for(rel, 1) + b"tail")
+        self.assertEqual(os.stat(self.at("x/u1")).st_mode & 0o777, 0o644)  # now cached
+        os.chmod(os.path.join(self.src, "x/u1"), 0o600)
+        # A stat answered from the kernel's attributes follows within the sweep.
+        seen = self.until(lambda: os.stat(self.at("x/u1")).st_mode & 0o777 == 0o600,
+                          interval + 8, "stat to show the new mode")
+        self.assertLessEqual(seen, interval + 1.0)
+        self.assertGreaterEqual(self.stats(self.mnt)["fresh"]["swept"], 1)
+
     def test_immutable_turns_the_sweep_and_the_checks_ahead_off(self):
         self.start(immutable=True, revalidate_interval=0.2, stat_max_age=0.1)
         self.plan_two_epochs_and_read_the_first()
