@@ -51,7 +51,7 @@ bool StatAhead::Recent(const std::string& path, struct stat* st) {
   {
     std::lock_guard lock(mu_);
     auto it = records_.find(path);
-    if (it != records_.end() && now - it->second.at <= options_.max_age) {
+    if (it != records_.end() && it->second.vouched && now - it->second.at <= options_.max_age) {
       *st = it->second.st;
       counters_.used.fetch_add(1, std::memory_order_relaxed);
       return true;
@@ -100,7 +100,11 @@ void StatAhead::Loop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || poked_; });
+      if (options_.idle_refresh.count() > 0) {
+        cv_.wait_for(lock, options_.idle_refresh, [&] { return stop_ || poked_; });
+      } else {
+        cv_.wait(lock, [&] { return stop_ || poked_; });
+      }
       if (stop_) return;
       poked_ = false;
     }
@@ -111,42 +115,60 @@ void StatAhead::Loop() {
 void StatAhead::Batch() {
   const uint64_t consumed = consumed_.load(std::memory_order_relaxed);
   const auto begin = Clock::now();
+  uint64_t forgets;  // a change reported from here on drops the batch's records
+  {
+    std::lock_guard lock(mu_);
+    forgets = forgets_;
+  }
   std::vector<std::string> paths;
   hooks_.upcoming(options_.ahead, &paths);
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
-  uint64_t forgets;
+  // Recent answers only for paths whose directory is watched from before the stat: a change
+  // made before the watch began was reported to nobody. One question per directory, before the
+  // stats. Paths of directories not watched are statted only for freshness (check_all).
+  std::unordered_map<std::string, bool> watched;
+  for (const auto& p : paths) {
+    auto [it, fresh] = watched.try_emplace(DirOf(p), false);
+    if (fresh) it->second = hooks_.watched(it->first);
+  }
   size_t covered = 0;  // upcoming paths with a usable record after this batch
   {
     std::lock_guard lock(mu_);
-    forgets = forgets_;
-    covered = std::erase_if(paths, [&](const std::string& p) {
+    // A record young enough is kept, unless it is not vouched for while its directory is
+    // watched now: statted again, it becomes usable.
+    std::erase_if(paths, [&](const std::string& p) {
       auto it = records_.find(p);
-      return it != records_.end() && begin - it->second.at < options_.max_age / 2;
+      const bool keep = it != records_.end() && begin - it->second.at < options_.max_age / 2 &&
+                        (it->second.vouched || !watched[DirOf(p)]);
+      covered += keep && it->second.vouched;
+      return keep;
     });
   }
-  // Only paths whose directory is watched from before the stat: a change made before the
-  // watch began was reported to nobody. One question per directory.
-  std::unordered_map<std::string, bool> watched;
+  std::vector<bool> vouched;
   std::erase_if(paths, [&](const std::string& p) {
-    auto [it, fresh] = watched.try_emplace(DirOf(p), false);
-    if (fresh) it->second = hooks_.watched(it->first);
-    return !it->second;
+    const bool w = watched[DirOf(p)];
+    if (!w && !options_.check_all) return true;
+    vouched.push_back(w);
+    return false;
   });
   if (!paths.empty()) {
     std::vector<struct stat> st;
     std::vector<Status> status;
     backing_.LstatMany(&paths, &st, &status);
-    std::lock_guard lock(mu_);
-    counters_.batches.fetch_add(1, std::memory_order_relaxed);  // counted once it landed
-    if (forgets_ == forgets && !stop_) {  // else a change was reported meanwhile: dropped
-      for (size_t i = 0; i < paths.size(); ++i) {
-        if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
-        Insert(paths[i], st[i], begin);
-        ++covered;
-        counters_.stats.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard lock(mu_);
+      counters_.batches.fetch_add(1, std::memory_order_relaxed);  // counted once it landed
+      if (forgets_ == forgets && !stop_) {  // else a change was reported meanwhile: dropped
+        for (size_t i = 0; i < paths.size() && i < st.size() && i < status.size(); ++i) {
+          if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
+          Insert(paths[i], st[i], begin, vouched[i]);
+          covered += vouched[i];
+          counters_.stats.fetch_add(1, std::memory_order_relaxed);
+        }
       }
     }
+    if (hooks_.checked) hooks_.checked(paths, st, status);
   }
   // The next batch: once the readers consumed half of what the records now cover, or this
   // batch is half max_age old; so sooner while few are covered (directories not watched yet:
@@ -156,8 +178,9 @@ void StatAhead::Batch() {
   refresh_at_ns_.store(Ns(begin + options_.max_age / 2), std::memory_order_relaxed);
 }
 
-void StatAhead::Insert(const std::string& path, const struct stat& st, Clock::time_point at) {
-  records_.insert_or_assign(path, Record{st, at});
+void StatAhead::Insert(const std::string& path, const struct stat& st, Clock::time_point at,
+                       bool vouched) {
+  records_.insert_or_assign(path, Record{st, at, vouched});
   order_.emplace_back(at, path);
   // The oldest insertions go first; one replaced since (a newer time) is skipped.
   while (records_.size() > options_.capacity || order_.size() > 2 * options_.capacity) {

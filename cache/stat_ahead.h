@@ -26,6 +26,16 @@
 // than max_age / 2.
 // Memory: at most `capacity` records (the oldest are dropped first).
 //
+// Freshness (fs/revalidate.h), unless the dataset is declared immutable: with `check_all`,
+// paths in directories not watched are statted too (recorded, never answered by Recent), and
+// every batch's stats go to Hooks::checked, which compares them with what the kernel was given;
+// with `idle_refresh`, a batch also runs that long after the last one while nothing wakes the
+// thread (readers served by the page cache, or pausing), so a path the plan reads next is
+// statted at least every idle_refresh + max_age / 2 (its record is refreshed once older than
+// max_age / 2) plus one batch's time: the bound within which a planned read sees a change
+// made where no watch sees it. It costs up to `ahead` stats per idle_refresh while streams
+// are registered (none without a plan).
+//
 // Thread-safe. Lock order: mu_ is a leaf; hooks and the store are called without it.
 #pragma once
 
@@ -52,6 +62,8 @@ struct StatAheadOptions {
   uint32_t ahead = 256;                      // positions of each stream statted ahead
   std::chrono::milliseconds max_age{1'000};  // oldest stat Recent answers with
   size_t capacity = 4096;                    // records kept at most
+  bool check_all = false;                    // stat paths of directories not watched too
+  std::chrono::milliseconds idle_refresh{0};  // a batch at least this often; 0: only on reads
 };
 
 class StatAhead {
@@ -66,6 +78,11 @@ class StatAhead {
     std::function<bool(const std::string& dir)> watched;
     // Whether every change reported so far has been passed to Forget / ForgetAll.
     std::function<bool()> quiet;
+    // Optional. Every batch's results: (*st)[i] and (*status)[i] for paths[i]. Called on
+    // StatAhead's thread, without its lock, after the batch's records were stored.
+    std::function<void(const std::vector<std::string>& paths, const std::vector<struct stat>& st,
+                       const std::vector<Status>& status)>
+        checked;
   };
 
   // backing and counters must outlive this. The thread starts in Start().
@@ -97,11 +114,12 @@ class StatAhead {
   struct Record {
     struct stat st;
     Clock::time_point at;  // when its batch began (the stat was made after)
+    bool vouched;          // its directory was watched before the stat: Recent may use it
   };
   static constexpr uint64_t kMinReads = 8;  // reads between two batches, at least
   void Loop();
   void Batch();
-  void Insert(const std::string& path, const struct stat& st, Clock::time_point at);
+  void Insert(const std::string& path, const struct stat& st, Clock::time_point at, bool vouched);
 
   const Backing& backing_;
   const Hooks hooks_;

@@ -78,6 +78,17 @@ struct Stats {
     Counter missed{0};   // reads that found none usable and made their own
   } stat_ahead;
 
+  // Freshness for changes no watch sees (fs/revalidate.h): the kernel told to forget what it
+  // caches of objects that changed; all zero with fuse.immutable.
+  struct Fresh {
+    Counter checked{0};      // files the plan reads next compared after a stat ahead
+    Counter swept{0};        // nodes the kernel holds statted by the revalidation sweep
+    Counter rounds{0};       // sweeps over every node held, completed
+    Counter invalidated{0};  // nodes whose attributes or pages the kernel was told to drop
+    Counter entries{0};      // names dropped because their object went or was replaced
+    Counter failed{0};       // stats that failed without an answer (the node left as it was)
+  } fresh;
+
   // Access (fs/access.h): refusals beyond the kernel's own permission check.
   Counter open_denied{0};     // dataset opens the open-time access re-check refused (EACCES)
   Counter control_denied{0};  // opens of .clairfs/manifest for writing by a non-owner refused

@@ -124,7 +124,8 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   if (const auto f = root["fuse"]) {
     CLAIRFS_TRY(CheckKeys(f, "fuse",
                           {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check",
-                           "open_mode", "watch_backing", "stat_ahead", "stat_max_age"}));
+                           "open_mode", "watch_backing", "stat_ahead", "stat_max_age",
+                           "revalidate_interval", "immutable"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
     CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
     CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
@@ -132,6 +133,9 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(f, "watch_backing", "fuse.watch_backing", &c->fuse.watch_backing));
     CLAIRFS_TRY(Get(f, "stat_ahead", "fuse.stat_ahead", &c->fuse.stat_ahead));
     CLAIRFS_TRY(Get(f, "stat_max_age", "fuse.stat_max_age", &c->fuse.stat_max_age));
+    CLAIRFS_TRY(Get(f, "revalidate_interval", "fuse.revalidate_interval",
+                    &c->fuse.revalidate_interval));
+    CLAIRFS_TRY(Get(f, "immutable", "fuse.immutable", &c->fuse.immutable));
     CLAIRFS_TRY(GetAccessCheck(f, &c->fuse.access_check));
     CLAIRFS_TRY(GetOpenMode(f, c->fuse.keep_cache, &c->fuse.open_mode));
   }
@@ -294,6 +298,8 @@ Status Config::Validate() const {
   CLAIRFS_TRY(InRange<uint32_t>("fuse.stat_ahead", fuse.stat_ahead, 0, 1u << 20, "positions"));
   // A stat older than a minute says little about the file; below a millisecond none is used.
   CLAIRFS_TRY(InRange("fuse.stat_max_age", fuse.stat_max_age, 0.001, 60.0, "seconds"));
+  // Below 0.1 s the sweep would stat every node held twenty times a second.
+  CLAIRFS_TRY(InRange("fuse.revalidate_interval", fuse.revalidate_interval, 0.1, kDay, "seconds"));
   if (cache.tiers.size() > 4) return Bad("cache.tiers", "at most 4 tiers");
   for (size_t i = 0; i < cache.tiers.size(); ++i) {
     const std::string at = "cache.tiers[" + std::to_string(i) + "]";

@@ -175,7 +175,7 @@ void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (!backing_.Lstat(known.path, &kst).ok() || !known.Names(kst)) linked = 0;
   }
   e.ino = inodes_.Acquire(path, e.attr.st_dev, e.attr.st_ino, e.attr.st_mode, linked);
-  if (S_ISREG(e.attr.st_mode)) inodes_.Report(e.ino, VersionOf(e.attr));
+  inodes_.Report(e.ino, e.attr);  // any type: what fs/revalidate.h compares with
   if (S_ISDIR(e.attr.st_mode) && watch_) watch_->Watch(e.ino, path);
   e.attr_timeout = options_.attr_timeout;
   e.entry_timeout = options_.entry_timeout;
@@ -220,7 +220,7 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     InodeTable::NodeInfo node;
     if (!NodeOf(req, ino, &node) || !Verify(req, ino, node, &st)) return;
   }
-  if (S_ISREG(st.st_mode)) inodes_.Report(ino, VersionOf(st));
+  inodes_.Report(ino, st);
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 

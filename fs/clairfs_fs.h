@@ -24,6 +24,7 @@
 #include "fs/fs_options.h"
 #include "fs/inode_table.h"
 #include "fs/node_reads.h"
+#include "fs/revalidate.h"
 
 namespace clairfs {
 
@@ -40,11 +41,13 @@ class ClairFs {
   // The session serving this object, for notifications to the kernel; set right after
   // fuse_session_new, before the session loop runs.
   void SetSession(fuse_session* se) { session_.store(se, std::memory_order_release); }
-  // With fuse.watch_backing and open_mode none: starts the watch of the backing store
-  // (fs/backing_watch.h) and, with fuse.stat_ahead, the stats ahead of the reads it vouches
-  // for (cache/stat_ahead.h), after any daemonizing fork and before the prefetcher starts and
-  // the session loop runs; a failure is logged and leaves the kernel's caches to their
-  // timeouts. StopWatch: after the session loop and backing.Stop().
+  // Starts what keeps the kernel's caches fresh, after any daemonizing fork and before the
+  // prefetcher starts and the session loop runs: unless fuse.immutable, the revalidation
+  // sweep (fs/revalidate.h, any open mode); with open_mode none, the watch of the backing store
+  // (fs/backing_watch.h, fuse.watch_backing) and, with fuse.stat_ahead, the stats ahead of the
+  // reads (cache/stat_ahead.h), which the watch vouches for and which, unless immutable, are
+  // compared with what the kernel was given. A failure is logged and leaves the rest going.
+  // StopWatch: after the session loop and backing.Stop().
   void StartWatch();
   void StopWatch();
 
@@ -113,6 +116,11 @@ class ClairFs {
   // Makes the kernel drop the attributes it caches for ino (size, times, mode), so that the
   // next stat() or read() asks GetAttr again. Never blocks (see Open).
   void InvalidateAttrs(fuse_ino_t ino);
+  // From the watch's and the revalidation's threads (fs/clairfs_watch.cc): make the kernel
+  // drop node id's attributes and cached ACLs, with its pages (contents) or not; or its entry
+  // for name in directory node parent. No-ops before the session is set.
+  void NotifyInode(uint64_t id, bool contents);
+  void NotifyEntry(uint64_t parent, const std::string& name);
   // True iff the object at path may appear in the mount (symlinks must stay inside the tree).
   bool Visible(const std::string& path, const struct stat& st);
 
@@ -124,6 +132,9 @@ class ClairFs {
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
   NodeReads node_reads_;                 // fuse.open_mode none: contents of the files being read
+  // Unless fuse.immutable: set before the session loop, stopped after it (after ahead_, whose
+  // batches it checks).
+  std::unique_ptr<Revalidator> revalidator_;
   std::unique_ptr<BackingWatch> watch_;  // set before the session loop runs, reset after it
   // Set with watch_ (fuse.stat_ahead > 0), before the session loop; stopped with it.
   std::unique_ptr<StatAhead> ahead_;

@@ -1,6 +1,6 @@
-// ClairFs's watch of the backing store and the stats ahead of the reads it vouches for
-// (fs/backing_watch.h, cache/stat_ahead.h): how they are wired to the kernel's caches, the
-// prefetcher and each other.
+// ClairFs's watch of the backing store, the stats ahead of the reads it vouches for and the
+// revalidation of what the kernel caches (fs/backing_watch.h, cache/stat_ahead.h,
+// fs/revalidate.h): how they are wired to the kernel's caches, the prefetcher and each other.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,10 +11,42 @@
 
 namespace clairfs {
 
+void ClairFs::NotifyInode(uint64_t id, bool contents) {
+  fuse_session* se = session_.load(std::memory_order_acquire);
+  if (!se) return;
+  // Attributes only (offset -1), or with every page of the file (offset 0, length 0; a
+  // directory's cached listing). The kernel forgets the node's cached ACLs with its attributes.
+  const int rc = fuse_lowlevel_notify_inval_inode(se, id, contents ? 0 : -1, 0);
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("invalidation of node {}: {}", id, std::strerror(-rc));
+  }
+}
+
+void ClairFs::NotifyEntry(uint64_t parent, const std::string& name) {
+  fuse_session* se = session_.load(std::memory_order_acquire);
+  if (!se) return;
+  const int rc = fuse_lowlevel_notify_inval_entry(se, parent, name.c_str(), name.size());
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("invalidation of '{}' in node {}: {}", name, parent, std::strerror(-rc));
+  }
+}
+
 void ClairFs::StartWatch() {
+  const bool fresh = !options_.immutable;
+  if (fresh) {
+    Revalidator::Notify notify;
+    notify.inode = [this](uint64_t id, bool contents) { NotifyInode(id, contents); };
+    notify.entry = [this](uint64_t parent, const std::string& name) { NotifyEntry(parent, name); };
+    RevalidateOptions ro;
+    ro.interval = std::chrono::milliseconds(
+        static_cast<int64_t>(options_.revalidate_interval * 1000));
+    revalidator_ = std::make_unique<Revalidator>(backing_, inodes_, std::move(notify), ro,
+                                                 stats_.fresh);
+    revalidator_->Start();
+  }
   // per_open: every open reaches the daemon, which checks the version and the caller's access.
-  if (!options_.watch_backing || options_.open_mode != OpenMode::kNone) return;
-  if (options_.stat_ahead > 0) {
+  if (options_.open_mode != OpenMode::kNone) return;
+  if (options_.stat_ahead > 0 && (options_.watch_backing || fresh)) {
     StatAhead::Hooks ah;
     ah.upcoming = [this](uint32_t n, std::vector<std::string>* paths) {
       prefetcher_.Upcoming(n, paths);
@@ -25,51 +57,52 @@ void ClairFs::StartWatch() {
     ao.ahead = options_.stat_ahead;
     ao.max_age = std::chrono::milliseconds(static_cast<int64_t>(options_.stat_max_age * 1000));
     ao.capacity = std::max<size_t>(4096, size_t{8} * options_.stat_ahead);
+    if (fresh) {
+      // Every batch compared with what the kernel was given; a batch at least every max_age.
+      ah.checked = [r = revalidator_.get()](const std::vector<std::string>& paths,
+                                            const std::vector<struct stat>& st,
+                                            const std::vector<Status>& status) {
+        r->Check(paths, st, status);
+      };
+      ao.check_all = true;
+      ao.idle_refresh = ao.max_age;
+    }
     ahead_ = std::make_unique<StatAhead>(backing_, std::move(ah), ao, stats_.stat_ahead);
   }
-  BackingWatch::Hooks hooks;
-  if (ahead_) {
-    hooks.changed = [a = ahead_.get()](const std::string& path) { a->Forget(path); };
-    hooks.lost = [a = ahead_.get()] { a->ForgetAll(); };
+  if (options_.watch_backing) {
+    BackingWatch::Hooks hooks;
+    if (ahead_) {
+      hooks.changed = [a = ahead_.get()](const std::string& path) { a->Forget(path); };
+      hooks.lost = [a = ahead_.get()] { a->ForgetAll(); };
+    }
+    hooks.node_of = [this](const std::string& path) -> uint64_t {
+      struct stat st;
+      uint64_t id = 0;
+      InodeTable::NodeInfo info;
+      if (!backing_.Lstat(path, &st).ok() || !inodes_.Keyed(st.st_dev, st.st_ino, &id, &info)) {
+        return 0;
+      }
+      return id;
+    };
+    hooks.invalidate = [this](uint64_t id, BackingWatch::Scope scope) {
+      NotifyInode(id, scope == BackingWatch::Scope::kContents);
+    };
+    hooks.invalidate_entry = [this](uint64_t parent, const std::string& name) {
+      NotifyEntry(parent, name);
+    };
+    auto w = BackingWatch::Start(backing_, std::move(hooks), FUSE_ROOT_ID, stats_.watch);
+    if (w.ok()) {
+      watch_ = std::move(w.value());
+    } else {
+      spdlog::warn(
+          "cannot watch the dataset for changes ({}): the kernel notices this node's changes "
+          "only {}",
+          w.status().message(),
+          fresh ? "within the revalidation bounds (fuse.revalidate_interval, stat_max_age)"
+                : "after fuse.attr_timeout / entry_timeout");
+      if (!fresh) ahead_.reset();  // nothing would vouch for its stats, nothing compares them
+    }
   }
-  hooks.node_of = [this](const std::string& path) -> uint64_t {
-    struct stat st;
-    uint64_t id = 0;
-    InodeTable::NodeInfo info;
-    if (!backing_.Lstat(path, &st).ok() || !inodes_.Keyed(st.st_dev, st.st_ino, &id, &info)) {
-      return 0;
-    }
-    return id;
-  };
-  hooks.invalidate = [this](uint64_t id, BackingWatch::Scope scope) {
-    fuse_session* se = session_.load(std::memory_order_acquire);
-    if (!se) return;
-    // Attributes only (offset -1), or with every page of the file (offset 0, length 0). The
-    // kernel forgets the node's cached ACLs with its attributes.
-    const off_t off = scope == BackingWatch::Scope::kContents ? 0 : -1;
-    const int rc = fuse_lowlevel_notify_inval_inode(se, id, off, 0);
-    if (rc != 0 && rc != -ENOENT) {
-      spdlog::debug("invalidation of node {}: {}", id, std::strerror(-rc));
-    }
-  };
-  hooks.invalidate_entry = [this](uint64_t parent, const std::string& name) {
-    fuse_session* se = session_.load(std::memory_order_acquire);
-    if (!se) return;
-    const int rc = fuse_lowlevel_notify_inval_entry(se, parent, name.c_str(), name.size());
-    if (rc != 0 && rc != -ENOENT) {
-      spdlog::debug("invalidation of '{}' in node {}: {}", name, parent, std::strerror(-rc));
-    }
-  };
-  auto w = BackingWatch::Start(backing_, std::move(hooks), FUSE_ROOT_ID, stats_.watch);
-  if (!w.ok()) {
-    spdlog::warn(
-        "cannot watch the dataset for changes ({}): the kernel notices them only "
-        "after fuse.attr_timeout / entry_timeout",
-        w.status().message());
-    ahead_.reset();
-    return;
-  }
-  watch_ = std::move(w.value());
   if (ahead_) {
     prefetcher_.SetConsumeHook([a = ahead_.get()] { a->Consumed(); });
     ahead_->Start();
@@ -79,6 +112,7 @@ void ClairFs::StartWatch() {
 void ClairFs::StopWatch() {
   if (ahead_) ahead_->Stop();
   if (watch_) watch_->Stop();
+  if (revalidator_) revalidator_->Stop();
 }
 
 }  // namespace clairfs

@@ -40,6 +40,8 @@ constexpr const char* kStatsCountsText = R"({
   "watch": {"directories": "number", "events": "number", "invalidations": "number",
             "refused": "number", "overflows": "number"},
   "stat_ahead": {"batches": "number", "stats": "number", "used": "number", "missed": "number"},
+  "fresh": {"checked": "number", "swept": "number", "rounds": "number",
+            "invalidated": "number", "entries": "number", "failed": "number"},
   "prefetch": {"planned_files": "number", "planned_objects": "number", "fetches": "number",
                "staging_fetches": "number", "epoch": "number", "position": "number",
                "positions": "number", "given_up": "number", "entries": "number",
@@ -127,6 +129,12 @@ constexpr std::string_view kCountsFamilies[] = {
     "clairfs_stat_ahead_stats_total",
     "clairfs_stat_ahead_used_total",
     "clairfs_stat_ahead_missed_total",
+    "clairfs_fresh_checked_total",
+    "clairfs_fresh_swept_total",
+    "clairfs_fresh_rounds_total",
+    "clairfs_fresh_invalidated_total",
+    "clairfs_fresh_entries_total",
+    "clairfs_fresh_failed_total",
     "clairfs_warning",
 };
 

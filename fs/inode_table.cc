@@ -1,8 +1,13 @@
 #include "fs/inode_table.h"
 
+#include <algorithm>
+
 namespace clairfs {
 
-InodeTable::InodeTable() { nodes_[kRootId] = Node{NodeInfo{"", 0, 0, S_IFDIR}, 1, {}}; }
+InodeTable::InodeTable() {
+  nodes_[kRootId] = Node{NodeInfo{"", 0, 0, S_IFDIR}, 1, {}};
+  by_path_[nodes_.at(kRootId).info.path] = kRootId;
+}
 
 uint64_t InodeTable::Acquire(const std::string& path, dev_t dev, ino_t ino, mode_t type,
                              uint64_t linked) {
@@ -19,8 +24,10 @@ uint64_t InodeTable::Acquire(const std::string& path, dev_t dev, ino_t ino, mode
   }
   // A new object, or a reused inode number: a new node, which the key names from now on.
   const uint64_t id = next_id_++;
-  nodes_.emplace(id, Node{NodeInfo{path, dev, ino, type}, 1, {}});
+  auto [it, added] = nodes_.emplace(id, Node{NodeInfo{path, dev, ino, type}, 1, {}});
   by_key_[Key{dev, ino}] = id;
+  by_path_.erase(path);  // the old key may view another node's string: replaced whole
+  by_path_.emplace(std::string_view(it->second.info.path), id);
   return id;
 }
 
@@ -44,6 +51,8 @@ void InodeTable::Forget(uint64_t id, uint64_t n) {
   }
   auto key = by_key_.find(Key{it->second.info.dev, it->second.info.ino});
   if (key != by_key_.end() && key->second == id) by_key_.erase(key);
+  auto named = by_path_.find(it->second.info.path);
+  if (named != by_path_.end() && named->second == id) by_path_.erase(named);
   nodes_.erase(it);
 }
 
@@ -67,6 +76,57 @@ void InodeTable::Report(uint64_t id, const FileVersion& version) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(id);
   if (it != nodes_.end()) it->second.seen.reported = version;
+}
+
+void InodeTable::Report(uint64_t id, const struct stat& st) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  Node& n = it->second;
+  n.seen.reported = VersionOf(st);
+  n.mode = st.st_mode;
+  n.uid = st.st_uid;
+  n.gid = st.st_gid;
+  n.known = true;
+  n.gone = false;
+}
+
+bool InodeTable::ByPath(const std::string& path, uint64_t* id) const {
+  std::lock_guard lock(mu_);
+  auto it = by_path_.find(path);
+  if (it == by_path_.end()) return false;
+  *id = it->second;
+  return true;
+}
+
+bool InodeTable::ShownOf(uint64_t id, Shown* shown) const {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return false;
+  const Node& n = it->second;
+  *shown = Shown{n.info, n.seen, n.mode, n.uid, n.gid, n.known, n.gone};
+  return true;
+}
+
+void InodeTable::HeldIds(std::vector<uint64_t>* ids) const {
+  std::lock_guard lock(mu_);
+  ids->reserve(ids->size() + nodes_.size());
+  for (const auto& [id, n] : nodes_) ids->push_back(id);
+  std::sort(ids->begin(), ids->end());
+}
+
+void InodeTable::Revalidated(uint64_t id, const struct stat* st, bool gone) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  Node& n = it->second;
+  n.gone = gone;
+  if (gone || !st) return;
+  n.seen.reported = VersionOf(*st);
+  n.mode = st->st_mode;
+  n.uid = st->st_uid;
+  n.gid = st->st_gid;
+  n.known = true;
 }
 
 InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version) {

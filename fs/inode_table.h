@@ -24,7 +24,9 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "cache/object.h"
 
@@ -68,17 +70,48 @@ class InodeTable {
   };
   // A lookup or getattr reply carries version.
   void Report(uint64_t id, const FileVersion& version);
+  // A lookup or getattr reply carries the attributes st (any type of object): records its
+  // version as reported and its mode and owner (Shown), and clears a mark of Revalidated.
+  void Report(uint64_t id, const struct stat& st);
   // An open found version: records it as both and returns what was seen before ({} if none).
   Seen SwapOpen(uint64_t id, const FileVersion& version);
   // What was seen of node id so far ({} if it is unknown).
   Seen SeenOf(uint64_t id) const;
   size_t size() const;
 
+  // What fs/revalidate.h compares a fresh stat with: the attributes the kernel was last given
+  // for the node (a lookup or getattr reply, or an open's version), or what a revalidation made
+  // it forget. `known` is false until a reply with attributes was recorded.
+  struct Shown {
+    NodeInfo info;
+    Seen seen;
+    mode_t mode = 0;  // the whole st_mode
+    uid_t uid = 0;
+    gid_t gid = 0;
+    bool known = false;
+    bool gone = false;  // its name was dropped (the object went): nothing more to tell
+  };
+  // The newest node whose own path is path (the one a lookup of path made last), if the
+  // kernel holds it. Thread-safe.
+  bool ByPath(const std::string& path, uint64_t* id) const;
+  bool ShownOf(uint64_t id, Shown* shown) const;
+  // The ids of the nodes the kernel holds now (the root included), ascending.
+  void HeldIds(std::vector<uint64_t>* ids) const;
+  // The kernel was told to forget node id's attributes (and pages) because the store now
+  // shows st: recorded as shown, so the same change is not told twice. gone: its name was
+  // dropped instead (the path names another object or nothing).
+  void Revalidated(uint64_t id, const struct stat* st, bool gone);
+
  private:
   struct Node {
     NodeInfo info;
     uint64_t nlookup = 0;
     Seen seen;
+    mode_t mode = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    bool known = false;
+    bool gone = false;
   };
   struct Key {
     dev_t dev;
@@ -93,6 +126,9 @@ class InodeTable {
   // The node a lookup of (dev, ino) may share; nodes superseded by a newer node of the same
   // key are in nodes_ only.
   std::unordered_map<Key, uint64_t, KeyHash> by_key_;
+  // The newest node of each path; the key views the node's own path (nodes_ never moves a
+  // node), and is re-inserted whenever the node it views goes.
+  std::unordered_map<std::string_view, uint64_t> by_path_;
   uint64_t next_id_ = kFirstDynamicId;
 };
 

@@ -271,6 +271,18 @@ void Watch(Exposition& e, const json& s) {
       "Reads that took their file's version from a stat made ahead (no call of their own).");
   One(e, s, "clairfs_stat_ahead_missed_total", Type::kCounter, "/stat_ahead/missed",
       "Reads that found no usable stat made ahead and made their own.");
+  One(e, s, "clairfs_fresh_checked_total", Type::kCounter, "/fresh/checked",
+      "Files the plan reads next compared with what the kernel caches, after a stat ahead.");
+  One(e, s, "clairfs_fresh_swept_total", Type::kCounter, "/fresh/swept",
+      "Nodes the kernel holds statted by the revalidation sweep.");
+  One(e, s, "clairfs_fresh_rounds_total", Type::kCounter, "/fresh/rounds",
+      "Revalidation sweeps over every node the kernel holds, completed.");
+  One(e, s, "clairfs_fresh_invalidated_total", Type::kCounter, "/fresh/invalidated",
+      "Nodes whose cached attributes or pages the kernel was told to drop after a change.");
+  One(e, s, "clairfs_fresh_entries_total", Type::kCounter, "/fresh/entries",
+      "Names the kernel was told to drop because their object went or was replaced.");
+  One(e, s, "clairfs_fresh_failed_total", Type::kCounter, "/fresh/failed",
+      "Revalidation stats the backing store did not answer (those nodes left as they were).");
 }
 
 void Warnings(Exposition& e, const json& s) {

@@ -527,4 +527,8 @@ ROWS = [
     ("daemon_kill9", row_daemon_kill9, "daemon killed -9 mid-prefetch, restarted on the same "
      "mountpoint and SSD dir, N times"),
 ]
+# Rows of their own modules.
+from fault_fresh import ROWS as FRESH_ROWS  # noqa: E402
+
+ROWS += FRESH_ROWS
 EXT4_ROWS = {"inode_reuse"}

@@ -247,6 +247,8 @@ TEST(Config, OpenModeDefaultsToNoneUnlessKeepCacheIsOff) {
   EXPECT_TRUE(d->fuse.watch_backing);
   EXPECT_EQ(d->fuse.stat_ahead, 256u);
   EXPECT_EQ(d->fuse.stat_max_age, 1.0);
+  EXPECT_EQ(d->fuse.revalidate_interval, 60.0);
+  EXPECT_FALSE(d->fuse.immutable);
   auto off = ParseConfig("fuse: {keep_cache: false}");
   ASSERT_TRUE(off.ok()) << off.status().message();
   EXPECT_EQ(off->fuse.open_mode, OpenMode::kPerOpen);
@@ -258,7 +260,8 @@ TEST(Config, OpenModeDefaultsToNoneUnlessKeepCacheIsOff) {
 TEST(Config, FullFileParses) {
   auto c = ParseConfig(R"(
 fuse: {threads: 4, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false, open_mode: per_open,
-       watch_backing: false, stat_ahead: 0, stat_max_age: 0.25}
+       watch_backing: false, stat_ahead: 0, stat_max_age: 0.25, revalidate_interval: 5,
+       immutable: true}
 cache:
   tiers:
     - {kind: ram, capacity: 2GiB, threads: 3}
@@ -280,6 +283,8 @@ warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
   EXPECT_FALSE(c->fuse.watch_backing);
   EXPECT_EQ(c->fuse.stat_ahead, 0u);
   EXPECT_EQ(c->fuse.stat_max_age, 0.25);
+  EXPECT_EQ(c->fuse.revalidate_interval, 5.0);
+  EXPECT_TRUE(c->fuse.immutable);
   EXPECT_EQ(c->cache.tiers[0].capacity, 2ull << 30);
   EXPECT_EQ(c->cache.tiers[0].threads, 3);
   EXPECT_EQ(c->cache.staging_capacity, 64u << 20);
@@ -348,6 +353,9 @@ TEST(Config, ErrorsNameTheKey) {
       {"fuse: {watch_backing: sometimes}", "'fuse.watch_backing'"},
       {"fuse: {stat_ahead: -1}", "'fuse.stat_ahead'"},
       {"fuse: {stat_ahead: 2000000}", "'fuse.stat_ahead'"},
+      {"fuse: {revalidate_interval: 0}", "'fuse.revalidate_interval'"},
+      {"fuse: {revalidate_interval: 100000}", "'fuse.revalidate_interval'"},
+      {"fuse: {immutable: maybe}", "'fuse.immutable'"},
       {"fuse: {stat_max_age: 0}", "'fuse.stat_max_age'"},
       {"fuse: {stat_max_age: 61}", "'fuse.stat_max_age'"},
   };

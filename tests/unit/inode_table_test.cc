@@ -158,5 +158,54 @@ TEST(InodeTable, ManyFilesNoDescriptors) {
   EXPECT_EQ(t.size(), 100001u);
 }
 
+// What fs/revalidate.h relies on: the newest node of a path, what the kernel was shown of it,
+// the nodes held.
+TEST(InodeTable, ByPathShownAndHeld) {
+  InodeTable t;
+  uint64_t id = 0;
+  ASSERT_TRUE(t.ByPath("", &id));
+  EXPECT_EQ(id, InodeTable::kRootId);
+  EXPECT_FALSE(t.ByPath("d/a", &id));
+  const uint64_t a = t.Acquire("d/a", 1, 100, kReg);
+  ASSERT_TRUE(t.ByPath("d/a", &id));
+  EXPECT_EQ(id, a);
+  InodeTable::Shown shown;
+  ASSERT_TRUE(t.ShownOf(a, &shown));
+  EXPECT_FALSE(shown.known);  // no reply with attributes yet
+  struct stat st {};
+  st.st_mode = kReg | 0640;
+  st.st_uid = 7;
+  st.st_size = 5;
+  st.st_ino = 100;
+  t.Report(a, st);
+  ASSERT_TRUE(t.ShownOf(a, &shown));
+  EXPECT_TRUE(shown.known);
+  EXPECT_EQ(shown.mode, kReg | 0640);
+  EXPECT_EQ(shown.uid, 7u);
+  EXPECT_EQ(shown.seen.reported, VersionOf(st));
+  t.Revalidated(a, nullptr, true);
+  ASSERT_TRUE(t.ShownOf(a, &shown));
+  EXPECT_TRUE(shown.gone);
+  t.Report(a, st);  // the kernel asked again: compared again
+  ASSERT_TRUE(t.ShownOf(a, &shown));
+  EXPECT_FALSE(shown.gone);
+  // A new object at the path (the inode number reused) supersedes a in the path index.
+  const uint64_t b = t.Acquire("d/b", 1, 200, kReg);
+  t.Forget(b, 1);
+  const uint64_t a2 = t.Acquire("d/a", 1, 200, kReg);
+  EXPECT_NE(a2, a);
+  ASSERT_TRUE(t.ByPath("d/a", &id));
+  EXPECT_EQ(id, a2);
+  std::vector<uint64_t> held;
+  t.HeldIds(&held);
+  EXPECT_EQ(held, (std::vector<uint64_t>{InodeTable::kRootId, a, a2}));
+  t.Forget(a, 1);  // the superseded node goes: the path still leads to a2
+  ASSERT_TRUE(t.ByPath("d/a", &id));
+  EXPECT_EQ(id, a2);
+  t.Forget(a2, 1);
+  EXPECT_FALSE(t.ByPath("d/a", &id));
+  EXPECT_FALSE(t.ByPath("d/b", &id));
+}
+
 }  // namespace
 }  // namespace clairfs

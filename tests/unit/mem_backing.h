@@ -39,6 +39,18 @@ class MemBacking final : public Backing {
     nodes_[path] = Node{S_IFIFO | 0644, "", 1};
   }
 
+  // Changes path's mode bits (not its type), as a chmod made elsewhere would.
+  void Chmod(const std::string& path, mode_t bits) {
+    std::lock_guard lock(mu_);
+    auto it = nodes_.find(path);
+    if (it != nodes_.end()) it->second.mode = (it->second.mode & S_IFMT) | (bits & 07777);
+  }
+  // Removes the object at path (and nothing below it).
+  void Remove(const std::string& path) {
+    std::lock_guard lock(mu_);
+    nodes_.erase(path);
+  }
+
   // Fault injection: reads of path fail with EIO; every read takes delay; a closed gate blocks
   // every read until it is opened.
   void FailReads(const std::string& path) {

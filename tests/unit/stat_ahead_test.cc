@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -44,7 +45,7 @@ class StatAheadTest : public ::testing::Test {
   }
   std::string Path(const std::string& rel) const { return tmp_.path() + "/" + rel; }
 
-  void Start(std::chrono::milliseconds max_age = 60s) {
+  void Start(std::chrono::milliseconds max_age = 60s, bool fresh = false) {
     StatAhead::Hooks h;
     h.upcoming = [this](uint32_t, std::vector<std::string>* paths) {
       std::lock_guard lock(mu_);
@@ -59,6 +60,17 @@ class StatAheadTest : public ::testing::Test {
     StatAheadOptions o;
     o.ahead = 4;
     o.max_age = max_age;
+    if (fresh) {  // as ClairFs sets it unless fuse.immutable
+      o.check_all = true;
+      o.idle_refresh = max_age;
+      h.checked = [this](const std::vector<std::string>& paths, const std::vector<struct stat>&,
+                         const std::vector<Status>& status) {
+        std::lock_guard lock(mu_);
+        for (size_t i = 0; i < paths.size() && i < status.size(); ++i) {
+          if (status[i].ok()) ++checked_[paths[i]];
+        }
+      };
+    }
     ahead_ = std::make_unique<StatAhead>(*backing_, h, o, counters_);
     ahead_->Start();
   }
@@ -79,6 +91,7 @@ class StatAheadTest : public ::testing::Test {
   std::vector<std::string> upcoming_;
   std::set<std::string> watched_;
   std::atomic<bool> quiet_{true};
+  std::map<std::string, int> checked_;  // fresh: stats passed to Hooks::checked, per path
   std::function<void()> during_batch_;
   Stats::StatAhead counters_;
   std::unique_ptr<StatAhead> ahead_;
@@ -104,6 +117,23 @@ TEST_F(StatAheadTest, RecordsTheRegularFilesOfWatchedDirectoriesOnly) {
   EXPECT_EQ(counters_.stats.load(), 2u);
   EXPECT_EQ(counters_.used.load(), 2u);
   EXPECT_EQ(counters_.missed.load(), 5u);
+}
+
+// Freshness: every upcoming path is statted again about every max_age without any read
+// waking the thread, also in a directory not watched (whose stats Recent never uses).
+TEST_F(StatAheadTest, FreshRestatsEveryUpcomingPathWithoutReads) {
+  Start(100ms, true);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (checked_["u/x"] >= 3 && checked_["w/a"] >= 3) break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no refresh without reads";
+    std::this_thread::sleep_for(1ms);
+  }
+  struct stat st;
+  EXPECT_FALSE(ahead_->Recent("u/x", &st));  // statted, but no watch vouches for it
 }
 
 TEST_F(StatAheadTest, NothingIsUsedWhileAReportedChangeIsNotApplied) {

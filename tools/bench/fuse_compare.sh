@@ -32,6 +32,7 @@
 #   fuse_threads=N   -> fuse.threads           ram_threads=N  -> cache.tiers[0].threads
 #   open_mode=M      -> fuse.open_mode (per_open, none)
 #   stat_ahead=N     -> fuse.stat_ahead (0: each read that reaches clairfs stats its file)
+#   revalidate_interval=S -> fuse.revalidate_interval   immutable=BOOL -> fuse.immutable
 #   e.g. --clairfs-variants "default,keep_cache=false,timeouts=0,keep_cache=false+timeouts=0"
 # Report (markdown) on stdout, progress on stderr; --out FILE also writes the report to FILE.
 # Everything set up (mounts, daemons, the temp dir) is torn down on exit, error, INT and TERM.
@@ -108,6 +109,7 @@ clairfs_config() {
         fuse_threads) fuse+="  threads: $val"$'\n' ;;
         open_mode) fuse+="  open_mode: $val"$'\n' ;;
         stat_ahead) fuse+="  stat_ahead: $val"$'\n' ;;
+        revalidate_interval|immutable) fuse+="  $key: $val"$'\n' ;;
         ram_threads) ram_threads="      threads: $val"$'\n' ;;
         *) die "unknown variant key '$key' in '$1'" ;;
       esac
@@ -296,7 +298,7 @@ if has_source clairfs; then
         die "clairfs ($v): RAM tier not warm after $WARM_TIMEOUT s: $(cat "$MNT/.clairfs/stats")"
       measure "clairfs ($v)" "$MNT"
       stats=$(jq -c '{file_reads, served, backing_reads, unplanned_file_reads, ram_bytes, stall_ns,
-        stat_ahead, errors}' "$MNT/.clairfs/stats" 2>/dev/null) || stats=unavailable
+        stat_ahead, fresh, errors}' "$MNT/.clairfs/stats" 2>/dev/null) || stats=unavailable
       NOTES+=("- clairfs ($v): \`$stats\`")
       teardown
     done
