@@ -24,6 +24,7 @@
 #include "fs/fs_options.h"
 #include "fs/inode_table.h"
 #include "fs/node_reads.h"
+#include "fs/page_versions.h"
 
 namespace clairfs {
 
@@ -54,6 +55,7 @@ class ClairFs {
   void Forget(fuse_ino_t ino, uint64_t n) {
     node_reads_.Drop(ino);
     inodes_.Forget(ino, n);
+    if (std::string path; !inodes_.Path(ino, &path)) pages_.Forget(ino);  // pages gone too
   }
   void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void ReadLink(fuse_req_t req, fuse_ino_t ino);
@@ -72,6 +74,10 @@ class ClairFs {
   // The node of `.clairfs` in the root: a symbolic link to control_target_ (a reserved id,
   // below InodeTable::kFirstDynamicId).
   static constexpr fuse_ino_t kControlLink = 2;
+  // How long after the kernel dropped a node's pages of one version the pages of another
+  // may be served (fs/page_versions.h): a read() that held old pages at the drop has asked for
+  // its next ones long before.
+  static constexpr int64_t kPageGraceNs = 100'000'000;
   struct DirHandle;
   void ControlLinkAttr(struct stat* st) const;
   // The node's path, without checking what it names now (prefer NodeOf and Verify); replies
@@ -113,6 +119,10 @@ class ClairFs {
   // Makes the kernel drop the attributes it caches for ino (size, times, mode), so that the
   // next stat() or read() asks GetAttr again. Never blocks (see Open).
   void InvalidateAttrs(fuse_ino_t ino);
+  // Makes the kernel drop every page of ino and its attributes (no-open mode keeps them
+  // across opens), recorded in pages_ (fs/page_versions.h). Waits until the kernel dropped
+  // them, so never while this thread holds an unanswered READ of ino (its pages are locked).
+  void DropPages(fuse_ino_t ino);
   // True iff the object at path may appear in the mount (symlinks must stay inside the tree).
   bool Visible(const std::string& path, const struct stat& st);
 
@@ -124,6 +134,9 @@ class ClairFs {
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
   NodeReads node_reads_;                 // fuse.open_mode none: contents of the files being read
+  // fuse.open_mode none: the version of each node's pages in the kernel, so that a read()
+  // never gets pages of two versions.
+  PageVersions pages_{kPageGraceNs};
   std::unique_ptr<BackingWatch> watch_;  // set before the session loop runs, reset after it
   // Set with watch_ (fuse.stat_ahead > 0), before the session loop; stopped with it.
   std::unique_ptr<StatAhead> ahead_;

@@ -42,6 +42,7 @@ void ClairFs::StartWatch() {
     return id;
   };
   hooks.invalidate = [this](uint64_t id, BackingWatch::Scope scope) {
+    if (scope == BackingWatch::Scope::kContents) return DropPages(id);  // recorded
     fuse_session* se = session_.load(std::memory_order_acquire);
     if (!se) return;
     // Attributes only (offset -1), or with every page of the file (offset 0, length 0). The
