@@ -26,6 +26,15 @@ def version_bytes(version, size, start=0):
     return words.astype("<u8").tobytes()
 
 
+def runs(buf, off):
+    """[(version, offset)] of the runs of one version in buf read at off (whole words)."""
+    n = len(buf) // WORD * WORD
+    words = np.frombuffer(buf[:n], dtype="<u8")
+    ver = (words >> np.uint64(32)) & np.uint64(0xFFFF)
+    starts = [0] + [int(i) for i in np.flatnonzero(np.diff(ver)) + 1]
+    return [(int(ver[i]), off + i * WORD) for i in starts]
+
+
 class Verdict:
     """What one read() returned: "ok" (one version, right offsets), "mixed" (words of two
     versions), "bad" (a word no version held: zeros, another offset, garbage)."""
@@ -79,7 +88,10 @@ class Counts:
         self.reads = 0       # read() calls checked
         self.ok = 0
         self.short = 0       # right but fewer bytes than asked within the size
-        self.mixed = 0       # words of two versions in one read()
+        self.mixed = 0       # words of two versions in one read() the file never held together
+        self.midway = 0      # a state an in-place rewrite left the file in: the new version's
+        #                      front, the previous version's rest (counted in ok)
+        self.pending = []    # reads of several versions, judged by finish()
         self.bad = 0         # a word no version held
         self.errors = {}     # errno name -> count
         self.examples = []   # first few wrong reads, for the failure message
@@ -99,6 +111,31 @@ class Counts:
                 self.examples.append(f"{verdict}: {path} at {off}+{want} got {got} (v{version})"
                                      + describe(buf, off))
 
+    def several(self, path, off, want, buf):
+        """A read of words of several versions: judged once the writers' history is known."""
+        with self.lock:
+            self.pending.append((path, off, want, len(buf), runs(buf, off)))
+
+    def finish(self, previous, hows):
+        """Judges the reads of several versions. previous[path][v]: the version written
+        before v; hows[path]: how the file was rewritten. A read is a state the file held
+        only if it is rewritten in place (front to back) and the read is the front of a
+        version followed by the rest of the version just before it."""
+        for path, off, want, got, rs in self.pending:
+            held = (hows[path] in ("inplace", "append") and len(rs) == 2 and
+                    previous[path].get(rs[0][0]) == rs[1][0])
+            with self.lock:
+                self.reads += 1
+                if held:
+                    self.ok += 1
+                    self.midway += 1
+                else:
+                    self.mixed += 1
+                    if len(self.examples) < 5:
+                        self.examples.append(f"mixed: {path} at {off}+{want} got {got}: "
+                                             f"(version, offset) runs {rs[:4]}")
+        self.pending = []
+
     def error(self, e):
         with self.lock:
             self.reads += 1
@@ -106,7 +143,8 @@ class Counts:
             self.errors[name] = self.errors.get(name, 0) + 1
 
     def summary(self):
-        return (f"reads {self.reads}, ok {self.ok} (short {self.short}), mixed {self.mixed}, "
+        return (f"reads {self.reads}, ok {self.ok} (short {self.short}, midway "
+                f"{self.midway}), mixed {self.mixed}, "
                 f"bad {self.bad}, errors {self.errors or 0}")
 
 
@@ -145,14 +183,18 @@ class Rewriter(threading.Thread):
         self.stop = threading.Event()
         self.rewrites = 0
         self.failure = None
+        self.last = {p: 1 for p in files}         # the version each file holds (or gets)
+        self.previous = {p: {} for p in files}    # path -> {version: the one before it}
 
     def run(self):
         try:
             paths = sorted(self.files)
             while not self.stop.is_set():
                 path = self.rng.choice(paths)
-                write_version(path, self.version % 60000 + 1, self.files[path], self.hows[path],
-                              self.rng)
+                v = self.version % 60000 + 1
+                self.previous[path][v] = self.last[path]
+                self.last[path] = v
+                write_version(path, v, self.files[path], self.hows[path], self.rng)
                 self.version += 1
                 self.rewrites += 1
         except BaseException as e:  # noqa: BLE001 - reported by the test
@@ -186,7 +228,10 @@ class Reader(threading.Thread):
         finally:
             os.close(fd)
         verdict, version = check(buf, off)
-        self.counts.add(verdict, path, off, want, len(buf), version, buf)
+        if verdict == Verdict.MIXED:
+            self.counts.several(path, off, want, buf)
+        else:
+            self.counts.add(verdict, path, off, want, len(buf), version, buf)
 
     def run(self):
         try:
@@ -227,4 +272,7 @@ def run_rewrites(ds, mnt, files, hows, seconds, drop, readers=3, seed=0):
     for t in [writer, *rs]:
         if t.failure:
             raise t.failure
+    # Readers read through mnt, the writer wrote in ds: the same files.
+    prev = {os.path.join(mnt, r): writer.previous[os.path.join(ds, r)] for r in files}
+    counts.finish(prev, {os.path.join(mnt, r): hows[r] for r in files})
     return counts, writer.rewrites

@@ -88,6 +88,15 @@ class RewriteTest(ClairfsCase):
             harness.wait_for(reads_last, 10, f"{rel} to read as its last version")
         return counts
 
+    def test_reference_the_dataset_read_directly(self):
+        # The same readers on the dataset itself, for comparison: the file system never
+        # returns a byte no version held (its counts are printed beside clairfs's).
+        ds, files, hows, _ = self.build()
+        counts, rewrites = ru.run_rewrites(ds, ds, files, hows, SECONDS, drop=False, seed=25)
+        print(f"\n  rewrite [dataset itself]: {counts.summary()}; {rewrites} rewrites",
+              file=sys.stderr)
+        self.assertEqual(counts.bad, 0, f"{counts.summary()}; e.g. {counts.examples}")
+
     def test_no_open_page_cache_warm(self):
         self.run_case(None, drop=False)
 
