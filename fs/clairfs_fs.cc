@@ -145,12 +145,12 @@ void ClairFs::InvalidateAttrs(fuse_ino_t ino) {
   }
 }
 
-void ClairFs::DropPages(fuse_ino_t ino) {
+void ClairFs::DropPages(fuse_ino_t ino, uint64_t from) {
   fuse_session* se = session_.load(std::memory_order_acquire);
   if (!se) return;
   const uint64_t ticket = pages_.DropBegin(ino);
   // -ENOENT: the kernel holds no inode for ino any more, so no page either.
-  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, static_cast<off_t>(from), 0);
   if (rc != 0 && rc != -ENOENT) {
     spdlog::debug("invalidation of the pages of node {}: {}", ino, std::strerror(-rc));
     return;  // not dropped: the node's pages stay as they were
@@ -450,14 +450,25 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   const bool short_of_size =
       reply.bytes < size && (static_cast<uint64_t>(off) + size > (got_to + 4095) / 4096 * 4096 ||
                              got_to < inodes_.SeenOf(ino).reported.size);
-  const PageVersions::Verdict verdict =
-      short_of_size ? PageVersions::Verdict::kRefuse : pages_.Serve(ino, version, SteadyNs());
-  if (verdict != PageVersions::Verdict::kServe) {
+  using Verdict = PageVersions::Verdict;
+  const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
+  Verdict verdict =
+      short_of_size ? Verdict::kRefuse : pages_.Serve(ino, version, pid, off == 0, SteadyNs());
+  if (verdict == Verdict::kDropOthers) {
+    // The first READ of a read() (offset 0): no page of the file was copied by it yet, and
+    // the pages after its own are dropped before it gets its reply, so it copies no old one.
+    // Its own pages (locked until the reply) are left out of the drop, which cannot wait on
+    // them; other READs of the node are answered without waiting on this one.
+    DropPages(ino, static_cast<uint64_t>(off) + size);
+    verdict = pages_.Serve(ino, version, pid, true, SteadyNs());
+    if (verdict != Verdict::kServe) verdict = Verdict::kRefuse;
+  }
+  if (verdict != Verdict::kServe) {
     stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);
     if (short_of_size) InvalidateAttrs(ino);
     fuse_reply_err(req, ESTALE);
     // After the reply: this READ's pages are unlocked, so the drop cannot wait on them.
-    if (verdict == PageVersions::Verdict::kRefuseDrop) DropPages(ino);
+    if (verdict == Verdict::kRefuseDrop) DropPages(ino);
     return;
   }
   const uint64_t end = c->blob ? c->blob->size() : static_cast<uint64_t>(c->st.st_size);

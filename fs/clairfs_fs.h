@@ -119,10 +119,11 @@ class ClairFs {
   // Makes the kernel drop the attributes it caches for ino (size, times, mode), so that the
   // next stat() or read() asks GetAttr again. Never blocks (see Open).
   void InvalidateAttrs(fuse_ino_t ino);
-  // Makes the kernel drop every page of ino and its attributes (no-open mode keeps them
-  // across opens), recorded in pages_ (fs/page_versions.h). Waits until the kernel dropped
-  // them, so never while this thread holds an unanswered READ of ino (its pages are locked).
-  void DropPages(fuse_ino_t ino);
+  // Makes the kernel drop the pages of ino from offset `from` on, and its attributes (no-open
+  // mode keeps them across opens), recorded in pages_ (fs/page_versions.h). Waits until the
+  // kernel dropped them, so never over the pages of a READ this thread has not answered
+  // (they are locked until the reply).
+  void DropPages(fuse_ino_t ino, uint64_t from = 0);
   // True iff the object at path may appear in the mount (symlinks must stay inside the tree).
   bool Visible(const std::string& path, const struct stat& st);
 
