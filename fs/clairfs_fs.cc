@@ -452,14 +452,15 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
                              got_to < inodes_.SeenOf(ino).reported.size);
   using Verdict = PageVersions::Verdict;
   const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
-  Verdict verdict =
-      short_of_size ? Verdict::kRefuse : pages_.Serve(ino, version, pid, off == 0, SteadyNs());
+  // The first page alone: a read() that asks for it copied no page of the file before.
+  const bool first_page = off == 0 && size <= kPageSize;
+  Verdict verdict = short_of_size ? Verdict::kRefuse
+                                  : pages_.Serve(ino, version, pid, first_page, SteadyNs());
   if (verdict == Verdict::kDropOthers) {
-    // The first READ of a read() (offset 0): no page of the file was copied by it yet, and
-    // the pages after its own are dropped before it gets its reply, so it copies no old one.
-    // Its own pages (locked until the reply) are left out of the drop, which cannot wait on
-    // them; other READs of the node are answered without waiting on this one.
-    DropPages(ino, static_cast<uint64_t>(off) + size);
+    // The pages after this READ's are dropped before it gets its reply. Its own page (locked
+    // until the reply) is left out of the drop, which cannot wait on it; other READs of the
+    // node are answered without waiting on this one.
+    DropPages(ino, kPageSize);
     verdict = pages_.Serve(ino, version, pid, true, SteadyNs());
     if (verdict != Verdict::kServe) verdict = Verdict::kRefuse;
   }

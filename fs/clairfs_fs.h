@@ -78,6 +78,7 @@ class ClairFs {
   // may be served (fs/page_versions.h): a read() that held old pages at the drop has asked for
   // its next ones long before.
   static constexpr int64_t kPageGraceNs = 100'000'000;
+  static constexpr size_t kPageSize = 4096;  // the kernel's pages (x86-64, arm64 default)
   struct DirHandle;
   void ControlLinkAttr(struct stat* st) const;
   // The node's path, without checking what it names now (prefer NodeOf and Verify); replies

@@ -22,31 +22,36 @@ void PageVersions::Cleared(Node& n, uint64_t ticket, int64_t now_ns) {
 }
 
 PageVersions::Verdict PageVersions::Serve(uint64_t node, const FileVersion& v, uint32_t pid,
-                                          bool start, int64_t now_ns) {
+                                          bool first_page, int64_t now_ns) {
   std::lock_guard lock(mu_);
   const uint64_t seq = ++seq_;
   Node& n = nodes_[node];
   if (n.pages == FileVersion{} || n.pages == v) {
     const bool settling = n.switched_ns >= 0 && now_ns - n.switched_ns < grace_ns_;
-    if (settling && !start && !n.IsFresh(pid)) return Verdict::kRefuse;
-    if (start && settling) n.AddFresh(pid);
+    if (settling) {
+      if (first_page) {
+        n.AddFresh(pid);
+      } else if (!n.IsFresh(pid)) {
+        return Verdict::kRefuse;  // may be a read() that copied old pages
+      }
+    }
     n.pages = v;
     n.served = seq;
     n.cleared_ns = -1;  // pages served now are cleared only by a drop begun after
     return Verdict::kServe;
   }
-  if (n.cleared_ns >= 0 &&
-      (start || n.IsFresh(pid) || now_ns - n.cleared_ns >= grace_ns_)) {
-    n.switched_ns = n.cleared_ns;
+  const bool cleared = n.cleared_ns >= 0;
+  if (cleared && (first_page || now_ns - n.cleared_ns >= grace_ns_)) {
+    n.switched_ns = first_page ? now_ns : n.cleared_ns;
     n.nfresh = 0;
-    n.AddFresh(pid);
+    if (first_page) n.AddFresh(pid);
     n.pages = v;
     n.served = seq;
     n.cleared_ns = -1;
     return Verdict::kServe;
   }
   if (n.drop_begun > n.served) return Verdict::kRefuse;  // a drop is under way
-  return start ? Verdict::kDropOthers : Verdict::kRefuseDrop;
+  return first_page ? Verdict::kDropOthers : Verdict::kRefuseDrop;
 }
 
 uint64_t PageVersions::DropBegin(uint64_t node) {

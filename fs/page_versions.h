@@ -10,21 +10,26 @@
 //  - drops of the node's pages (fuse_lowlevel_notify_inval_inode): one that begins after the
 //    last page of `pages` was served removes them all (the kernel waits for pages still
 //    locked by their READ before it drops them) once it completes ("cleared");
-//  - the threads (the requests' pid) whose read() began after the pages switched version:
-//    those whose READ is at offset 0 (a read() gets a file's pages in order: one that asks
-//    for the first page copied none of it before). (A read() also asks for the attributes
-//    at its start once a drop invalidated them, but counting those threads let mixes
-//    through in tests/fs/test_rewrite.py: not used.)
-// Rules, for a READ of version v by thread pid:
-//  - of the version of `pages` (or none held): served, except during `grace` after the pages
-//    switched version to a thread not known to have begun its read() after the switch: a
-//    read() that held old pages when they were dropped copies them and asks for the next
-//    ones within microseconds, and must not get new pages after old ones;
-//  - of another version: served once the old pages were cleared, to a READ at offset 0 or
-//    after `grace`; a READ at offset 0 whose old pages are not cleared yet is
-//    served after the caller dropped every page but its own (kDropOthers); otherwise refused
-//    (the caller answers ESTALE: the read() returns the old pages it copied, or the error),
-//    and the caller starts a drop if none is under way (kRefuseDrop).
+//  - the threads (the requests' pid) whose read() began after the pages switched version.
+// A read() gets a file's pages in order. One that held old pages when they were dropped
+// copies them and then takes the next ones from the page cache, whoever put them there: a
+// READ of the new version for any range but the first page may hand new pages to such a
+// read() right after old ones. So, for a READ of version v by thread pid:
+//  - of another version than `pages`: served once the old pages were cleared and either
+//    `grace` has passed since (a read() holding old pages asks for the next ones within
+//    microseconds) or the READ is of the first page alone (no read() that copied old pages
+//    needs it again); that READ's thread is then known to have begun after the switch. A
+//    first page whose old pages are not cleared yet is served after the caller dropped every
+//    page but its own (kDropOthers). Anything else is refused (the caller answers ESTALE: the
+//    read() returns the old pages it copied, or the error; the kernel retries a failed
+//    readahead with a READ of the first page it needs alone) and the caller starts a drop if
+//    none is under way (kRefuseDrop);
+//  - of the version of `pages` (or none held): served, except within `grace` of a switch to
+//    threads not known to have begun after it (and READs of more than the first page at
+//    offset 0, which the caller treats as not first).
+// (A read() also asks for the attributes at its start once a drop invalidated them, but
+// counting those threads as begun after the drop let mixes through in tests/fs/
+// test_rewrite.py: not used.)
 // Sequence numbers order serves and drops; times are the caller's (steady clock, ns), so the
 // rules are tested without waiting. Thread-safe; mu_ is a leaf.
 #pragma once
@@ -48,9 +53,10 @@ class PageVersions {
     kRefuse,      // it must not be; a drop of the node's pages is under way or done
     kRefuseDrop,  // it must not be, and the caller must drop the node's pages (Drop*)
   };
-  // A READ by thread pid of node at offset 0 (start) or not is about to be answered with
-  // bytes of version v, at time now_ns.
-  Verdict Serve(uint64_t node, const FileVersion& v, uint32_t pid, bool start, int64_t now_ns);
+  // A READ by thread pid of node is about to be answered with bytes of version v, at time
+  // now_ns. first_page: the READ is of the file's first page alone (offset 0, one page).
+  Verdict Serve(uint64_t node, const FileVersion& v, uint32_t pid, bool first_page,
+                int64_t now_ns);
   // A drop of pages of node begins (all of them, or all but those of one READ being
   // answered); returns its ticket for DropDone.
   uint64_t DropBegin(uint64_t node);

@@ -9,7 +9,7 @@ namespace {
 
 using Verdict = PageVersions::Verdict;
 constexpr int64_t kGrace = 100;
-constexpr uint32_t kA = 10, kB = 11;  // two reader threads
+constexpr uint32_t kA = 10, kB = 11, kC = 12;  // reader threads
 
 FileVersion V(int64_t ctime) {
   FileVersion v;
@@ -45,18 +45,23 @@ TEST(PageVersions, AnotherVersionWaitsForADropAndTheGrace) {
   EXPECT_EQ(p.Serve(1, V(2), kB, false, 501), Verdict::kServe);
 }
 
-TEST(PageVersions, AReadThatBeginsAfterTheDropIsServedAtOnce) {
+TEST(PageVersions, AReadOfTheFirstPageAloneIsServedAtOnce) {
   PageVersions p(kGrace);
   ASSERT_EQ(p.Serve(1, V(1), kA, true, 0), Verdict::kServe);
   p.DropDone(1, p.DropBegin(1), 10);  // the backing watch saw the change
-  // In the middle of a read(): within the grace it may have copied old pages.
+  // Not the first page alone (a readahead, or the middle of a read()): within the grace a
+  // read() that copied old pages may get these pages next.
   EXPECT_EQ(p.Serve(1, V(2), kA, false, 13), Verdict::kRefuse);
-  // A READ at offset 0 begins a read(): served, and its thread is known from then on.
+  // The first page alone: no read() that copied old pages needs it; its thread began after
+  // the switch and is served from then on.
   EXPECT_EQ(p.Serve(1, V(2), kA, true, 14), Verdict::kServe);
   EXPECT_EQ(p.Serve(1, V(2), kA, false, 15), Verdict::kServe);
-  // Another thread in the middle of a read() is not, until the grace has passed.
+  // Another thread in the middle of a read() is not, until the grace has passed since the
+  // switch; one that reads the first page is.
   EXPECT_EQ(p.Serve(1, V(2), kB, false, 16), Verdict::kRefuse);
-  EXPECT_EQ(p.Serve(1, V(2), kB, false, 10 + kGrace), Verdict::kServe);
+  EXPECT_EQ(p.Serve(1, V(2), kB, false, 14 + kGrace), Verdict::kServe);
+  EXPECT_EQ(p.Serve(1, V(2), kC, true, 20), Verdict::kServe);
+  EXPECT_EQ(p.Serve(1, V(2), kC, false, 21), Verdict::kServe);
 }
 
 TEST(PageVersions, TheFirstReadOfAReadDropsTheOthers) {
