@@ -245,7 +245,8 @@ TEST(PosixBacking, ReadAtVersionServesTheVersionOpenedOrEstale) {
 
 // A file rewritten in place (truncated, then written in pieces; or overwritten in pieces)
 // while one descriptor reads it at the version it had when each read began: every read is
-// whole and of one version, or ESTALE.
+// whole and of one version, or ESTALE. (Limit, as for Read: a single write that takes longer
+// than the 10 ms settle time, e.g. preempted, could tear a read it overlaps.)
 TEST(PosixBacking, ReadAtVersionNeverReturnsAMixOrAShortRead) {
   TempDir dir;
   const std::string path = dir.path() + "/f";
