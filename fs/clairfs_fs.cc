@@ -441,15 +441,16 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   //   says so: below that size it pads the pages with zeros (a version smaller than the one
   //   the kernel knows: its attributes were invalidated by Bind, the next read() asks again);
   // - pages of another version than those the kernel may hold (fs/page_versions.h).
-  // Either is answered ESTALE: the read() gets what it already copied, or the error.
-  // The kernel asks only for pages up to the size it caches (its readahead stops at the page
+  // Either is answered ESTALE: the read() gets what it already copied, or the error. The
+  // kernel asks only for pages up to the size it caches (its readahead stops at the page
   // holding the end), so a reply that ends before the last page asked for, or before the size
   // last reported (replies may reach the kernel in another order), is short of its size.
   const FileVersion version = c->blob ? c->blob->version() : VersionOf(c->st);
   const uint64_t got_to = static_cast<uint64_t>(off) + reply.bytes;
   const bool short_of_size =
-      reply.bytes < size && (static_cast<uint64_t>(off) + size > (got_to + 4095) / 4096 * 4096 ||
-                             got_to < inodes_.SeenOf(ino).reported.size);
+      reply.bytes < size &&
+      (static_cast<uint64_t>(off) + size > (got_to + kPageSize - 1) / kPageSize * kPageSize ||
+       got_to < inodes_.SeenOf(ino).reported.size);
   using Verdict = PageVersions::Verdict;
   const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
   // The first page alone: a read() that asks for it copied no page of the file before.
