@@ -90,6 +90,12 @@ Status Changed(const std::string& path) {
   return Status::Error(Code::kIoError, path + ": changed while being read");
 }
 
+// A descriptor's file is no longer the version it was opened at (ESTALE: the reader's view of
+// the file went stale).
+Status ChangedSinceOpen(const std::string& path) {
+  return Status::Error(Code::kIoError, path + ": changed since it was opened", ESTALE);
+}
+
 // Clears O_NONBLOCK from a descriptor that turned out to be a regular file (a regular file
 // ignores it on local file systems; a network or FUSE file system might not).
 Status ClearNonblock(int fd, const std::string& path) {
@@ -455,6 +461,55 @@ Result<PosixBacking::Bytes> PosixBacking::ReadAt(const StoreHandlePtr& h, const 
     }
     return out;
   }));
+}
+
+Result<PosixBacking::Bytes> PosixBacking::ReadAtVersion(const StoreHandlePtr& h,
+                                                        const std::string& path, size_t n,
+                                                        uint64_t off,
+                                                        const FileVersion& version) const {
+  // A change is an answer about the file, not a fault of the store: passed past Note (which
+  // logs ESTALE from the store itself) as `changed`.
+  struct Out {
+    Bytes bytes;
+    bool changed = false;
+  };
+  auto r = Note(io_.Run<Out>(path, [h, path, n, off, version](IoProgress& progress) -> Result<Out> {
+    const uint64_t want = off >= version.size ? 0 : std::min<uint64_t>(n, version.size - off);
+    Out out;
+    out.bytes.data = std::make_unique_for_overwrite<char[]>(want == 0 ? 1 : want);
+    size_t& got = out.bytes.size;
+    for (int attempt = 0;; ++attempt) {
+      const int64_t began = CoarseRealtimeNs();
+      got = 0;
+      while (got < want) {
+        const ssize_t r = pread(h->fd(), out.bytes.data.get() + got, want - got,
+                                static_cast<off_t>(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Status::FromErrno(errno, path);
+        if (r == 0) break;  // shorter than the version: truncated
+        got += static_cast<size_t>(r);
+        progress.Touch();
+      }
+      struct stat after;
+      if (fstat(h->fd(), &after) != 0) return Status::FromErrno(errno, path);
+      out.changed = got < want || VersionOf(after) != version;
+      if (out.changed) return out;
+      // As in ReadOnce: a stamp this recent may belong to a write still copying its bytes.
+      const int64_t stamp = StampOf(version);
+      const bool recent =
+          stamp >= began - kSettleNs && stamp <= CoarseRealtimeNs() + kForeignClockNs;
+      if (!recent) return out;
+      if (attempt == 1) {
+        out.changed = true;
+        return out;
+      }
+      WaitForClockPast(stamp + kSettleNs);
+      progress.Touch();
+    }
+  }));
+  if (!r.ok()) return r.status();
+  if (r.value().changed) return ChangedSinceOpen(path);
+  return std::move(r.value().bytes);
 }
 
 Status PosixBacking::Fstat(const StoreHandlePtr& h, const std::string& path,

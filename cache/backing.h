@@ -113,6 +113,15 @@ class PosixBacking final : public Backing {
   };
   Result<Bytes> ReadAt(const StoreHandlePtr& h, const std::string& path, size_t n,
                        uint64_t off) const;
+  // The same, from a descriptor of the file at `version`, all in one call on an I/O thread:
+  // exactly the bytes [off, off+n) clipped to version.size, all of that version, or kIoError
+  // with errno ESTALE ("changed since it was opened") when they may not be. Proof of a change:
+  // fewer bytes than the version holds there (truncated: never padded), an fstat after the
+  // read that differs from version, or a version modified too recently to rule out a write in
+  // progress (its stamps were set before it copied), which is read again once the clock has
+  // passed it (a wait of at most ~10 ms, only for files modified that recently).
+  Result<Bytes> ReadAtVersion(const StoreHandlePtr& h, const std::string& path, size_t n,
+                              uint64_t off, const FileVersion& version) const;
   // fstat of h's descriptor, on an I/O thread.
   Status Fstat(const StoreHandlePtr& h, const std::string& path, struct stat* st) const;
   // The entries of h's directory from position off (a cookie of a `next` returned before; 0:

@@ -25,6 +25,12 @@ std::string Child(const std::string& dir, const char* name) {
   return dir.empty() ? std::string(name) : dir + "/" + name;
 }
 
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 ClairFs* Self(fuse_req_t req) { return static_cast<ClairFs*>(fuse_req_userdata(req)); }
 
 // Runs a handler so that no exception escapes into libfuse; on one the request gets EIO.
@@ -137,6 +143,19 @@ void ClairFs::InvalidateAttrs(fuse_ino_t ino) {
   if (rc != 0 && rc != -ENOENT) {
     spdlog::debug("attribute invalidation of node {}: {}", ino, std::strerror(-rc));
   }
+}
+
+void ClairFs::DropPages(fuse_ino_t ino, uint64_t from) {
+  fuse_session* se = session_.load(std::memory_order_acquire);
+  if (!se) return;
+  const uint64_t ticket = pages_.DropBegin(ino);
+  // -ENOENT: the kernel holds no inode for ino any more, so no page either.
+  const int rc = fuse_lowlevel_notify_inval_inode(se, ino, static_cast<off_t>(from), 0);
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("invalidation of the pages of node {}: {}", ino, std::strerror(-rc));
+    return;  // not dropped: the node's pages stay as they were
+  }
+  pages_.DropDone(ino, ticket, SteadyNs());
 }
 
 bool ClairFs::Visible(const std::string& path, const struct stat& st) {
@@ -393,7 +412,6 @@ void ClairFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 
 void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   std::shared_ptr<OpenContents> c = node_reads_.Find(ino);
-  bool changed = false;  // the kernel may hold pages of another version of the file
   if (off == 0 || !c) {
     // A read of the file starts (at offset 0), or a READ finds its node not bound (the
     // kernel's readahead can send a later READ before the first one bound it): bound afresh,
@@ -406,27 +424,58 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     InodeTable::Seen seen;
     const Bound bound = Bind(req, ino, node, off == 0, fresh.get(), &seen);
     if (bound == Bound::kReplied) return;
-    changed = bound == Bound::kFresh && seen.opened != FileVersion{} &&
-              seen.opened != VersionOf(fresh->st);
     node_reads_.Bind(ino, fresh);
     c = std::move(fresh);
   }
   ReadReply reply;
   Status s =
       ReadContents(*c, backing_, prefetcher_, stats_, size, static_cast<uint64_t>(off), &reply);
-  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
+  if (!s.ok()) {
+    // The file is not the version bound any more: the next READ binds the one it has now.
+    if (s.os_errno() == ESTALE) node_reads_.Release(ino, c.get());
+    return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
+  }
+  // Bytes of exactly one version, all it holds in the range asked (ReadContents). The kernel
+  // must not get them when it would make a read() return bytes no version held:
+  // - a reply shorter than asked ends the file for the kernel only if the size it caches
+  //   says so: below that size it pads the pages with zeros (a version smaller than the one
+  //   the kernel knows: its attributes were invalidated by Bind, the next read() asks again);
+  // - pages of another version than those the kernel may hold (fs/page_versions.h).
+  // Either is answered ESTALE: the read() gets what it already copied, or the error. The
+  // kernel asks only for pages up to the size it caches (its readahead stops at the page
+  // holding the end), so a reply that ends before the last page asked for, or before the size
+  // last reported (replies may reach the kernel in another order), is short of its size.
+  const FileVersion version = c->blob ? c->blob->version() : VersionOf(c->st);
+  const uint64_t got_to = static_cast<uint64_t>(off) + reply.bytes;
+  const bool short_of_size =
+      reply.bytes < size &&
+      (static_cast<uint64_t>(off) + size > (got_to + kPageSize - 1) / kPageSize * kPageSize ||
+       got_to < inodes_.SeenOf(ino).reported.size);
+  using Verdict = PageVersions::Verdict;
+  const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
+  // The first page alone: a read() that asks for it copied no page of the file before.
+  const bool first_page = off == 0 && size <= kPageSize;
+  Verdict verdict = short_of_size ? Verdict::kRefuse
+                                  : pages_.Serve(ino, version, pid, first_page, SteadyNs());
+  if (verdict == Verdict::kDropOthers) {
+    // The pages after this READ's are dropped before it gets its reply. Its own page (locked
+    // until the reply) is left out of the drop, which cannot wait on it; other READs of the
+    // node are answered without waiting on this one.
+    DropPages(ino, kPageSize);
+    verdict = pages_.Serve(ino, version, pid, true, SteadyNs());
+    if (verdict != Verdict::kServe) verdict = Verdict::kRefuse;
+  }
+  if (verdict != Verdict::kServe) {
+    stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);
+    if (short_of_size) InvalidateAttrs(ino);
+    fuse_reply_err(req, ESTALE);
+    // After the reply: this READ's pages are unlocked, so the drop cannot wait on them.
+    if (verdict == Verdict::kRefuseDrop) DropPages(ino);
+    return;
+  }
   const uint64_t end = c->blob ? c->blob->size() : static_cast<uint64_t>(c->st.st_size);
   if (static_cast<uint64_t>(off) + size >= end) node_reads_.Release(ino, c.get());  // all read
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
-  if (changed) {
-    // The page cache may hold pages of the version seen before: dropped once this READ's own
-    // pages are unlocked (its reply is sent), so that no later read mixes the two versions.
-    // Between reads that reach the daemon the kernel notices a change when it refreshes the
-    // attributes (attr_timeout) and drops the pages itself (FUSE_CAP_AUTO_INVAL_DATA).
-    if (fuse_session* se = session_.load(std::memory_order_acquire)) {
-      fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
-    }
-  }
 }
 
 void ClairFs::Release(fuse_req_t req, fuse_file_info* fi) {

@@ -25,6 +25,7 @@
 #include "fs/inode_table.h"
 #include "fs/node_reads.h"
 #include "fs/revalidate.h"
+#include "fs/page_versions.h"
 
 namespace clairfs {
 
@@ -57,6 +58,7 @@ class ClairFs {
   void Forget(fuse_ino_t ino, uint64_t n) {
     node_reads_.Drop(ino);
     inodes_.Forget(ino, n);
+    if (std::string path; !inodes_.Path(ino, &path)) pages_.Forget(ino);  // pages gone too
   }
   void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void ReadLink(fuse_req_t req, fuse_ino_t ino);
@@ -75,6 +77,11 @@ class ClairFs {
   // The node of `.clairfs` in the root: a symbolic link to control_target_ (a reserved id,
   // below InodeTable::kFirstDynamicId).
   static constexpr fuse_ino_t kControlLink = 2;
+  // How long after the kernel dropped a node's pages of one version the pages of another
+  // may be served (fs/page_versions.h): a read() that held old pages at the drop has asked for
+  // its next ones long before.
+  static constexpr int64_t kPageGraceNs = 100'000'000;
+  static constexpr size_t kPageSize = 4096;  // the kernel's pages (x86-64, arm64 default)
   struct DirHandle;
   void ControlLinkAttr(struct stat* st) const;
   // The node's path, without checking what it names now (prefer NodeOf and Verify); replies
@@ -121,6 +128,11 @@ class ClairFs {
   // for name in directory node parent. No-ops before the session is set.
   void NotifyInode(uint64_t id, bool contents);
   void NotifyEntry(uint64_t parent, const std::string& name);
+  // Makes the kernel drop the pages of ino from offset `from` on, and its attributes (no-open
+  // mode keeps them across opens), recorded in pages_ (fs/page_versions.h). Waits until the
+  // kernel dropped them, so never over the pages of a READ this thread has not answered
+  // (they are locked until the reply).
+  void DropPages(fuse_ino_t ino, uint64_t from = 0);
   // True iff the object at path may appear in the mount (symlinks must stay inside the tree).
   bool Visible(const std::string& path, const struct stat& st);
 
@@ -135,6 +147,9 @@ class ClairFs {
   // Unless fuse.immutable: set before the session loop, stopped after it (after ahead_, whose
   // batches it checks).
   std::unique_ptr<Revalidator> revalidator_;
+  // fuse.open_mode none: the version of each node's pages in the kernel, so that a read()
+  // never gets pages of two versions.
+  PageVersions pages_{kPageGraceNs};
   std::unique_ptr<BackingWatch> watch_;  // set before the session loop runs, reset after it
   // Set with watch_ (fuse.stat_ahead > 0), before the session loop; stopped with it.
   std::unique_ptr<StatAhead> ahead_;

@@ -12,11 +12,13 @@
 namespace clairfs {
 
 void ClairFs::NotifyInode(uint64_t id, bool contents) {
+  // Pages go through DropPages, which records the drop (fs/page_versions.h), so that the next
+  // READ of the new version is served at once instead of refused once.
+  if (contents) return DropPages(id);
   fuse_session* se = session_.load(std::memory_order_acquire);
   if (!se) return;
-  // Attributes only (offset -1), or with every page of the file (offset 0, length 0; a
-  // directory's cached listing). The kernel forgets the node's cached ACLs with its attributes.
-  const int rc = fuse_lowlevel_notify_inval_inode(se, id, contents ? 0 : -1, 0);
+  // Attributes only (offset -1). The kernel forgets the node's cached ACLs with them.
+  const int rc = fuse_lowlevel_notify_inval_inode(se, id, -1, 0);
   if (rc != 0 && rc != -ENOENT) {
     spdlog::debug("invalidation of node {}: {}", id, std::strerror(-rc));
   }

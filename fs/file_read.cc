@@ -10,15 +10,25 @@ namespace clairfs {
 namespace {
 
 // [off, off+n) of f's descriptor, read on an I/O thread, appended to out; the bytes read
-// (fewer at the end).
-Result<size_t> ReadDirect(const OpenContents& f, const PosixBacking& backing, size_t n,
-                          uint64_t off, ReadReply* out) {
-  auto r = backing.ReadAt(f.store, f.path, n, off);
-  if (!r.ok()) return r.status();
+// (fewer only at the end of the version opened). A dataset file's bytes are checked to be of
+// the version opened (PosixBacking::ReadAtVersion): a read that comes back shorter than that
+// version, or overlaps a change, fails with ESTALE (counted in errors.stale) instead of
+// returning bytes the kernel would pad with zeros or mix with another version's.
+Result<size_t> ReadDirect(const OpenContents& f, const PosixBacking& backing, Stats& stats,
+                          size_t n, uint64_t off, ReadReply* out) {
+  auto r = f.st.st_mode != 0 ? backing.ReadAtVersion(f.store, f.path, n, off, VersionOf(f.st))
+                             : backing.ReadAt(f.store, f.path, n, off);
+  if (!r.ok()) {
+    if (r.status().os_errno() == ESTALE) {
+      stats.errors.stale.fetch_add(1, std::memory_order_relaxed);
+    }
+    return r.status();
+  }
   const size_t done = r.value().size;
   out->iov.push_back({r.value().data.get(), done});
   out->bufs.push_back(std::move(r.value().data));
   out->bytes += done;
+  stats.backing_bytes.fetch_add(done, std::memory_order_relaxed);
   return done;
 }
 
@@ -34,8 +44,6 @@ Status ReadChunked(OpenContents& f, const PosixBacking& backing, Prefetcher& pre
   const FileVersion version = VersionOf(f.st);
   const uint64_t end = std::min<uint64_t>(version.size, off + size);
   const uint64_t chunk = f.chunk_size ? f.chunk_size : UINT64_MAX;  // 0: never (Open sets it)
-  uint64_t direct = 0;
-  bool read_directly = false;  // even 0 bytes: a file that shrank must be caught
   for (uint64_t pos = off; pos < end;) {
     const uint64_t start = pos - pos % chunk;
     const bool consume = f.last_chunk.exchange(start, std::memory_order_relaxed) != start;
@@ -63,23 +71,12 @@ Status ReadChunked(OpenContents& f, const PosixBacking& backing, Prefetcher& pre
       f.chunk = r.value().blob;
       f.chunk_offset = range.offset;
     } else {
-      auto n = ReadDirect(f, backing, piece_end - pos, pos, out);
+      // The chunks come from the version opened: bytes read directly are checked to be of
+      // it too (end <= version.size: never fewer than asked).
+      auto n = ReadDirect(f, backing, stats, piece_end - pos, pos, out);
       if (!n.ok()) return n.status();
-      read_directly = true;
-      direct += n.value();
-      if (n.value() < piece_end - pos) break;  // the file shrank: checked below
     }
     pos = piece_end;
-  }
-  if (read_directly) {
-    stats.backing_bytes.fetch_add(direct, std::memory_order_relaxed);
-    // The chunks come from the version opened: bytes read directly must be of it too.
-    struct stat now;
-    if (Status s = backing.Fstat(f.store, f.path, &now); !s.ok()) return s;
-    if (VersionOf(now) != version) {
-      stats.errors.stale.fetch_add(1, std::memory_order_relaxed);
-      return Status::Error(Code::kIoError, f.path + ": changed since it was opened", ESTALE);
-    }
   }
   return Status::Ok();
 }
@@ -95,9 +92,8 @@ Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& pr
     const size_t total = f.blob ? f.blob->size() : 0;
     if (off < total) AddBlob(f.blob, off, std::min<uint64_t>(size, total - off), out);
   } else {
-    auto n = ReadDirect(f, backing, size, off, out);
+    auto n = ReadDirect(f, backing, stats, size, off, out);
     if (!n.ok()) return n.status();
-    stats.backing_bytes.fetch_add(n.value(), std::memory_order_relaxed);
   }
   if (s.ok() && f.dataset) stats.bytes_read.fetch_add(out->bytes, std::memory_order_relaxed);
   return s;

@@ -505,6 +505,48 @@ def row_daemon_kill9(ctx):
     r.goals["stops"] = ctx.stops(d)
 
 
+def row_rewrite_in_place(ctx):
+    """Issue 25, item 2: files rewritten in place (truncated then written, overwritten,
+    appended to then truncated) while readers read them through the mount (no-open mode, the
+    page cache warm, then dropped before every read; small and chunked files, planned and
+    not). Every 8-byte word encodes (version, offset): a read with a byte no version held
+    (zeros, another offset) or pages of two versions the file never held together is wrong."""
+    import rewriteutil as ru   # tests/fs, on the path through fault_matrix.py
+    r = ctx.row
+    rw = os.path.join(ctx.ds, "rw")
+    files, hows = {}, {}
+    os.makedirs(rw)
+    for kind, size in (("small", 48 << 10), ("big", 5 * (64 << 10) - 8)):
+        for how in ("truncate", "inplace", "append"):
+            for plan in ("p", "u"):
+                rel = f"{plan}-{kind}-{how}.bin"
+                files[rel], hows[rel] = size, how
+                with open(os.path.join(rw, rel), "wb") as f:
+                    f.write(ru.version_bytes(1, size))
+    cfg = ctx.config(keep_cache=True)
+    cfg["fuse"]["open_mode"] = "none"
+    cfg["cache"].update({"chunk_size": "64KiB", "record_chunk_size": "64KiB"})
+    d = ctx.mount(ctx.ds, cfg=cfg)
+    register(d.mountpoint, [f"rw/{rel}" for rel in files if rel.startswith("p-")] * 20)
+    mnt_rw = os.path.join(d.mountpoint, "rw")
+    totals = []
+    for drop in (False, True):
+        counts, rewrites = ru.run_rewrites(rw, mnt_rw, files, hows, ctx.p["run"], drop,
+                                           readers=ctx.p["readers"], seed=25 + drop)
+        totals.append(counts)
+        r.wrong += counts.bad   # a byte no version held
+        r.wrong_examples.extend(counts.examples[:5 - len(r.wrong_examples)])
+        for name, n in counts.errors.items():
+            r.errors[name] = r.errors.get(name, 0) + n
+        r.notes.append(f"page cache {'dropped' if drop else 'warm'}: {counts.summary()}; "
+                       f"{rewrites} rewrites")
+    r.goals["reads checked"] = all(c.reads >= 50 and c.ok > 0 for c in totals)
+    # Pages of two versions in one read(): a rare residual in no-open mode (test_rewrite.py).
+    r.goals["mixed reads at most 1 in 250"] = all(c.mixed * 250 <= c.reads for c in totals)
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)
+
+
 ROWS = [
     ("backing_eio", row_backing_eio, "faultfs: open/read of c1/* fail with EIO, then heal"),
     ("backend_enotconn", row_backend_enotconn, "faultfs killed -9 under clairfs (ENOTCONN)"),
@@ -526,6 +568,8 @@ ROWS = [
     ("peer_kill", row_peer_kill, "2 ranks under mpiexec; rank 1's daemon killed -9"),
     ("daemon_kill9", row_daemon_kill9, "daemon killed -9 mid-prefetch, restarted on the same "
      "mountpoint and SSD dir, N times"),
+    ("rewrite_in_place", row_rewrite_in_place, "files rewritten in place (truncate+write, "
+     "overwrite, append+truncate) under readers, no-open mode, page cache warm then dropped"),
 ]
 # Rows of their own modules.
 from fault_fresh import ROWS as FRESH_ROWS  # noqa: E402
