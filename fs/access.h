@@ -23,17 +23,16 @@
 #include <vector>
 
 #include "cache/backing.h"
+#include "cache/identity.h"
 #include "cache/stats.h"
 #include "fs/fs_options.h"
 
 namespace clairfs {
 
-// A set of file-system credentials: user, primary group, supplementary groups.
-struct Credentials {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;
-};
+// The credentials of the process that made req. Its supplementary groups are read from /proc
+// (fuse_req_getgroups); when they cannot be (the process is gone, or outside this pid
+// namespace's view) out holds the primary group only and the Status says why.
+Status CallerOf(fuse_req_t req, Credentials* out);
 
 class AccessPolicy {
  public:
