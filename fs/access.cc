@@ -179,6 +179,32 @@ bool AccessPolicy::AllowControlWrite(fuse_req_t req) {
   return false;
 }
 
+bool AccessPolicy::WriterView(fuse_req_t req, std::shared_ptr<const Backing>* view) {
+  view->reset();
+  if (fuse_req_ctx(req)->uid == self_.uid) return true;
+  if (!root_) {
+    stats_.control_denied.fetch_add(1, std::memory_order_relaxed);
+    if (!writer_view_logged_.exchange(true, std::memory_order_relaxed)) {
+      spdlog::warn("manifest write by uid {} refused: without CAP_SETUID/CAP_SETGID its paths "
+                   "cannot be checked with its rights",
+                   fuse_req_ctx(req)->uid);
+    }
+    fuse_reply_err(req, EACCES);
+    return false;
+  }
+  Credentials caller;
+  if (const Status groups = CallerOf(req, &caller); !groups.ok()) {
+    // Checked with the primary group only: never more than the writer may see.
+    stats_.errors.access_check.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("manifest writer without supplementary groups: {}", groups.message());
+  }
+  *view = backing_.AsCaller([caller = std::move(caller), self = self_](
+                                const std::function<Status()>& check) {
+    return RunAs(caller, self, check);
+  });
+  return true;
+}
+
 void AccessPolicy::ManifestAttr(struct stat* st) const {
   st->st_mode = S_IFREG | (control_gid_ ? 0664 : 0644);
   if (control_gid_) st->st_gid = *control_gid_;

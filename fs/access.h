@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -64,6 +65,15 @@ class AccessPolicy {
   // member (primary or supplementary) of control.group. Otherwise replies EACCES, returns false.
   [[nodiscard]] bool AllowControlWrite(fuse_req_t req);
 
+  // The dataset as a manifest written by the caller of req is checked against (docs/
+  // permissions.md, "Registration with the writer's rights"), taken when the manifest is
+  // opened for writing: null for the daemon's own user (the daemon's view, no identity
+  // switch); for another user, a view whose lookups take that caller's uid, gid and
+  // supplementary groups (PosixBacking::AsCaller). False, having replied EACCES, when the
+  // caller is another user and the daemon cannot take identities (no CAP_SETUID/CAP_SETGID):
+  // its paths could only be checked with the daemon's rights.
+  [[nodiscard]] bool WriterView(fuse_req_t req, std::shared_ptr<const Backing>* view);
+
   // Sets the manifest node's permission bits and group: 0644 with the daemon's group, or 0664
   // with control.group's id when one is configured.
   void ManifestAttr(struct stat* st) const;
@@ -80,6 +90,7 @@ class AccessPolicy {
   Result<std::string> root_acl_[2] = {Status::Error(Code::kUnavailable, ""),
                                       Status::Error(Code::kUnavailable, "")};
   std::atomic<bool> unreachable_logged_{false};  // this unreachable episode was logged
+  std::atomic<bool> writer_view_logged_{false};  // a refused WriterView was logged
   const std::optional<gid_t> control_gid_;
   Stats& stats_;
   Credentials self_;  // the daemon's, restored after every check made as a caller

@@ -147,7 +147,13 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (node == Node::kManifest && mode != O_RDONLY && !access_.AllowControlWrite(req)) return;
   auto h = std::make_unique<Handle>();
   if (node == Node::kManifest && mode != O_RDONLY) {
-    h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0);
+    // The writer's paths are checked with its rights, as the opener's credentials are now
+    // (docs/permissions.md): a descriptor handed to another process keeps them, as a file
+    // description keeps the credentials it was opened with.
+    std::shared_ptr<const Backing> view;
+    if (!access_.WriterView(req, &view)) return;
+    h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0,
+                                    std::move(view));
   } else if (mode != O_RDONLY) {
     return (void)fuse_reply_err(req, EACCES);
   } else if (node != Node::kManifest) {
