@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <thread>
 
 namespace clairfs {
 namespace {
@@ -19,8 +20,6 @@ constexpr size_t kBatch = size_t{1} << 15;
 // A batch smaller than this is checked on the calling thread alone: a small manifest (most
 // registrations, every append of a few paths) does not pay for starting threads.
 constexpr size_t kParallelFrom = size_t{1} << 10;
-// PathCheckAhead waits for this many new paths before it checks them (or for Take()).
-constexpr size_t kAheadBatch = size_t{1} << 13;
 
 }  // namespace
 
@@ -87,68 +86,6 @@ void CheckPaths(std::span<const std::string_view> paths, std::vector<PathResolve
     for (Bad& e : errors)
       out->errors.emplace_back(static_cast<uint32_t>(base + e.i), std::move(e.why));
   }
-}
-
-PathCheckAhead::~PathCheckAhead() {
-  {
-    std::lock_guard l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
-}
-
-void PathCheckAhead::Add(std::span<const std::string_view> paths) {
-  if (paths.empty()) return;
-  {
-    std::lock_guard l(mu_);
-    if (stop_) return;
-    todo_.insert(todo_.end(), paths.begin(), paths.end());
-    queued_ = todo_.size();
-  }
-  if (!worker_.joinable()) worker_ = std::thread([this] { Run(); });
-  cv_.notify_all();
-}
-
-void PathCheckAhead::Run() {
-  std::unique_lock l(mu_);
-  for (;;) {
-    cv_.wait(l, [&] {
-      const size_t pending = todo_.size() - checks_.size();
-      return stop_ || pending >= kAheadBatch || (flush_ && pending > 0);
-    });
-    if (stop_ && !flush_) return;
-    if (todo_.size() == checks_.size()) return;  // flushed, stopping
-    // The views are copied: Add() may grow todo_ meanwhile.
-    std::vector<std::string_view> batch(todo_.begin() + checks_.size(), todo_.end());
-    busy_ = true;
-    l.unlock();
-    CheckPaths(batch, resolvers_, &checks_);
-    l.lock();
-    busy_ = false;
-    errors_found_ = checks_.errors.size();
-    cv_.notify_all();
-  }
-}
-
-size_t PathCheckAhead::errors_found() const {
-  std::lock_guard l(mu_);
-  return errors_found_;
-}
-
-PathChecks PathCheckAhead::Take() {
-  std::unique_lock l(mu_);
-  flush_ = true;
-  stop_ = true;  // nothing more is queued; the worker checks what is and returns
-  cv_.notify_all();
-  cv_.wait(l, [&] { return !busy_ && checks_.size() == todo_.size(); });
-  PathChecks out = std::move(checks_);
-  todo_ = {};
-  checks_ = {};
-  l.unlock();
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
-  return out;
 }
 
 }  // namespace clairfs

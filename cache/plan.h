@@ -191,7 +191,8 @@ struct ResolvedManifest {
 // nothing: on any error returns kInvalidArgument whose message is the report
 // (docs/control-interface.md): the error count and the first errors as "line N: ...", every
 // byte of user input escaped (EscapeForReport).
-// checks: the outcomes of m's first paths if they were checked already (PathCheckAhead).
+// checks: the outcomes of m's first paths if they were checked already (CheckPaths, by the
+// writes of the manifest).
 Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
                                                                 PathResolver& resolver,
                                                                 PathChecks checks = {});
