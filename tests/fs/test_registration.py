@@ -87,8 +87,8 @@ class RegistrationRightsTest(ClairfsCase):
         os.chmod(path, mode)
         os.chown(path, owner, owner)
 
-    def write_as_member(self, text):
-        r = subprocess.run(setpriv(USER, [self.group.gr_gid]) +
+    def write_as_member(self, text, more_groups=()):
+        r = subprocess.run(setpriv(USER, [self.group.gr_gid, *more_groups]) +
                            [sys.executable, "-I", "-S", "-c", CHILD, self.manifest, text],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -122,6 +122,14 @@ class RegistrationRightsTest(ClairfsCase):
         # The mount's owner (root, the daemon's user) registers the private file.
         self.write_manifest(self.mnt, "priv/p.bin\n")
         self.assertEqual(self.plan(self.mnt)["bytes"], PRIVATE_SIZE)
+
+    def test_supplementary_groups_count(self):
+        team = 64200  # a group without an entry: setpriv needs none
+        self.put("team/t.bin", b"t" * 300, 0o640, owner=OWNER)
+        os.chown(os.path.join(self.ds, "team", "t.bin"), OWNER, team)
+        self.assertEqual(self.write_as_member("team/t.bin\n"), f"WRITE {errno.EINVAL}")
+        self.assertEqual(self.write_as_member("team/t.bin\n", more_groups=[team]), "OK")
+        self.assertEqual(self.plan(self.mnt)["bytes"], 300)
 
     def test_a_readable_file_behind_a_symlink_into_a_private_directory_is_refused(self):
         os.symlink("../priv/p.bin", os.path.join(self.ds, "pub", "link.bin"))
