@@ -1,6 +1,8 @@
 // ControlPlane: the files of <mount>/.clairfs/ (docs/control-interface.md), without FUSE.
-//   manifest  write: a stream of the plan (text or compact form), validated at each close(),
-//             installed at the last (release); other streams are kept
+//   manifest  write: a stream of the plan (text or compact form), its paths checked with the
+//             writer's rights by the write() that brings them, validated at each close()
+//             (which reserves the stream's place), installed at the last (release); other
+//             streams are kept
 //   errors    read: the report of the last manifest validation (empty if it was accepted)
 //   stats     read: JSON counters        plan  read: JSON summary of the active plan
 //   metrics   read: the stats in the Prometheus text format
