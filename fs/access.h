@@ -9,6 +9,8 @@
 //    open (fuse.access_check: open).
 //  - Control writes: only the mount's owner (the daemon's user) or members of control.group may
 //    open .clairfs/manifest for writing; ManifestAttr shows that in the node's mode bits.
+//  - Registration: WriterView gives the view of the dataset a manifest writer's paths are
+//    checked through, with the writer's credentials (cache/identity.h switches them).
 // Thread-safe: every method may run on any FUSE worker thread at once.
 #pragma once
 
