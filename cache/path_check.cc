@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <thread>
 
@@ -33,7 +34,11 @@ std::vector<PathResolver> CheckResolvers(const PathResolver& resolver) {
 void CheckPaths(std::span<const std::string_view> paths, std::vector<PathResolver>& resolvers,
                 PathChecks* out) {
   const size_t most = std::max<size_t>(1, resolvers.size());
-  out->paths.reserve(out->paths.size() + paths.size());
+  // Called once per write() of a manifest, each adding a few thousand paths: the outcomes grow
+  // geometrically, never by exactly what is added (which would copy them all at every call).
+  if (const size_t need = out->paths.size() + paths.size(); need > out->paths.capacity()) {
+    out->paths.reserve(std::max(need, 2 * out->paths.capacity()));
+  }
   // What a thread found that is not a plain outcome: a bad path, or a canonical path other
   // than the one written (stored once the threads are done: the arena has one writer).
   struct Bad {
@@ -52,16 +57,37 @@ void CheckPaths(std::span<const std::string_view> paths, std::vector<PathResolve
     const size_t nthreads = n >= kParallelFrom ? most : 1;
     std::vector<std::vector<Bad>> bad(nthreads);
     std::vector<std::vector<Rewritten>> rewritten(nthreads);
-    // Thread t checks paths begin + t, begin + t + nthreads, ...
+    // Thread t checks the paths whose directory (as written) hashes to t, so that each
+    // directory is opened by one thread per batch (Backing::LstatMany opens each directory of
+    // its batch once): a manifest checked in many small batches, one per write(), opens each
+    // directory once per batch, not once per thread and batch.
+    std::vector<std::vector<uint32_t>> index(nthreads);
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view p = paths[begin + i];
+      const size_t slash = p.rfind('/');
+      const size_t t = nthreads == 1 ? 0
+                       : std::hash<std::string_view>{}(slash == std::string_view::npos
+                                                           ? std::string_view()
+                                                           : p.substr(0, slash)) %
+                             nthreads;
+      index[t].push_back(static_cast<uint32_t>(i));
+    }
+    // A few large directories (a flat dataset) would leave threads idle: then round robin.
+    size_t largest = 0;
+    for (const auto& x : index) largest = std::max(largest, x.size());
+    if (nthreads > 1 && largest > 2 * (n / nthreads)) {
+      for (auto& x : index) x.clear();
+      for (size_t i = 0; i < n; ++i) index[i % nthreads].push_back(static_cast<uint32_t>(i));
+    }
     auto work = [&](size_t t) {
       std::vector<std::string_view> mine;
-      mine.reserve(n / nthreads + 1);
-      for (size_t i = t; i < n; i += nthreads) mine.push_back(paths[begin + i]);
+      mine.reserve(index[t].size());
+      for (uint32_t i : index[t]) mine.push_back(paths[begin + i]);
       std::vector<Result<std::string>> res;
       std::vector<struct stat> st;
       resolvers[t].ResolveMany(mine, true, &res, &st);
       for (size_t k = 0; k < mine.size(); ++k) {
-        const auto i = static_cast<uint32_t>(t + k * nthreads);
+        const uint32_t i = index[t][k];
         if (!res[k].ok() || !S_ISREG(st[k].st_mode)) {
           bad[t].push_back({i, Describe(res[k].status(), st[k])});
         } else if (res[k].value() == mine[k]) {
