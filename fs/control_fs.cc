@@ -70,6 +70,10 @@ void ControlFs::Init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   // A write must reach the writer's buffer at once, and close() report on it (flush).
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // Writes of up to 1 MiB arrive whole (the kernel's default splits them at 128 KiB): each
+  // write() checks the paths it completed as one batch, and fewer, larger batches open each
+  // directory fewer times (libfuse caps it at its buffer size and asks for the pages).
+  conn->max_write = std::max<unsigned>(conn->max_write, 1u << 20);
   // No POSIX ACLs here: the nodes have none, the mode bits (and AllowControlWrite) decide.
 }
 
