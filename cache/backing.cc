@@ -68,6 +68,93 @@ class Fd {
   int fd_;
 };
 
+// s, with a refusal for want of permission turned into "missing" (see MaybeAs).
+Status Unseen(Status s) {
+  if (s.os_errno() != EACCES && s.os_errno() != EPERM) return s;
+  std::string what = s.message();
+  if (const size_t colon = what.rfind(": "); colon != std::string::npos) what.resize(colon);
+  return Status::FromErrno(ENOENT, what);
+}
+
+// Under an identity (PosixBacking::AsCaller), a regular file must be readable too: EACCES
+// otherwise, as if a directory above it could not be searched. name relative to dir_fd, or ""
+// for dir_fd itself; st is its lstat.
+int ReadableAs(int dir_fd, const char* name, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return 0;
+  const int flags = AT_EACCESS | (*name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH);
+  if (syscall(SYS_faccessat2, dir_fd, name, R_OK, flags) != 0) return errno;
+  return 0;
+}
+
+// Runs body as `as` when as is set (AsCaller), else as the daemon. Under an identity, what it
+// may not see (EACCES: a directory it may not search, a file it may not read) is reported as
+// missing (ENOENT), so that the caller learns nothing of names it could not stat.
+Status MaybeAs(const PosixBacking::AsIdentity& as, const std::function<Status()>& body) {
+  return as ? Unseen(as(body)) : body();
+}
+
+// The lstat of each of paths (canonical, relative to the root) into (*st)[i], (*status)[i]. By
+// directory: each is opened once (beneath the root, no symlink followed) and its names are
+// stat'ed relative to it without following a final symlink, which is what opening the whole
+// path would report, in one system call instead of three. as: run under a caller's identity
+// (PosixBacking::AsCaller), where a regular file must be readable too (ReadableAs).
+void StatBatch(int root_fd, const std::vector<std::string>& paths, bool as,
+               std::vector<struct stat>* st, std::vector<Status>* status,
+               IoProgress& progress) {
+  st->assign(paths.size(), {});
+  status->assign(paths.size(), Status::Ok());
+  std::vector<uint32_t> order(paths.size());
+  std::vector<size_t> slash(paths.size());
+  for (uint32_t i = 0; i < paths.size(); ++i) {
+    order[i] = i;
+    slash[i] = paths[i].rfind('/');
+  }
+  const auto dir = [&](uint32_t i) {
+    return slash[i] == std::string::npos ? std::string_view()
+                                         : std::string_view(paths[i]).substr(0, slash[i]);
+  };
+  const auto by_dir = [&](uint32_t a, uint32_t b) { return dir(a) < dir(b); };
+  if (!std::is_sorted(order.begin(), order.end(), by_dir)) {  // a dataset's order mostly is
+    std::sort(order.begin(), order.end(), by_dir);
+  }
+  Fd dfd;
+  Status dstatus;
+  std::string_view open_dir;
+  bool have_dir = false;
+  for (uint32_t i : order) {
+    const std::string_view name = slash[i] == std::string::npos
+                                      ? std::string_view(paths[i])
+                                      : std::string_view(paths[i]).substr(slash[i] + 1);
+    if (name.empty() || name == "." || name == "..") {  // not a plain name: the long way
+      Fd fd(OpenBeneath(root_fd, paths[i], O_PATH));
+      if (fd.get() < 0 || fstat(fd.get(), &(*st)[i]) != 0) {
+        (*status)[i] = Status::FromErrno(errno, paths[i]);
+      } else if (int err = as ? ReadableAs(fd.get(), "", (*st)[i]) : 0; err != 0) {
+        (*status)[i] = Status::FromErrno(err, paths[i]);
+      }
+      progress.Touch();
+      continue;
+    }
+    if (!have_dir || dir(i) != open_dir) {
+      open_dir = dir(i);
+      have_dir = true;
+      // "dir/." fails as the whole path would: ELOOP through a symlink, ENOTDIR a file.
+      dfd = Fd(OpenBeneath(root_fd, open_dir.empty() ? "" : std::string(open_dir) + "/.",
+                           O_PATH));
+      dstatus = dfd.get() < 0 ? Status::FromErrno(errno, std::string(open_dir)) : Status();
+    }
+    const char* leaf = paths[i].c_str() + (paths[i].size() - name.size());  // name ends it
+    if (!dstatus.ok()) {
+      (*status)[i] = Status::FromErrno(dstatus.os_errno(), paths[i]);
+    } else if (fstatat(dfd.get(), leaf, &(*st)[i], AT_SYMLINK_NOFOLLOW) != 0) {
+      (*status)[i] = Status::FromErrno(errno, paths[i]);
+    } else if (int err = as ? ReadableAs(dfd.get(), leaf, (*st)[i]) : 0; err != 0) {
+      (*status)[i] = Status::FromErrno(err, paths[i]);
+    }
+    progress.Touch();
+  }
+}
+
 int64_t CoarseRealtimeNs() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME_COARSE, &ts);
@@ -289,8 +376,13 @@ void Backing::LstatMany(std::vector<std::string>* paths, std::vector<struct stat
   for (size_t i = 0; i < paths->size(); ++i) (*status)[i] = Lstat((*paths)[i], &(*st)[i]);
 }
 
-void PosixBacking::LstatMany(std::vector<std::string>* paths_in, std::vector<struct stat>* st,
+void PosixBacking::LstatMany(std::vector<std::string>* paths, std::vector<struct stat>* st,
                              std::vector<Status>* status) const {
+  LstatManyAs(paths, st, status, nullptr);
+}
+
+void PosixBacking::LstatManyAs(std::vector<std::string>* paths_in, std::vector<struct stat>* st,
+                               std::vector<Status>* status, const AsIdentity* as_in) const {
   struct Out {
     std::vector<struct stat> st;
     std::vector<Status> status;
@@ -301,59 +393,17 @@ void PosixBacking::LstatMany(std::vector<std::string>* paths_in, std::vector<str
   // and come back with its result.
   auto r = Note(io_.Run<std::shared_ptr<Out>>(
       std::string("\0stat batch", 11),
-      [root = Root(),
-       paths = std::move(*paths_in)](IoProgress& progress) mutable -> Result<std::shared_ptr<Out>> {
+      [root = Root(), paths = std::move(*paths_in),
+       as = as_in ? *as_in : AsIdentity()](IoProgress& progress) mutable
+      -> Result<std::shared_ptr<Out>> {
         auto out = std::make_shared<Out>();
-        out->st.assign(paths.size(), {});
-        out->status.assign(paths.size(), Status::Ok());
-        // By directory: each is opened once (beneath the root, no symlink followed) and its
-        // names are stat'ed relative to it without following a final symlink, which is what
-        // opening the whole path would report, in one system call instead of three.
-        std::vector<uint32_t> order(paths.size());
-        std::vector<size_t> slash(paths.size());
-        for (uint32_t i = 0; i < paths.size(); ++i) {
-          order[i] = i;
-          slash[i] = paths[i].rfind('/');
-        }
-        const auto dir = [&](uint32_t i) {
-          return slash[i] == std::string::npos ? std::string_view()
-                                               : std::string_view(paths[i]).substr(0, slash[i]);
-        };
-        const auto by_dir = [&](uint32_t a, uint32_t b) { return dir(a) < dir(b); };
-        if (!std::is_sorted(order.begin(), order.end(), by_dir)) {  // a dataset's order mostly is
-          std::sort(order.begin(), order.end(), by_dir);
-        }
-        Fd dfd;
-        Status dstatus;
-        std::string_view open_dir;
-        bool have_dir = false;
-        for (uint32_t i : order) {
-          const std::string_view name = slash[i] == std::string::npos
-                                            ? std::string_view(paths[i])
-                                            : std::string_view(paths[i]).substr(slash[i] + 1);
-          if (name.empty() || name == "." || name == "..") {  // not a plain name: the long way
-            Fd fd(OpenBeneath(root->fd, paths[i], O_PATH));
-            if (fd.get() < 0 || fstat(fd.get(), &out->st[i]) != 0) {
-              out->status[i] = Status::FromErrno(errno, paths[i]);
-            }
-            progress.Touch();
-            continue;
-          }
-          if (!have_dir || dir(i) != open_dir) {
-            open_dir = dir(i);
-            have_dir = true;
-            // "dir/." fails as the whole path would: ELOOP through a symlink, ENOTDIR a file.
-            dfd = Fd(OpenBeneath(root->fd, open_dir.empty() ? "" : std::string(open_dir) + "/.",
-                                 O_PATH));
-            dstatus = dfd.get() < 0 ? Status::FromErrno(errno, std::string(open_dir)) : Status();
-          }
-          if (!dstatus.ok()) {
-            out->status[i] = Status::FromErrno(dstatus.os_errno(), paths[i]);
-          } else if (fstatat(dfd.get(), paths[i].c_str() + (paths[i].size() - name.size()),
-                             &out->st[i], AT_SYMLINK_NOFOLLOW) != 0) {  // name ends paths[i]
-            out->status[i] = Status::FromErrno(errno, paths[i]);
-          }
-          progress.Touch();
+        const Status switched = MaybeAs(as, [&]() -> Status {
+          StatBatch(root->fd, paths, static_cast<bool>(as), &out->st, &out->status, progress);
+          return Status::Ok();
+        });
+        if (!switched.ok()) return switched;  // the identity could not be taken
+        if (as) {
+          for (Status& st_i : out->status) st_i = Unseen(std::move(st_i));
         }
         out->paths = std::move(paths);
         return out;
@@ -369,16 +419,29 @@ void PosixBacking::LstatMany(std::vector<std::string>* paths_in, std::vector<str
 }
 
 Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
+  return LstatAs(path, st, nullptr);
+}
+
+Status PosixBacking::LstatAs(const std::string& path, struct stat* st,
+                             const AsIdentity* as_in) const {
   auto r = Note(io_.Run<struct stat>(
-      path, [ root = Root(), path ](IoProgress&) -> Result<struct stat> {
+      path, [root = Root(), path, as = as_in ? *as_in : AsIdentity()](
+                IoProgress&) -> Result<struct stat> {
         struct stat s;
         if (path.empty()) {
           if (fstat(root->fd, &s) != 0) return Status::FromErrno(errno, "stat of dataset root");
           return s;
         }
-        Fd fd(OpenBeneath(root->fd, path, O_PATH));
-        if (fd.get() < 0) return Status::FromErrno(errno, path);
-        if (fstat(fd.get(), &s) != 0) return Status::FromErrno(errno, path);
+        const Status done = MaybeAs(as, [&]() -> Status {
+          Fd fd(OpenBeneath(root->fd, path, O_PATH));
+          if (fd.get() < 0) return Status::FromErrno(errno, path);
+          if (fstat(fd.get(), &s) != 0) return Status::FromErrno(errno, path);
+          if (int err = as ? ReadableAs(fd.get(), "", s) : 0; err != 0) {
+            return Status::FromErrno(err, path);
+          }
+          return Status::Ok();
+        });
+        if (!done.ok()) return done;
         return s;
       }));
   if (!r.ok()) return r.status();
@@ -387,15 +450,55 @@ Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
 }
 
 Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
-  return Note(io_.Run<std::string>(path, [root = Root(), path](IoProgress&) -> Result<std::string> {
-    Fd fd(OpenBeneath(root->fd, path, O_PATH));
-    if (fd.get() < 0) return Status::FromErrno(errno, path);
-    std::string target(PATH_MAX, '\0');
-    ssize_t n = readlinkat(fd.get(), "", target.data(), target.size());
-    if (n < 0) return Status::FromErrno(errno, path);
-    target.resize(static_cast<size_t>(n));
-    return target;
-  }));
+  return ReadLinkAs(path, nullptr);
+}
+
+Result<std::string> PosixBacking::ReadLinkAs(const std::string& path,
+                                             const AsIdentity* as_in) const {
+  return Note(io_.Run<std::string>(
+      path,
+      [root = Root(), path, as = as_in ? *as_in : AsIdentity()](IoProgress&)
+          -> Result<std::string> {
+        std::string target(PATH_MAX, '\0');
+        const Status done = MaybeAs(as, [&]() -> Status {
+          Fd fd(OpenBeneath(root->fd, path, O_PATH));
+          if (fd.get() < 0) return Status::FromErrno(errno, path);
+          ssize_t n = readlinkat(fd.get(), "", target.data(), target.size());
+          if (n < 0) return Status::FromErrno(errno, path);
+          target.resize(static_cast<size_t>(n));
+          return Status::Ok();
+        });
+        if (!done.ok()) return done;
+        return target;
+      }));
+}
+
+// PosixBacking::AsCaller's view: the lookups of the backing under an identity, no reads.
+class CallerBacking final : public Backing {
+ public:
+  CallerBacking(const PosixBacking& backing, PosixBacking::AsIdentity as)
+      : backing_(backing), as_(std::move(as)) {}
+  Status Lstat(const std::string& path, struct stat* st) const override {
+    return backing_.LstatAs(path, st, &as_);
+  }
+  void LstatMany(std::vector<std::string>* paths, std::vector<struct stat>* st,
+                 std::vector<Status>* status) const override {
+    backing_.LstatManyAs(paths, st, status, &as_);
+  }
+  Result<std::string> ReadLink(const std::string& path) const override {
+    return backing_.ReadLinkAs(path, &as_);
+  }
+  Result<BlobPtr> Read(const std::string& path, ByteRange) const override {
+    return Status::FromErrno(EACCES, path + ": not read through a caller's view");
+  }
+
+ private:
+  const PosixBacking& backing_;
+  const PosixBacking::AsIdentity as_;
+};
+
+std::shared_ptr<const Backing> PosixBacking::AsCaller(AsIdentity as) const {
+  return std::make_shared<const CallerBacking>(*this, std::move(as));
 }
 
 Result<BlobPtr> PosixBacking::Read(const std::string& path, ByteRange range) const {

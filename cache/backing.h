@@ -155,6 +155,17 @@ class PosixBacking final : public Backing {
   // switch is per thread, so it is made there, around the walk. kPermissionDenied if refused.
   Status CheckAccess(const std::string& path, int mask, AsIdentity as) const;
 
+  // A view of the dataset for the path checks of a manifest written by another user
+  // (docs/permissions.md, "Registration with the writer's rights"): its Lstat, LstatMany and
+  // ReadLink run as this object's, each on an I/O thread that takes the identity of `as`
+  // around the call (a LstatMany batch: once around the batch). So every directory from the
+  // root down needs that identity's search permission, and a regular file its read permission
+  // too. What the identity may not see (EACCES, EPERM) fails as a missing file does (ENOENT,
+  // the same message), so that a writer learns nothing of names it could not stat. Read is
+  // refused (EACCES): nothing is fetched through a view. The view refers to this object,
+  // which must outlive it.
+  std::shared_ptr<const Backing> AsCaller(AsIdentity as) const;
+
   // The root's attributes and ACLs as read by Open (see RootAtOpen). Never changes.
   const RootAtOpen& root_at_open() const { return root_at_open_; }
 
@@ -172,6 +183,12 @@ class PosixBacking final : public Backing {
   // its root reopened (OnDisconnect).
   template <typename T>
   Result<T> Note(Result<T> r) const;
+  // Lstat, LstatMany and ReadLink, under identity *as when as is not null (AsCaller).
+  friend class CallerBacking;
+  Status LstatAs(const std::string& path, struct stat* st, const AsIdentity* as) const;
+  void LstatManyAs(std::vector<std::string>* paths, std::vector<struct stat>* st,
+                   std::vector<Status>* status, const AsIdentity* as) const;
+  Result<std::string> ReadLinkAs(const std::string& path, const AsIdentity* as) const;
   void Reopen(const Status& cause) const;
 
   const std::string root_path_;

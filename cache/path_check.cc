@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
+#include <thread>
 
 namespace clairfs {
 namespace {
@@ -19,8 +21,6 @@ constexpr size_t kBatch = size_t{1} << 15;
 // A batch smaller than this is checked on the calling thread alone: a small manifest (most
 // registrations, every append of a few paths) does not pay for starting threads.
 constexpr size_t kParallelFrom = size_t{1} << 10;
-// PathCheckAhead waits for this many new paths before it checks them (or for Take()).
-constexpr size_t kAheadBatch = size_t{1} << 13;
 
 }  // namespace
 
@@ -34,7 +34,11 @@ std::vector<PathResolver> CheckResolvers(const PathResolver& resolver) {
 void CheckPaths(std::span<const std::string_view> paths, std::vector<PathResolver>& resolvers,
                 PathChecks* out) {
   const size_t most = std::max<size_t>(1, resolvers.size());
-  out->paths.reserve(out->paths.size() + paths.size());
+  // Called once per write() of a manifest, each adding a few thousand paths: the outcomes grow
+  // geometrically, never by exactly what is added (which would copy them all at every call).
+  if (const size_t need = out->paths.size() + paths.size(); need > out->paths.capacity()) {
+    out->paths.reserve(std::max(need, 2 * out->paths.capacity()));
+  }
   // What a thread found that is not a plain outcome: a bad path, or a canonical path other
   // than the one written (stored once the threads are done: the arena has one writer).
   struct Bad {
@@ -53,16 +57,37 @@ void CheckPaths(std::span<const std::string_view> paths, std::vector<PathResolve
     const size_t nthreads = n >= kParallelFrom ? most : 1;
     std::vector<std::vector<Bad>> bad(nthreads);
     std::vector<std::vector<Rewritten>> rewritten(nthreads);
-    // Thread t checks paths begin + t, begin + t + nthreads, ...
+    // Thread t checks the paths whose directory (as written) hashes to t, so that each
+    // directory is opened by one thread per batch (Backing::LstatMany opens each directory of
+    // its batch once): a manifest checked in many small batches, one per write(), opens each
+    // directory once per batch, not once per thread and batch.
+    std::vector<std::vector<uint32_t>> index(nthreads);
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view p = paths[begin + i];
+      const size_t slash = p.rfind('/');
+      const size_t t = nthreads == 1 ? 0
+                       : std::hash<std::string_view>{}(slash == std::string_view::npos
+                                                           ? std::string_view()
+                                                           : p.substr(0, slash)) %
+                             nthreads;
+      index[t].push_back(static_cast<uint32_t>(i));
+    }
+    // A few large directories (a flat dataset) would leave threads idle: then round robin.
+    size_t largest = 0;
+    for (const auto& x : index) largest = std::max(largest, x.size());
+    if (nthreads > 1 && largest > 2 * (n / nthreads)) {
+      for (auto& x : index) x.clear();
+      for (size_t i = 0; i < n; ++i) index[i % nthreads].push_back(static_cast<uint32_t>(i));
+    }
     auto work = [&](size_t t) {
       std::vector<std::string_view> mine;
-      mine.reserve(n / nthreads + 1);
-      for (size_t i = t; i < n; i += nthreads) mine.push_back(paths[begin + i]);
+      mine.reserve(index[t].size());
+      for (uint32_t i : index[t]) mine.push_back(paths[begin + i]);
       std::vector<Result<std::string>> res;
       std::vector<struct stat> st;
       resolvers[t].ResolveMany(mine, true, &res, &st);
       for (size_t k = 0; k < mine.size(); ++k) {
-        const auto i = static_cast<uint32_t>(t + k * nthreads);
+        const uint32_t i = index[t][k];
         if (!res[k].ok() || !S_ISREG(st[k].st_mode)) {
           bad[t].push_back({i, Describe(res[k].status(), st[k])});
         } else if (res[k].value() == mine[k]) {
@@ -87,68 +112,6 @@ void CheckPaths(std::span<const std::string_view> paths, std::vector<PathResolve
     for (Bad& e : errors)
       out->errors.emplace_back(static_cast<uint32_t>(base + e.i), std::move(e.why));
   }
-}
-
-PathCheckAhead::~PathCheckAhead() {
-  {
-    std::lock_guard l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
-}
-
-void PathCheckAhead::Add(std::span<const std::string_view> paths) {
-  if (paths.empty()) return;
-  {
-    std::lock_guard l(mu_);
-    if (stop_) return;
-    todo_.insert(todo_.end(), paths.begin(), paths.end());
-    queued_ = todo_.size();
-  }
-  if (!worker_.joinable()) worker_ = std::thread([this] { Run(); });
-  cv_.notify_all();
-}
-
-void PathCheckAhead::Run() {
-  std::unique_lock l(mu_);
-  for (;;) {
-    cv_.wait(l, [&] {
-      const size_t pending = todo_.size() - checks_.size();
-      return stop_ || pending >= kAheadBatch || (flush_ && pending > 0);
-    });
-    if (stop_ && !flush_) return;
-    if (todo_.size() == checks_.size()) return;  // flushed, stopping
-    // The views are copied: Add() may grow todo_ meanwhile.
-    std::vector<std::string_view> batch(todo_.begin() + checks_.size(), todo_.end());
-    busy_ = true;
-    l.unlock();
-    CheckPaths(batch, resolvers_, &checks_);
-    l.lock();
-    busy_ = false;
-    errors_found_ = checks_.errors.size();
-    cv_.notify_all();
-  }
-}
-
-size_t PathCheckAhead::errors_found() const {
-  std::lock_guard l(mu_);
-  return errors_found_;
-}
-
-PathChecks PathCheckAhead::Take() {
-  std::unique_lock l(mu_);
-  flush_ = true;
-  stop_ = true;  // nothing more is queued; the worker checks what is and returns
-  cv_.notify_all();
-  cv_.wait(l, [&] { return !busy_ && checks_.size() == todo_.size(); });
-  PathChecks out = std::move(checks_);
-  todo_ = {};
-  checks_ = {};
-  l.unlock();
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
-  return out;
 }
 
 }  // namespace clairfs

@@ -435,15 +435,20 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base,
 }
 
 Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange change,
-                  uint32_t max_streams) {
+                  uint32_t max_streams, std::span<const std::string_view> reserved) {
   const bool adds = change == StreamChange::kAppend || !m.sequence.empty();
-  if (!adds || !base || base->streams.size() < max_streams) return Status::Ok();
   const std::string name = m.stream.empty() ? std::string(kDefaultStream) : m.stream;
-  if (base->FindStream(name) >= 0) return Status::Ok();
+  const auto in_base = [&](std::string_view n) { return base && base->FindStream(n) >= 0; };
+  size_t taken = base ? base->streams.size() : 0;
+  for (std::string_view r : reserved) {
+    if (r == name) return Status::Ok();
+    if (!in_base(r)) ++taken;
+  }
+  if (!adds || taken < max_streams || in_base(name)) return Status::Ok();
   return Status::Error(
       Code::kInvalidArgument,
       ManifestReport(1, {{0, "stream '" + name + "' would be stream " +
-                                 std::to_string(base->streams.size() + 1) +
+                                 std::to_string(taken + 1) +
                                  "; the plan holds at most " + std::to_string(max_streams) +
                                  " (cache.max_streams): remove a stream (clairfs.unregister, or a "
                                  "replacement naming it with no entries) or wait until an idle one "

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -190,7 +191,8 @@ struct ResolvedManifest {
 // nothing: on any error returns kInvalidArgument whose message is the report
 // (docs/control-interface.md): the error count and the first errors as "line N: ...", every
 // byte of user input escaped (EscapeForReport).
-// checks: the outcomes of m's first paths if they were checked already (PathCheckAhead).
+// checks: the outcomes of m's first paths if they were checked already (CheckPaths, by the
+// writes of the manifest).
 Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
                                                                 PathResolver& resolver,
                                                                 PathChecks checks = {});
@@ -220,9 +222,11 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const 
                                         KeyIndex* files_index = nullptr);
 // Whether base (may be null) has room for m's stream: kInvalidArgument (a report naming
 // cache.max_streams) when m would add a stream to a base that holds max_streams already. A
-// replacement of a stream base has, and a removal, always fit.
+// replacement of a stream base has, and a removal, always fit. reserved: names of streams
+// promised to manifests accepted but not installed yet (ControlPlane's reservations): each
+// one base lacks takes a place too, and m's own name among them fits.
 Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange change,
-                  uint32_t max_streams);
+                  uint32_t max_streams, std::span<const std::string_view> reserved = {});
 // A copy of base without the stream named name; null if base has no such stream.
 std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name);
 // ResolveManifest then MergePlan.

@@ -1,7 +1,6 @@
 #include "fs/access.h"
 
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <linux/limits.h>
 #include <spdlog/spdlog.h>
 #include <sys/syscall.h>
@@ -48,9 +47,9 @@ void ReplyXattr(fuse_req_t req, const std::string& bytes, size_t size) {
   }
 }
 
-// The credentials of the process that made req. Its supplementary groups are read from /proc
-// (fuse_req_getgroups); when they cannot be (the process is gone, or outside this pid
-// namespace's view) out holds the primary group only and the Status says why.
+
+}  // namespace
+
 Status CallerOf(fuse_req_t req, Credentials* out) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   out->uid = ctx->uid;
@@ -68,63 +67,12 @@ Status CallerOf(fuse_req_t req, Credentials* out) {
   }
 }
 
-// Raw system calls: each changes the calling thread's credentials only.
-bool SetFsUid(uid_t uid) {
-  syscall(SYS_setfsuid, uid);
-  return static_cast<uid_t>(syscall(SYS_setfsuid, static_cast<uid_t>(-1))) == uid;
-}
-bool SetFsGid(gid_t gid) {
-  syscall(SYS_setfsgid, gid);
-  return static_cast<gid_t>(syscall(SYS_setfsgid, static_cast<gid_t>(-1))) == gid;
-}
-bool SetGroups(const std::vector<gid_t>& groups) {
-  return syscall(SYS_setgroups, groups.size(), groups.data()) == 0;
-}
-
-// Runs check with the calling thread's file-system identity (fsuid, fsgid, supplementary
-// groups) switched to as, then switches back to self.
-// Why this is safe with many worker threads: Linux keeps credentials per thread, and the raw
-// setfsuid, setfsgid and setgroups system calls change the calling thread's only. (glibc's
-// setgroups() wrapper, unlike the system call, applies the change to every thread of the
-// process, so it must not be used here.) The thread runs nothing but check while switched, so
-// no other request is ever served under a caller's identity. A failed switch to as fails the
-// check (the caller is refused, never let through). The switch back runs on every way out,
-// an exception included; if it fails the process aborts, since the worker thread must not
-// serve anyone as somebody else.
-template <typename F>
-Status RunAs(const Credentials& as, const Credentials& self, F&& check) {
-  struct Restore {
-    const Credentials& self;
-    ~Restore() {
-      if (!SetFsUid(self.uid) || !SetFsGid(self.gid) || !SetGroups(self.groups)) {
-        spdlog::critical("cannot restore the daemon's credentials after an access check");
-        std::abort();
-      }
-    }
-  } restore{self};
-  if (!SetGroups(as.groups) || !SetFsGid(as.gid) || !SetFsUid(as.uid)) {
-    return Status::FromErrno(EACCES, "cannot take the identity of uid " + std::to_string(as.uid));
-  }
-  return check();
-}
-
-// Whether the process may take other users' file-system identities (CAP_SETUID and CAP_SETGID
-// effective): root in a container with dropped capabilities may not.
-bool CanSwitchIdentity() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
-  if (syscall(SYS_capget, &header, data) != 0) return false;
-  const auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1u; };
-  return has(CAP_SETUID) && has(CAP_SETGID);
-}
-
-}  // namespace
-
 AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options, Stats& stats)
     : backing_(backing),
       check_(options.access_check),
       control_gid_(options.control_gid),
       stats_(stats),
+      self_(OwnCredentials()),
       root_(geteuid() == 0 && CanSwitchIdentity()) {
   root_acl_[0] = backing.root_at_open().acl_access;
   root_acl_[1] = backing.root_at_open().acl_default;
@@ -133,11 +81,6 @@ AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options
         "no CAP_SETUID/CAP_SETGID: opens are not re-checked with the caller's "
         "credentials; the kernel's cached check alone decides (fuse.access_check)");
   }
-  self_.uid = geteuid();
-  self_.gid = getegid();
-  const int n = getgroups(0, nullptr);
-  self_.groups.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  if (n > 0 && getgroups(n, self_.groups.data()) != n) self_.groups.clear();
 }
 
 void AccessPolicy::Init(fuse_conn_info* conn) {
@@ -237,6 +180,32 @@ bool AccessPolicy::AllowControlWrite(fuse_req_t req) {
   spdlog::debug("manifest write by uid {} refused: not the mount's owner or group", ctx->uid);
   fuse_reply_err(req, EACCES);
   return false;
+}
+
+bool AccessPolicy::WriterView(fuse_req_t req, std::shared_ptr<const Backing>* view) {
+  view->reset();
+  if (fuse_req_ctx(req)->uid == self_.uid) return true;
+  if (!root_) {
+    stats_.control_denied.fetch_add(1, std::memory_order_relaxed);
+    if (!writer_view_logged_.exchange(true, std::memory_order_relaxed)) {
+      spdlog::warn("manifest write by uid {} refused: without CAP_SETUID/CAP_SETGID its paths "
+                   "cannot be checked with its rights",
+                   fuse_req_ctx(req)->uid);
+    }
+    fuse_reply_err(req, EACCES);
+    return false;
+  }
+  Credentials caller;
+  if (const Status groups = CallerOf(req, &caller); !groups.ok()) {
+    // Checked with the primary group only: never more than the writer may see.
+    stats_.errors.access_check.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("manifest writer without supplementary groups: {}", groups.message());
+  }
+  *view = backing_.AsCaller([caller = std::move(caller), self = self_](
+                                const std::function<Status()>& check) {
+    return RunAs(caller, self, check);
+  });
+  return true;
 }
 
 void AccessPolicy::ManifestAttr(struct stat* st) const {

@@ -10,6 +10,8 @@
 //  - Control writes: only the mount's owner (the daemon's user) or members of control.group may
 //    open .clairfs/manifest for writing; ManifestAttr shows that in the node's mode bits. The
 //    same callers (IsController) see the full view of the generated control files.
+//  - Registration: WriterView gives the view of the dataset a manifest writer's paths are
+//    checked through, with the writer's credentials (cache/identity.h switches them).
 // Thread-safe: every method may run on any FUSE worker thread at once.
 #pragma once
 
@@ -18,23 +20,23 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/backing.h"
+#include "cache/identity.h"
 #include "cache/stats.h"
 #include "fs/fs_options.h"
 
 namespace clairfs {
 
-// A set of file-system credentials: user, primary group, supplementary groups.
-struct Credentials {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;
-};
+// The credentials of the process that made req. Its supplementary groups are read from /proc
+// (fuse_req_getgroups); when they cannot be (the process is gone, or outside this pid
+// namespace's view) out holds the primary group only and the Status says why.
+Status CallerOf(fuse_req_t req, Credentials* out);
 
 class AccessPolicy {
  public:
@@ -70,6 +72,15 @@ class AccessPolicy {
   // control files (fs/control_views.h). Neither replies to req nor counts anything.
   [[nodiscard]] bool IsController(fuse_req_t req) const;
 
+  // The dataset as a manifest written by the caller of req is checked against (docs/
+  // permissions.md, "Registration with the writer's rights"), taken when the manifest is
+  // opened for writing: null for the daemon's own user (the daemon's view, no identity
+  // switch); for another user, a view whose lookups take that caller's uid, gid and
+  // supplementary groups (PosixBacking::AsCaller). False, having replied EACCES, when the
+  // caller is another user and the daemon cannot take identities (no CAP_SETUID/CAP_SETGID):
+  // its paths could only be checked with the daemon's rights.
+  [[nodiscard]] bool WriterView(fuse_req_t req, std::shared_ptr<const Backing>* view);
+
   // Sets the manifest node's permission bits and group: 0644 with the daemon's group, or 0664
   // with control.group's id when one is configured.
   void ManifestAttr(struct stat* st) const;
@@ -86,6 +97,7 @@ class AccessPolicy {
   Result<std::string> root_acl_[2] = {Status::Error(Code::kUnavailable, ""),
                                       Status::Error(Code::kUnavailable, "")};
   std::atomic<bool> unreachable_logged_{false};  // this unreachable episode was logged
+  std::atomic<bool> writer_view_logged_{false};  // a refused WriterView was logged
   const std::optional<gid_t> control_gid_;
   Stats& stats_;
   Credentials self_;  // the daemon's, restored after every check made as a caller

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "cache/resolver.h"
 #include "fs/metrics.h"
@@ -22,8 +23,42 @@ ControlPlane::ControlPlane(const Backing& backing, Prefetcher& prefetcher, Stats
       stats_(stats),
       aliases_(std::move(root_aliases)) {}
 
-std::unique_ptr<ControlPlane::Writer> ControlPlane::OpenWriter(bool append, bool truncate) {
-  return std::make_unique<Writer>(append, truncate);
+std::unique_ptr<ControlPlane::Writer> ControlPlane::OpenWriter(
+    bool append, bool truncate, std::shared_ptr<const Backing> view) {
+  return std::make_unique<Writer>(append, truncate, std::move(view));
+}
+
+void ControlPlane::DropReservation(Writer& w) {
+  if (auto it = reserved_.find(*w.reserved_); it != reserved_.end() && --it->second == 0) {
+    reserved_.erase(it);
+  }
+  w.reserved_.reset();
+}
+
+Status ControlPlane::Reserve(Writer& w, const ResolvedManifest& m) {
+  std::lock_guard lock(reserve_mu_);
+  if (w.reserved_) DropReservation(w);
+  const bool append = w.append_;
+  if (!append && m.sequence.empty()) return Status::Ok();  // a removal takes no place
+  std::vector<std::string_view> names;
+  names.reserve(reserved_.size());
+  for (const auto& [name, writers] : reserved_) names.push_back(name);
+  // An append to a stream the plan has reserves its name as well: the stream may leave (idle)
+  // before the installation, which then adds it again.
+  const Status room = StreamRoom(prefetcher_.plan().get(), m,
+                                 append ? StreamChange::kAppend : StreamChange::kReplace,
+                                 prefetcher_.max_streams(), names);
+  if (!room.ok()) return room;
+  std::string name = m.stream.empty() ? std::string(kDefaultStream) : m.stream;
+  ++reserved_[name];
+  w.reserved_ = std::move(name);
+  return Status::Ok();
+}
+
+void ControlPlane::Unreserve(Writer& w) {
+  if (!w.reserved_) return;
+  std::lock_guard lock(reserve_mu_);
+  DropReservation(w);
 }
 
 void ControlPlane::SetPending(const Writer& w, bool pending) {
@@ -65,32 +100,35 @@ Status ControlPlane::Write(Writer& w, std::string_view bytes, uint64_t offset, b
   }
   w.parser_.Feed(bytes);
   w.written_ += bytes.size();
-  // A long text's paths are checked while the rest of it arrives (also the epochs of a
-  // compact text, whose items come first).
-  const std::vector<std::string_view>& paths = w.parser_.paths();
-  const size_t queued = w.ahead_ ? w.ahead_->queued() : 0;
-  if (paths.size() >= kCheckAheadFrom && paths.size() > queued) {
-    if (!w.ahead_) w.ahead_ = std::make_unique<PathCheckAhead>(PathResolver(backing_, aliases_));
-    w.ahead_->Add(std::span(paths).subspan(queued));
-  }
   w.dirty_ = true;
   w.valid_.reset();
   SetPending(w, false);
+  Unreserve(w);  // the text changed: it is validated (and reserves) again at its close()
+  if (w.parser_.parsed().error_count == 0) CheckNewPaths(w);
   return CheckWritten(w);
 }
 
+void ControlPlane::CheckNewPaths(Writer& w) {
+  // The paths of the complete lines (the items of a compact text, which come first) are
+  // checked now, so that the write() that completed a line naming a missing file fails. A
+  // text written after a validation (through a dup'ed descriptor) has all its paths checked
+  // again: the validation took the outcomes.
+  const std::vector<std::string_view>& paths = w.parser_.paths();
+  if (paths.size() <= w.checks_.size()) return;
+  if (w.resolvers_.empty()) w.resolvers_ = CheckResolvers(PathResolver(BackingOf(w), aliases_));
+  CheckPaths(std::span(paths).subspan(w.checks_.size()), w.resolvers_, &w.checks_);
+}
+
 Status ControlPlane::CheckWritten(Writer& w) {
-  // Errors the parser records while fed are final, and the check ahead's outcomes are what
-  // validation uses: either kind makes the close() certain to fail.
+  // Errors the parser records while fed are final, and the outcomes of the path checks are
+  // what validation uses: either kind makes the close() certain to fail.
   const ParsedManifest& parsed = w.parser_.parsed();
-  if (parsed.error_count == 0 && (!w.ahead_ || w.ahead_->errors_found() == 0)) {
-    return Status::Ok();
-  }
+  if (parsed.error_count == 0 && w.checks_.errors.empty()) return Status::Ok();
   // The report is what close() would say of the complete lines so far, paths included (the
   // end-of-text checks aside: the text has not ended).
-  PathResolver resolver(backing_, aliases_);
-  PathChecks checks = w.ahead_ ? w.ahead_->Take() : PathChecks{};
-  w.ahead_.reset();
+  PathResolver resolver(BackingOf(w), aliases_);
+  PathChecks checks = std::exchange(w.checks_, PathChecks{});
+  w.resolvers_.clear();
   auto resolved = ResolveManifest(parsed, resolver, std::move(checks));
   const std::string report =
       (resolved.ok() ? ManifestReport(parsed.error_count, parsed.errors, parsed.form)
@@ -113,7 +151,9 @@ Status ControlPlane::Truncate(Writer& w, uint64_t size) {
     return Status::Error(Code::kInvalidArgument, "the manifest can only be truncated to size 0");
   }
   std::lock_guard lock(w.mu_);
-  w.ahead_.reset();
+  Unreserve(w);
+  w.checks_ = PathChecks{};
+  w.resolvers_.clear();
   w.parser_ = ManifestInput();
   w.written_ = 0;
   w.dirty_ = false;
@@ -127,15 +167,15 @@ Status ControlPlane::Truncate(Writer& w, uint64_t size) {
 
 void ControlPlane::Validate(Writer& w) {
   const auto start = std::chrono::steady_clock::now();
-  PathResolver resolver(backing_, aliases_);
+  PathResolver resolver(BackingOf(w), aliases_);
   const ParsedManifest& parsed = w.parser_.Peek();
-  // What was checked ahead is used once: a text written on after this validation (through a
+  // What the writes checked is used once: a text written on after this validation (through a
   // dup'ed descriptor) has all its paths checked again.
-  PathChecks checks = w.ahead_ ? w.ahead_->Take() : PathChecks{};
-  w.ahead_.reset();
+  PathChecks checks = std::exchange(w.checks_, PathChecks{});
+  w.resolvers_.clear();
   const size_t ahead = checks.size();
   auto resolved = ResolveManifest(parsed, resolver, std::move(checks));
-  spdlog::debug("manifest validated: {} entries, {} paths, {} checked while written ({:.3f} s)",
+  spdlog::debug("manifest validated: {} entries, {} paths, {} checked by the writes ({:.3f} s)",
                 parsed.sequence.size(), parsed.paths.size(), ahead,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   w.dirty_ = false;
@@ -148,10 +188,8 @@ void ControlPlane::Validate(Writer& w) {
     Report(w.report_, resolved.status().message());
     return;
   }
-  // Checked again at the commit: another stream may be added meanwhile.
-  const Status room = StreamRoom(prefetcher_.plan().get(), *resolved.value(),
-                                 w.append_ ? StreamChange::kAppend : StreamChange::kReplace,
-                                 prefetcher_.max_streams());
+  // The stream's place is reserved until the installation: what close() accepts is installed.
+  const Status room = Reserve(w, *resolved.value());
   if (!room.ok()) {
     stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn("{}", room.message());
@@ -209,7 +247,6 @@ void ControlPlane::Release(Writer& w) {
     std::lock_guard lock(commit_mu_);
     // The text's storage is reused for the plan's positions when nothing else holds it, and
     // the parser's index of the paths as the plan's index when they are its keys.
-    w.ahead_.reset();
     KeyIndex paths_index;
     if (text->files_as_written) paths_index = std::move(w.parser_).TakePathIndex();
     w.parser_ = ManifestInput();
@@ -221,6 +258,8 @@ void ControlPlane::Release(Writer& w) {
     uint64_t files = 0, streams = 0;
     {
       auto plan = prefetcher_.Update([&](const Plan* current) -> Result<std::shared_ptr<Plan>> {
+        // Never refused when the validation reserved the stream's place (the reservations
+        // and the plan's streams together never exceed the limit): a safeguard.
         if (Status room = StreamRoom(current, *text, change, prefetcher_.max_streams());
             !room.ok()) {
           return room;
@@ -252,6 +291,7 @@ void ControlPlane::Release(Writer& w) {
       Report(w.report_, "");
     }
   }
+  Unreserve(w);  // installed (or refused): the plan holds the stream now, or never will
   SetPending(w, false);
 }
 

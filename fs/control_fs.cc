@@ -84,6 +84,10 @@ void ControlFs::Init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   // A write must reach the writer's buffer at once, and close() report on it (flush).
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // Writes of up to 1 MiB arrive whole (the kernel's default splits them at 128 KiB): each
+  // write() checks the paths it completed as one batch, and fewer, larger batches open each
+  // directory fewer times (libfuse caps it at its buffer size and asks for the pages).
+  conn->max_write = std::max<unsigned>(conn->max_write, 1u << 20);
   // No POSIX ACLs here: the nodes have none, the mode bits (and AllowControlWrite) decide.
 }
 
@@ -161,7 +165,13 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (node == Node::kManifest && mode != O_RDONLY && !access_.AllowControlWrite(req)) return;
   auto h = std::make_unique<Handle>();
   if (node == Node::kManifest && mode != O_RDONLY) {
-    h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0);
+    // The writer's paths are checked with its rights, as the opener's credentials are now
+    // (docs/permissions.md): a descriptor handed to another process keeps them, as a file
+    // description keeps the credentials it was opened with.
+    std::shared_ptr<const Backing> view;
+    if (!access_.WriterView(req, &view)) return;
+    h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0,
+                                    std::move(view));
   } else if (mode != O_RDONLY) {
     return (void)fuse_reply_err(req, EACCES);
   } else if (node != Node::kManifest) {

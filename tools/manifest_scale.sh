@@ -5,8 +5,11 @@
 # job does it: register_loader over a DataLoader with a DistributedSampler (needs torch); the seconds until close() returns and until the plan is
 # installed (parsing, resolving every path, planning), and the daemon's memory per entry,
 # steady and peak. Usage: tools/manifest_scale.sh [FILES=1280000] [EPOCHS=8] [FORM=text].
-# CLAIRFS_SCALE_DATA=DIR keeps the files in DIR for the next run (made if absent). Cleans up
-# everything else it made.
+# CLAIRFS_SCALE_DATA=DIR keeps the files in DIR for the next run (made if absent).
+# CLAIRFS_SCALE_AS=UID:GROUP (text and compact, as root): the manifest is written by uid UID, a
+# member of GROUP, set as control.group, so that its paths are checked with that user's rights
+# (docs/permissions.md). CLAIRFS_SCALE_BS=SIZE writes the manifest with dd bs=SIZE instead of
+# cp (128 KiB writes). Cleans up everything else it made.
 set -euo pipefail
 FILES=${1:-1280000}
 EPOCHS=${2:-8}
@@ -68,11 +71,26 @@ cat > "$work/cfg.yaml" <<'YAML'
 cache: {tiers: [{kind: ram, capacity: 1GiB}]}  # no SSD tier: nothing left behind in /var/tmp
 log: {level: debug}
 YAML
+writer=()
+if [ -n "${CLAIRFS_SCALE_AS:-}" ]; then
+  as_uid=${CLAIRFS_SCALE_AS%%:*}
+  as_group=${CLAIRFS_SCALE_AS#*:}
+  as_gid=$(getent group "$as_group" | cut -d: -f3)
+  [ -n "$as_gid" ] || { echo "no group named $as_group" >&2; exit 2; }
+  printf 'control: {group: "%s"}\n' "$as_group" >> "$work/cfg.yaml"
+  chmod 755 "$work"  # the writer reaches the manifest it copies and the mount
+  chmod 644 "$work/manifest"
+  writer=(setpriv "--reuid=$as_uid" "--regid=$as_gid" "--groups=$as_gid")
+fi
 "$CLAIRFS" -f -c "$work/cfg.yaml" "$data" "$work/mnt" 2>"$work/log" &
 pid=$!
 for _ in $(seq 100); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
 rss() { awk -v k="$1" '$1==k":" {print $2}' "/proc/$pid/status"; }
+# The daemon's CPU time (user + system, all threads) in clock ticks: less disturbed by other
+# load on the machine than the wall-clock times.
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 before=$(rss VmRSS)
+cpu_before=$(cpu)
 if [ "$FORM" = loader ]; then
   bytes=0
   # The dataset object is built first (as a job has it before registering); the clock runs
@@ -100,13 +118,19 @@ PY
 else
   bytes=$(stat -c %s "$work/manifest")
   start=$(date +%s.%N)
-  cp "$work/manifest" "$work/mnt/.clairfs/manifest"
+  if [ -n "${CLAIRFS_SCALE_BS:-}" ]; then  # writes of this size (dd bs=), as a program writes
+    "${writer[@]}" dd if="$work/manifest" of="$work/mnt/.clairfs/manifest" bs="$CLAIRFS_SCALE_BS" status=none
+  else
+    "${writer[@]}" cp "$work/manifest" "$work/mnt/.clairfs/manifest"
+  fi
 fi
 closed=$(date +%s.%N)
 peak_closed=$(rss VmHWM)  # the peak of parsing and validating, before the installation
 # A read of plan waits for the installation that the close() began.
 entries=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['entries'])" "$work/mnt/.clairfs/plan")
 installed=$(date +%s.%N)
+cpu_after=$(cpu)
+echo "daemon CPU time for the registration: $(( (cpu_after - cpu_before) * 1000 / $(getconf CLK_TCK) )) ms"
 after=$(rss VmRSS)
 peak=$(rss VmHWM)
 grep -h "manifest\|stream" "$work/log" | sed "s/^/daemon: /"

@@ -140,10 +140,35 @@ class WriteRefusalTest(ManifestWriteCase):
         self.assertIn("line 2: empty path", self.control_read(self.mnt, "errors"))
         self.assertEqual(self.plan(self.mnt), before)
 
-    def test_a_missing_file_is_still_refused_at_close(self):
+    def test_a_missing_file_fails_the_write_that_completes_its_line(self):
+        """Issue 25 item 7: a shell builtin's redirection naming a missing file fails in the
+        shell; a last line not ended (its path not known complete) is left to close()."""
         before = self.install("a.bin\n")
-        self.shell(CAT_INTO, self.list_file("missing", b"a.bin\nnope.bin\n"), self.manifest)
+        for script in (PRINTF_INTO, CAT_INTO):
+            text = "a.bin\nnope.bin\n"
+            arg = text if script == PRINTF_INTO else self.list_file("missing", text.encode())
+            r = self.shell(script, arg, self.manifest)
+            self.assertNotEqual(r.returncode, 0, script)
+            self.assertIn("Invalid argument", r.stderr)
+            report = self.control_read(self.mnt, "errors")
+            self.assertIn("line 2: 'nope.bin'", report)
+            self.assertIn("refused at write()", report)
+            self.assertEqual(self.plan(self.mnt), before)
+        r = self.shell(CAT_INTO, self.list_file("cut", b"a.bin\nnope.bin"), self.manifest)
+        self.assertNotEqual(r.returncode, 0)  # cat checks its close()
         self.assertIn("line 2: 'nope.bin'", self.control_read(self.mnt, "errors"))
+        self.assertEqual(self.plan(self.mnt), before)
+
+    def test_a_missing_file_deep_in_a_long_list_stops_cat_there(self):
+        before = self.install("a.bin\n")
+        good = b"dir/c.bin\n" * 50000  # many write() calls, each checks its own lines
+        r = self.shell(CAT_INTO, self.list_file("long", good + b"dir/nope.bin\n" + good),
+                       self.manifest)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("Invalid argument", r.stderr)
+        report = self.control_read(self.mnt, "errors")
+        self.assertIn("manifest rejected: 1 error\nline 50001: 'dir/nope.bin'", report)
+        self.assertIn("refused at write()", report)
         self.assertEqual(self.plan(self.mnt), before)
 
     def test_control_bytes_in_a_refused_line_are_escaped(self):

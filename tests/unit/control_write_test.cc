@@ -6,7 +6,10 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cache/compact_manifest.h"
 #include "cache/prefetcher.h"
@@ -19,12 +22,18 @@ namespace {
 
 class ControlWrite : public ::testing::Test {
  protected:
-  ControlWrite() {
+  ControlWrite() : ControlWrite(64) {}
+  explicit ControlWrite(uint32_t max_streams) : o_(Options(max_streams)) {
     spdlog::set_level(spdlog::level::err);
     backing_.AddFile("a", "contents of a");
     backing_.AddDir("b");
     backing_.AddFile("b/c", "contents of b/c");
-    o_.staging_capacity = 1 << 20;
+  }
+  static PrefetchOptions Options(uint32_t max_streams) {
+    PrefetchOptions o;
+    o.staging_capacity = 1 << 20;
+    o.max_streams = max_streams;
+    return o;
   }
   ~ControlWrite() override { prefetcher_.Stop(); }
 
@@ -86,7 +95,7 @@ TEST_F(ControlWrite, TheWriteCompletingABadLineFailsAndEverythingAfterIt) {
 // What only close() can decide (a missing file, a cut-off last line, a missing trailer) is
 // refused there, not at the write.
 TEST_F(ControlWrite, WhatNeedsTheWholeTextIsLeftToClose) {
-  for (std::string_view text : {"missing\n", "a\nbad\t1+", "#begin\na\n", "a\n#epoch\n"}) {
+  for (std::string_view text : {"missing", "a\nbad\t1+", "#begin\na\n", "a\n#epoch\n"}) {
     auto w = control_.OpenWriter(false, true);
     ASSERT_TRUE(Write(*w, text).ok()) << text;
     EXPECT_FALSE(control_.Flush(*w).ok()) << text;
@@ -170,25 +179,167 @@ TEST_F(ControlWrite, ACompactHeaderIsRefusedByTheWriteThatCompletesIt) {
   EXPECT_EQ(prefetcher_.plan(), nullptr);
 }
 
-// A long text's paths are checked while it is written: a later write() fails once the check
-// found a missing file, with the reason close() would give.
-TEST_F(ControlWrite, APathTheCheckAheadFoundMissingFailsALaterWrite) {
-  std::string text;
-  for (size_t i = 0; i < ControlPlane::kCheckAheadFrom; ++i) {
-    const std::string name = "f" + std::to_string(i);
-    if (i != 5) backing_.AddFile(name, "x");
-    text += name + "\n";
+// A missing file fails the write() that completes its line, in a short text and in a long
+// one alike (issue 25: `echo typo > manifest` fails in the shell), with the reason close()
+// would give; every later write and the close() fail too.
+TEST_F(ControlWrite, AMissingFileFailsTheWriteThatCompletesItsLine) {
+  for (const size_t lines : {size_t{1}, size_t{3}, size_t{20000}}) {
+    std::string text;
+    for (size_t i = 0; i < lines; ++i) {
+      const std::string name = "f" + std::to_string(i);
+      backing_.AddFile(name, "x");
+      text += name + "\n";
+    }
+    auto w = control_.OpenWriter(false, true);
+    ASSERT_TRUE(Write(*w, text).ok()) << lines;
+    ASSERT_TRUE(Write(*w, "a\nmiss").ok()) << "a line not complete yet is not checked";
+    const Status s = Write(*w, "ing\nb/c\n");
+    ASSERT_FALSE(s.ok()) << lines;
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("line " + std::to_string(lines + 2) + ": 'missing': "),
+              std::string::npos)
+        << s.message();
+    EXPECT_EQ(control_.ErrorsText(), s.message());
+    EXPECT_FALSE(Write(*w, "a\n").ok());
+    EXPECT_FALSE(control_.Flush(*w).ok());
+    Release(*w);
+    EXPECT_EQ(prefetcher_.plan(), nullptr);
   }
-  auto w = control_.OpenWriter(false, true);
-  ASSERT_TRUE(Write(*w, text).ok());
-  Status s;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (s.ok() && std::chrono::steady_clock::now() < deadline) s = Write(*w, "f0\n");
-  ASSERT_FALSE(s.ok()) << "the check ahead never reported the missing file";
-  EXPECT_NE(s.message().find("line 6: 'f5': "), std::string::npos) << s.message();
-  EXPECT_FALSE(control_.Flush(*w).ok());
+}
+
+// The paths are checked through the writer's view of the dataset (AccessPolicy::WriterView):
+// a file the view does not show is refused as a missing one, at the write.
+TEST_F(ControlWrite, PathsAreCheckedThroughTheWritersView) {
+  auto view = std::make_shared<testing::MemBacking>();
+  view->AddFile("a", "contents of a");  // b/c: not for this writer
+  auto w = control_.OpenWriter(false, true, view);
+  ASSERT_TRUE(Write(*w, "a\n").ok());
+  const Status hidden = Write(*w, "b/c\n");
+  ASSERT_FALSE(hidden.ok());
   Release(*w);
+  auto m = control_.OpenWriter(false, true, view);
+  ASSERT_TRUE(Write(*m, "a\n").ok());
+  const Status missing = Write(*m, "b/x\n");
+  ASSERT_FALSE(missing.ok());
+  Release(*m);
+  EXPECT_EQ(hidden.message().find("line 2: 'b/c': "), missing.message().find("line 2: 'b/x': "));
   EXPECT_EQ(prefetcher_.plan(), nullptr);
+  EXPECT_TRUE(Commit("b/c\n").ok()) << "the daemon's own view has it";
+}
+
+// Streams at the limit (cache.max_streams): a text accepted at close() reserves its stream's
+// place until it is installed, so it is installed however late its release comes and whatever
+// other writers commit meanwhile; a text that finds no place is refused at its own close().
+class ControlStreams : public ControlWrite {
+ protected:
+  ControlStreams() : ControlWrite(3) {}
+  std::unique_ptr<ControlPlane::Writer> Closed(const std::string& stream, Status* closed) {
+    auto w = control_.OpenWriter(false, true);
+    *closed = Write(*w, "#stream " + stream + "\na\n");
+    if (closed->ok()) *closed = control_.Flush(*w);
+    return w;
+  }
+  std::set<std::string> Streams() {
+    std::set<std::string> out;
+    if (auto plan = prefetcher_.plan()) {
+      for (const auto& st : plan->streams) out.insert(st.name);
+    }
+    return out;
+  }
+};
+
+TEST_F(ControlStreams, AnAcceptedCloseHoldsItsPlaceUntilInstalled) {
+  ASSERT_TRUE(Commit("#stream s1\na\n").ok());
+  Status s2, s3, s4, again;
+  auto w2 = Closed("s2", &s2);
+  auto w3 = Closed("s3", &s3);
+  ASSERT_TRUE(s2.ok()) << s2.message();
+  ASSERT_TRUE(s3.ok()) << s3.message();
+  // s2 and s3 are not installed yet: s4 finds no place, at its close().
+  auto w4 = Closed("s4", &s4);
+  ASSERT_FALSE(s4.ok());
+  EXPECT_NE(s4.message().find("stream 's4' would be stream 4"), std::string::npos)
+      << s4.message();
+  EXPECT_EQ(control_.ErrorsText(), s4.message());
+  Release(*w4);
+  // Nor does a writer that commits in one go while they wait.
+  EXPECT_FALSE(Commit("#stream s5\na\n").ok());
+  // A second writer of a reserved stream shares its place.
+  auto w3b = Closed("s3", &again);
+  EXPECT_TRUE(again.ok()) << again.message();
+  Release(*w3);
+  Release(*w3b);
+  Release(*w2);
+  EXPECT_EQ(Streams(), (std::set<std::string>{"s1", "s2", "s3"}));
+  // Replacing and removing a stream the plan has always work.
+  EXPECT_TRUE(Commit("#stream s2\nb/c\n").ok());
+  EXPECT_TRUE(Commit("#stream s2\n").ok());
+  EXPECT_TRUE(Commit("#stream s6\na\n").ok()) << control_.ErrorsText();
+  EXPECT_EQ(Streams(), (std::set<std::string>{"s1", "s3", "s6"}));
+}
+
+TEST_F(ControlStreams, AReservationIsGivenBackByAWriteATruncateOrARelease) {
+  Status s;
+  auto a = Closed("a", &s);
+  ASSERT_TRUE(s.ok());
+  auto b = Closed("b", &s);
+  ASSERT_TRUE(s.ok());
+  auto c = Closed("c", &s);
+  ASSERT_TRUE(s.ok());
+  ASSERT_FALSE(Commit("#stream d\na\n").ok());
+  ASSERT_TRUE(control_.Truncate(*a, 0).ok());  // a's place is free again
+  auto d = Closed("d", &s);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(Write(*b, "#epoch\na\n").ok());  // written on: validated again at close()
+  auto e = Closed("e", &s);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(control_.Flush(*b).ok()) << "b's place went to e";
+  Release(*b);
+  Release(*c);  // installed: c holds a place in the plan itself now
+  Release(*a);  // truncated, a replacement that wrote nothing: removes `default`
+  Release(*d);
+  Release(*e);
+  EXPECT_EQ(Streams(), (std::set<std::string>{"c", "d", "e"}));
+  EXPECT_TRUE(Commit("#stream e\n").ok());
+  EXPECT_TRUE(Commit("#stream f\na\n").ok()) << control_.ErrorsText();
+}
+
+// Many writers of new streams at once, streams removed meanwhile: every text whose close()
+// succeeded is installed, none above the limit; run under TSan too.
+TEST_F(ControlStreams, EveryAcceptedCloseIsInstalledUnderConcurrency) {
+  constexpr int kThreads = 6, kRounds = 40;
+  std::vector<std::set<std::string>> kept(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        const std::string name = "t" + std::to_string(t) + "-" + std::to_string(i);
+        auto w = control_.OpenWriter(false, true);
+        Status s = control_.Write(*w, "#stream " + name + "\na\n", 0, false);
+        if (s.ok()) s = control_.Flush(*w);
+        control_.Release(*w);
+        if (s.ok()) {
+          const auto plan = prefetcher_.plan();
+          EXPECT_TRUE(plan && plan->FindStream(name) >= 0) << name << " accepted, not installed";
+          kept[t].insert(name);
+        }
+        if (i % 3 == 2 && !kept[t].empty()) {  // make room: remove one of its own
+          const std::string gone = *kept[t].begin();
+          auto r = control_.OpenWriter(false, true);
+          Status rs = control_.Write(*r, "#stream " + gone + "\n", 0, false);
+          if (rs.ok()) rs = control_.Flush(*r);
+          control_.Release(*r);
+          EXPECT_TRUE(rs.ok()) << rs.message();
+          kept[t].erase(gone);
+        }
+        EXPECT_LE(prefetcher_.plan() ? prefetcher_.plan()->streams.size() : 0u, 3u);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<std::string> all;
+  for (const auto& k : kept) all.insert(k.begin(), k.end());
+  EXPECT_EQ(Streams(), all);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// PathCheckAhead and CheckPaths: paths checked while a manifest is written give exactly the
+// CheckPaths, piece by piece as the writes of a manifest bring its paths: exactly the
 // validation (files, targets, report) of checking them all at close().
 #include <gtest/gtest.h>
 
@@ -71,9 +71,10 @@ ParsedManifest ParseWhole(const std::string& text) {
   return std::move(p).Finish();
 }
 
-// Feeds text in random pieces, handing new paths to ahead after each piece as ControlPlane
+// Feeds text in random pieces, checking the new paths after each piece as ControlPlane::Write
 // does, with a Peek() now and then (a close() of a dup'ed descriptor).
-ParsedManifest ParseAhead(const std::string& text, PathCheckAhead& ahead, uint32_t seed) {
+ParsedManifest ParseInPieces(const std::string& text, std::vector<PathResolver>& resolvers,
+                             PathChecks* checks, uint32_t seed) {
   std::mt19937 rng(seed);
   ManifestParser p;
   size_t at = 0;
@@ -82,7 +83,9 @@ ParsedManifest ParseAhead(const std::string& text, PathCheckAhead& ahead, uint32
     p.Feed(std::string_view(text).substr(at, n));
     at += n;
     const auto& paths = p.paths();
-    if (paths.size() > ahead.queued()) ahead.Add(std::span(paths).subspan(ahead.queued()));
+    if (paths.size() > checks->size()) {
+      CheckPaths(std::span(paths).subspan(checks->size()), resolvers, checks);
+    }
     if (rng() % 4 == 0) (void)p.Peek();
   }
   return std::move(p).Finish();
@@ -112,8 +115,8 @@ void ExpectSame(const Result<std::shared_ptr<const ResolvedManifest>>& a,
   EXPECT_EQ(x.range_entries, y.range_entries);
 }
 
-TEST(PathCheckAhead, GivesTheValidationOfCheckingAtClose) {
-  constexpr int kFiles = 60'000;  // the checker works in batches of 8,192 and 32,768 paths
+TEST(CheckPathsPieceByPiece, GivesTheValidationOfCheckingAtClose) {
+  constexpr int kFiles = 60'000;  // the checker works in batches of 32,768 paths
   MemBacking backing;
   Fill(backing, kFiles);
   PathResolver resolver(backing, {});
@@ -123,17 +126,16 @@ TEST(PathCheckAhead, GivesTheValidationOfCheckingAtClose) {
       const std::string text = Text(kFiles, bad, seed);
       const auto at_close = ResolveManifest(ParseWhole(text), resolver);
       EXPECT_EQ(at_close.ok(), !bad) << (at_close.ok() ? "" : at_close.status().message());
-      PathCheckAhead ahead(resolver);
-      const ParsedManifest m = ParseAhead(text, ahead, seed);
-      EXPECT_GT(ahead.queued(), static_cast<size_t>(kFiles));  // the aliases' spellings too
-      PathChecks checks = ahead.Take();
-      EXPECT_EQ(checks.size(), ahead.queued());
+      std::vector<PathResolver> resolvers = CheckResolvers(resolver);
+      PathChecks checks;
+      const ParsedManifest m = ParseInPieces(text, resolvers, &checks, seed);
+      EXPECT_GT(checks.size(), static_cast<size_t>(kFiles));  // the aliases' spellings too
       ExpectSame(at_close, ResolveManifest(m, resolver, std::move(checks)));
     }
   }
 }
 
-TEST(PathCheckAhead, PartlyCheckedTextsAreCompletedAtClose) {
+TEST(CheckPathsPieceByPiece, PartlyCheckedTextsAreCompletedAtClose) {
   MemBacking backing;
   Fill(backing, 20'000);
   PathResolver resolver(backing, {});
@@ -141,26 +143,14 @@ TEST(PathCheckAhead, PartlyCheckedTextsAreCompletedAtClose) {
   const ParsedManifest m = ParseWhole(text);
   const auto at_close = ResolveManifest(m, resolver);
   ASSERT_FALSE(at_close.ok());
-  PathCheckAhead ahead(resolver);
-  ahead.Add(std::span(m.paths).subspan(0, 12'345));
-  ExpectSame(at_close, ResolveManifest(m, resolver, ahead.Take()));
+  std::vector<PathResolver> resolvers = CheckResolvers(resolver);
+  PathChecks checks;
+  CheckPaths(std::span(m.paths).subspan(0, 12'345), resolvers, &checks);
+  ExpectSame(at_close, ResolveManifest(m, resolver, std::move(checks)));
   // Checks of more paths than the text has are not its own: everything is checked again.
   PathChecks foreign;
   foreign.paths.resize(m.paths.size() + 1);
   ExpectSame(at_close, ResolveManifest(m, resolver, std::move(foreign)));
-}
-
-TEST(PathCheckAhead, TakeWithoutPathsAndDestructionWhileBusy) {
-  MemBacking backing;
-  Fill(backing, 50'000);
-  PathResolver resolver(backing, {});
-  {
-    PathCheckAhead idle(resolver);
-    EXPECT_EQ(idle.Take().size(), 0u);
-  }
-  const ParsedManifest m = ParseWhole(Text(50'000, false, 4));
-  PathCheckAhead busy(resolver);
-  busy.Add(m.paths);  // destroyed at once: the worker stops after its batch, joined
 }
 
 // CheckPaths, batch by batch on several threads, says of each path what resolving it alone

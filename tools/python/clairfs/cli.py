@@ -152,7 +152,10 @@ def _register(mount: str, source: BinaryIO, append: bool, err: TextIO) -> int:
             while view:
                 view = view[os.write(fd, view):]
     except OSError as e:
-        os.close(fd)  # the daemon keeps the active plan: nothing is installed
+        try:
+            os.close(fd)  # the daemon keeps the active plan: nothing is installed
+        except OSError:
+            pass  # a text refused at a write fails its close() too: the write's error is it
         return _rejected(mount, e, err)
     try:
         os.close(fd)
