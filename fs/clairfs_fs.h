@@ -123,7 +123,8 @@ class ClairFs {
   const FsOptions options_;
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
-  NodeReads node_reads_;                 // fuse.open_mode none: contents of the files being read
+  // fuse.open_mode none: contents of the files being read, at most options_.node_read_bytes
+  NodeReads node_reads_{4096, options_.node_read_bytes};
   std::unique_ptr<BackingWatch> watch_;  // set before the session loop runs, reset after it
   // Set with watch_ (fuse.stat_ahead > 0), before the session loop; stopped with it.
   std::unique_ptr<StatAhead> ahead_;
