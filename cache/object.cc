@@ -1,12 +1,29 @@
 #include "cache/object.h"
 
+#include <sys/mman.h>
 #include <xxhash.h>
+
+#include <new>
 
 namespace clairfs {
 
+void BlobRelease::operator()(char* p) const {
+  if (mapped != 0) {
+    munmap(p, mapped);
+  } else {
+    delete[] p;
+  }
+}
+
 std::shared_ptr<Blob> Blob::Allocate(size_t n, FileVersion version) {
   auto blob = std::make_shared<Blob>();
-  blob->data_ = std::make_unique_for_overwrite<char[]>(n == 0 ? 1 : n);
+  if (n >= kMappedFrom) {
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    blob->data_ = std::unique_ptr<char[], BlobRelease>(static_cast<char*>(p), BlobRelease{n});
+  } else {
+    blob->data_ = std::unique_ptr<char[], BlobRelease>(new char[n == 0 ? 1 : n], BlobRelease{0});
+  }
   blob->size_ = n;
   blob->version_ = version;
   return blob;
