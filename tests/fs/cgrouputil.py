@@ -71,6 +71,21 @@ def _read(path):
         return f.read()
 
 
+def _v2_memory_for_children(base):
+    """True when children of the v2 group base get the memory controller (enabled in its
+    subtree_control, or enabled now)."""
+    control = os.path.join(base, "cgroup.subtree_control")
+    try:
+        if "memory" in _read(control).split():
+            return True
+        if "memory" not in _read(os.path.join(base, "cgroup.controllers")).split():
+            return False
+        _write(control, "+memory")
+        return True
+    except OSError:
+        return False
+
+
 class MemoryCgroup:
     def __init__(self, path, version, limit):
         self.path, self.version, self.limit = path, version, limit
@@ -92,38 +107,41 @@ class MemoryCgroup:
             return None
         for version in (1, 2):
             try:
-                base = _own_dir(version)
+                own = _own_dir(version)
             except OSError as e:
                 _why = f"cannot read /proc/self: {e}"
                 return None
-            if base is None:
+            if own is None:
                 continue
+            # v1: below this process's own group. v2: a child gets memory.max only where its
+            # parent's subtree_control enables memory, which a group holding processes cannot
+            # (no internal processes): its own group if it can, else the hierarchy's root.
+            bases = [own]
             if version == 2:
-                try:
-                    if "memory" not in _read(os.path.join(base, "cgroup.controllers")).split():
-                        _why = f"the v2 cgroup {base} has no memory controller"
-                        continue
-                except OSError as e:
-                    _why = f"cannot read {base}/cgroup.controllers: {e}"
+                root = next((m[2] for m in _mounts() if m[0] == "cgroup2"), None)
+                bases = [b for b in (own, root) if b and _v2_memory_for_children(b)]
+                if not bases:
+                    _why = "no v2 group here can give its children the memory controller"
                     continue
-            path = os.path.join(base, f"{tag}-{os.getpid()}-{time.monotonic_ns()}")
-            try:
-                os.mkdir(path)
-            except OSError as e:
-                _why = f"cannot make a cgroup under {base}: {e}"
-                continue
-            try:
-                if version == 1:
-                    _write(os.path.join(path, "memory.limit_in_bytes"), str(limit))
-                else:
-                    _write(os.path.join(path, "memory.max"), str(limit))
-                    if os.path.exists(os.path.join(path, "memory.swap.max")):
-                        _write(os.path.join(path, "memory.swap.max"), "0")
-            except OSError as e:
-                _why = f"cannot set the limit of {path}: {e}"
-                os.rmdir(path)
-                continue
-            return cls(path, version, limit)
+            for base in bases:
+                path = os.path.join(base, f"{tag}-{os.getpid()}-{time.monotonic_ns()}")
+                try:
+                    os.mkdir(path)
+                except OSError as e:
+                    _why = f"cannot make a cgroup under {base}: {e}"
+                    continue
+                try:
+                    if version == 1:
+                        _write(os.path.join(path, "memory.limit_in_bytes"), str(limit))
+                    else:
+                        _write(os.path.join(path, "memory.max"), str(limit))
+                        if os.path.exists(os.path.join(path, "memory.swap.max")):
+                            _write(os.path.join(path, "memory.swap.max"), "0")
+                except OSError as e:
+                    _why = f"cannot set the limit of {path}: {e}"
+                    os.rmdir(path)
+                    continue
+                return cls(path, version, limit)
         if _why == "not tried":
             _why = "no memory cgroup hierarchy is mounted"
         return None

@@ -85,6 +85,15 @@ TEST_F(FakeRoot, V2ReadsMaxAndHighUpToTheRoot) {
   EXPECT_TRUE(got.notes.empty());
 }
 
+// In a container with its own cgroup namespace the group is "/" and its limit lies at the
+// mount's root.
+TEST_F(FakeRoot, V2NamespaceRootCountsItsOwnLimit) {
+  Groups("0::/\n");
+  Mounts("30 1 0:26 / /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n");
+  Write("/sys/fs/cgroup/memory.max", std::to_string(512 * kMiB) + "\n");
+  EXPECT_EQ(CgroupMemoryLimit(root_).limit, 512 * kMiB);
+}
+
 TEST_F(FakeRoot, HybridTakesTheSmallerOfV1AndV2) {
   Groups("4:memory:/job\n0::/job\n");
   Mounts(std::string(kV1Mounts) +
