@@ -1,15 +1,16 @@
 #include "cache/object.h"
 
-#include <sys/mman.h>
 #include <xxhash.h>
 
 #include <new>
+
+#include "cache/blob_memory.h"
 
 namespace clairfs {
 
 void BlobRelease::operator()(char* p) const {
   if (mapped != 0) {
-    munmap(p, mapped);
+    BlobMemory::Instance().Put(p, mapped);
   } else {
     delete[] p;
   }
@@ -17,10 +18,11 @@ void BlobRelease::operator()(char* p) const {
 
 std::shared_ptr<Blob> Blob::Allocate(size_t n, FileVersion version) {
   auto blob = std::make_shared<Blob>();
-  if (n >= kMappedFrom) {
-    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    blob->data_ = std::unique_ptr<char[], BlobRelease>(static_cast<char*>(p), BlobRelease{n});
+  if (n >= BlobMemory::kMappedFrom) {
+    void* p = BlobMemory::Instance().Get(n);
+    if (p == nullptr) throw std::bad_alloc();
+    blob->data_ = std::unique_ptr<char[], BlobRelease>(static_cast<char*>(p),
+                                                       BlobRelease{BlobMemory::MappedSize(n)});
   } else {
     blob->data_ = std::unique_ptr<char[], BlobRelease>(new char[n == 0 ? 1 : n], BlobRelease{0});
   }
