@@ -16,9 +16,25 @@ void BlobRelease::operator()(char* p) const {
   }
 }
 
+namespace {
+// Under AddressSanitizer every object comes from new[], whose redzones catch a read past an
+// object's end; mappings would hide it up to the page's end.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMapObjects = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kMapObjects = false;
+#else
+constexpr bool kMapObjects = true;
+#endif
+#else
+constexpr bool kMapObjects = true;
+#endif
+}  // namespace
+
 std::shared_ptr<Blob> Blob::Allocate(size_t n, FileVersion version) {
   auto blob = std::make_shared<Blob>();
-  if (n >= BlobMemory::kMappedFrom) {
+  if (kMapObjects && n >= BlobMemory::kMappedFrom) {
     void* p = BlobMemory::Instance().Get(n);
     if (p == nullptr) throw std::bad_alloc();
     blob->data_ = std::unique_ptr<char[], BlobRelease>(static_cast<char*>(p),
