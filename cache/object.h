@@ -27,10 +27,21 @@ struct FileVersion {
 // The version of the file whose stat is st.
 FileVersion VersionOf(const struct stat& st);
 
+// Frees a Blob's storage: BlobMemory::Put of `mapped` bytes, or delete[] when mapped is 0.
+struct BlobRelease {
+  size_t mapped = 0;
+  void operator()(char* p) const;
+};
+
 // The whole contents of one file, immutable once published, with the xxh3-64 of its bytes.
+// Storage of BlobMemory::kMappedFrom bytes or more is mapped memory (cache/blob_memory.h) that
+// goes back to the system when the blob goes, beyond a small pool kept for reuse: through
+// malloc it would stay in glibc's heaps, and a daemon under a memory limit would keep tens of
+// MiB it no longer uses (docs/reliability.md, "Memory limits").
 class Blob {
  public:
-  // Uninitialized storage of n bytes for a producer to fill before Seal().
+  // Uninitialized storage of n bytes for a producer to fill before Seal(). Throws
+  // std::bad_alloc when the system has no memory for it, as new does.
   static std::shared_ptr<Blob> Allocate(size_t n, FileVersion version);
   char* mutable_data() { return data_.get(); }
   const char* data() const { return data_.get(); }
@@ -43,7 +54,7 @@ class Blob {
   bool Verify() const;
 
  private:
-  std::unique_ptr<char[]> data_;
+  std::unique_ptr<char[], BlobRelease> data_;
   size_t size_ = 0;
   FileVersion version_;
   uint64_t hash_ = 0;

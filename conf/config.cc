@@ -1,5 +1,8 @@
 #include "conf/config.h"
 
+#include "conf/memory_budget.h"
+#include "conf/memory_limit.h"
+
 #include <grp.h>
 #include <pwd.h>
 #include <sys/statvfs.h>
@@ -49,6 +52,11 @@ Status Get(const YAML::Node& node, const char* name, const std::string& key, T* 
     return Bad(key, "has the wrong type");
   }
   return Status::Ok();
+}
+
+// A capacity given as "auto": the same as leaving it out (conf/memory_budget.h sizes it).
+bool IsAuto(const YAML::Node& value) {
+  return value && value.IsScalar() && value.Scalar() == "auto";
 }
 
 Status GetSize(const YAML::Node& node, const char* name, const std::string& key, uint64_t* out) {
@@ -164,14 +172,20 @@ Status ParseInto(const YAML::Node& root, Config* c) {
         CLAIRFS_TRY(CheckKeys(tiers[i], at, {"kind", "capacity", "threads", "dir"}));
         CLAIRFS_TRY(Get(tiers[i], "kind", at + ".kind", &t.kind));
         CLAIRFS_TRY(Get(tiers[i], "dir", at + ".dir", &t.dir));
-        CLAIRFS_TRY(GetSize(tiers[i], "capacity", at + ".capacity", &t.capacity));
+        if (!IsAuto(tiers[i]["capacity"])) {  // "auto": sized at start, as omitted
+          CLAIRFS_TRY(GetSize(tiers[i], "capacity", at + ".capacity", &t.capacity));
+        }
         CLAIRFS_TRY(Get(tiers[i], "threads", at + ".threads", &t.threads));
         c->cache.tiers.push_back(t);
       }
     }
     if (const auto s = k["staging"]) {
       CLAIRFS_TRY(CheckKeys(s, "cache.staging", {"capacity", "threads"}));
-      CLAIRFS_TRY(GetSize(s, "capacity", "cache.staging.capacity", &c->cache.staging_capacity));
+      if (s["capacity"] && !IsAuto(s["capacity"])) {
+        CLAIRFS_TRY(
+            GetSize(s, "capacity", "cache.staging.capacity", &c->cache.staging_capacity));
+        c->cache.staging_auto = false;
+      }
       CLAIRFS_TRY(Get(s, "threads", "cache.staging.threads", &c->cache.staging_threads));
     }
     CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &c->cache.demand_threads));
@@ -444,22 +458,28 @@ std::string DefaultSsdDir(const std::string& dataset, int instance) {
   return base + "/" + name + "-" + hash + (instance >= 0 ? "-rank" + std::to_string(instance) : "");
 }
 
-Status ResolveForDataset(Config* c, const std::string& dataset, int instance) {
+Status ResolveForDataset(Config* c, const std::string& dataset, int instance, MemoryFit* fit) {
   if (Status s = ResolveControlGroup(&c->fuse); !s.ok()) return s;
   struct sysinfo si {};
   sysinfo(&si);
   const uint64_t memory = static_cast<uint64_t>(si.totalram) * si.mem_unit;
+  // The memory the daemon may use: the machine's, or its cgroup's limit if lower.
+  const CgroupMemory group = CgroupMemoryLimit();
+  MemoryFit local;
+  if (fit == nullptr) fit = &local;
+  for (const std::string& note : group.notes) fit->warnings.push_back("memory limit: " + note);
+  std::string what = "the machine's memory (" + HumanBytes(memory) + ")";
+  uint64_t limit = memory;
+  if (group.limited() && group.limit < memory) {
+    limit = group.limit;
+    what = "the memory limit of the daemon's cgroup (" + HumanBytes(limit) + ", " +
+           group.source + ")";
+  }
+  if (Status s = FitMemory(c, limit, what, fit); !s.ok()) return s;
   for (size_t i = 0; i < c->cache.tiers.size(); ++i) {
     TierConfig& t = c->cache.tiers[i];
     const std::string at = "cache.tiers[" + std::to_string(i) + "]";
-    if (t.kind == "ram") {
-      if (t.capacity == 0) t.capacity = 1ull << 30;
-      if (t.capacity > memory) {
-        return Bad(at + ".capacity", Human(t.capacity) + " is more than the machine's memory (" +
-                                         Human(memory) + ")");
-      }
-      continue;
-    }
+    if (t.kind == "ram") continue;  // FitMemory sized or checked it
     if (t.dir.empty()) t.dir = DefaultSsdDir(dataset, instance);
     const uint64_t available = FreeBytes(t.dir) + DirBytes(t.dir);
     if (t.capacity == 0) t.capacity = available / 2;

@@ -13,7 +13,9 @@ namespace clairfs {
 
 struct TierConfig {
   std::string kind = "ram";  // "ram" (daemon memory) or "ssd" (RocksDB in dir)
-  uint64_t capacity = 0;     // bytes of file data; 0: ram 1GiB, ssd half the free space
+  uint64_t capacity = 0;     // bytes of file data; 0 (omitted, "auto"): ram sized to the
+                             // memory limit, at most 1GiB (conf/memory_budget.h); ssd half
+                             // the free space
   int threads = 2;           // prefetch threads filling it in first-reference order
   std::string dir;           // ssd: cache directory; empty: DefaultSsdDir()
 };
@@ -22,6 +24,9 @@ struct CacheConfig {
   std::vector<TierConfig> tiers{TierConfig{"ram", 0, 2, ""},
                                 TierConfig{"ssd", 0, 2, ""}};  // fastest first
   uint64_t staging_capacity = 256ull << 20;                    // bytes the staging window may hold
+  // cache.staging.capacity omitted (or "auto"): sized to the memory limit at start, at most
+  // 256 MiB (conf/memory_budget.h); false once the file or -o gives a size.
+  bool staging_auto = true;
   int staging_threads = 4;                // threads filling the window in read order
   int demand_threads = 4;                 // threads fetching what readers reached first
   double fetch_timeout = 60;              // seconds a reader waits on a fetch
@@ -104,12 +109,17 @@ void SubstituteRank(Config* config, int rank);
 // $XDG_CACHE_HOME/clairfs/... or ~/.cache/clairfs/... (docs/configuration.md).
 std::string DefaultSsdDir(const std::string& dataset, int instance = -1);
 
+struct MemoryFit;  // conf/memory_budget.h
+
 // Fills what depends on the machine and the dataset (absolute, normalized path): default SSD
 // directories (suffixed "-rank<N>" when instance >= 0, so that ranks sharing a machine do not
-// share a cache) and capacities. Fails, naming the key, when a capacity cannot be met: a RAM tier
-// larger than the machine's memory, an SSD tier larger than its file system's free space plus
-// what its cache already holds.
-Status ResolveForDataset(Config* config, const std::string& dataset, int instance = -1);
+// share a cache) and capacities. Fails, naming the key, when a capacity cannot be met: RAM
+// tiers plus the staging window plus the daemon's own memory more than the memory it may use
+// (the machine's, or its cgroup's limit if lower: FitMemory in conf/memory_budget.h, which also
+// sizes the capacities left to the default), an SSD tier larger than its file system's free
+// space plus what its cache already holds. fit (if not null) receives what to log.
+Status ResolveForDataset(Config* config, const std::string& dataset, int instance = -1,
+                         MemoryFit* fit = nullptr);
 
 // Parses YAML text; unknown keys and bad values fail with the key named ("cache.staging.x").
 Result<Config> ParseConfig(std::string_view yaml);

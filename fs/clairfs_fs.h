@@ -143,7 +143,8 @@ class ClairFs {
   const FsOptions options_;
   const std::vector<std::string> aliases_;
   InodeTable inodes_;
-  NodeReads node_reads_;                 // fuse.open_mode none: contents of the files being read
+  // fuse.open_mode none: contents of the files being read, at most options_.node_read_bytes
+  NodeReads node_reads_{4096, options_.node_read_bytes};
   // Unless fuse.immutable: set before the session loop, stopped after it (after ahead_, whose
   // batches it checks).
   std::unique_ptr<Revalidator> revalidator_;

@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <optional>
 #include <string>
 
@@ -44,6 +46,10 @@ struct FsOptions {
   // sweep, no comparison ahead of the reads).
   double revalidate_interval = 60.0;
   bool immutable = false;
+  // Not a config key: bytes of file contents NodeReads (fs/node_reads.h) may hold for reads in
+  // no-open mode, beyond which the least recently read node is let go (its next READ binds
+  // again). Counted in the daemon's memory budget (conf/memory_budget.h).
+  uint64_t node_read_bytes = 32ull << 20;
   std::string control_group;         // control.group: its members may write .clairfs/manifest too
   std::optional<gid_t> control_gid;  // control_group's id, resolved at start; none: owner only
 };

@@ -31,6 +31,7 @@
 #include "cluster/mpi_transport.h"
 #include "cluster/peer_tier.h"
 #include "conf/config.h"
+#include "conf/memory_budget.h"
 #include "fs/access.h"
 #include "fs/clairfs_fs.h"
 #include "fs/control.h"
@@ -266,7 +267,9 @@ int main(int argc, char** argv) {
                     : clairfs::PosixBacking::OnDisconnect::kReopen);
   if (!backing.ok()) return Fail(ExitCode::kNoInput, backing.status().message());
 
-  if (auto s = clairfs::ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1);
+  clairfs::MemoryFit memory_fit;  // the capacities against the memory limit, logged below
+  if (auto s = clairfs::ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1,
+                                          &memory_fit);
       !s.ok()) {
     return Fail(ExitCode::kConfig, (config_path.empty() ? "" : config_path + ": ") + s.message());
   }
@@ -276,6 +279,8 @@ int main(int argc, char** argv) {
   spdlog::info("configuration: {}", config_path.empty() ? "built-in defaults" : config_path);
   for (const auto& o : cl.overrides) spdlog::info("configuration: -o {}={}", o.key, o.value);
   for (const auto& note : cl.notes) spdlog::warn("{}", note);
+  spdlog::info("{}", memory_fit.summary);
+  for (const auto& w : memory_fit.warnings) spdlog::warn("{}", w);
   std::vector<std::unique_ptr<clairfs::Tier>> tiers;
   std::vector<clairfs::Tier*> tier_ptrs;
   std::vector<clairfs::SsdTier*> ssd_tiers;  // closed across the daemonizing fork

@@ -6,12 +6,13 @@ import random
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import types
 
 import harness
-from fault_lib import (NOBODY, PY, REVOKE_WINDOW, Readers, mount_tmpfs, read_log, register,
-                       sha, touched_by, wait_for)
+from fault_lib import (NOBODY, PY, REVOKE_WINDOW, Readers, make_tmpdir, mount_tmpfs, read_log,
+                       register, sha, touched_by, wait_for)
 
 
 def backend_row(ctx, ram="64MiB"):
@@ -623,6 +624,75 @@ def row_rewrite_in_place(ctx):
     r.goals["stops"] = ctx.stops(d)
 
 
+def row_cgroup_memory(ctx):
+    """The daemon in a memory cgroup (192 MiB; a Slurm job with --mem) reads a planned epoch
+    larger than the limit (quick 300 MB, full 600 MB of files on ext4, out of the page cache,
+    so the daemon's reads of them are charged to its cgroup): no OOM kill, every byte right."""
+    from cgrouputil import MemoryCgroup, write_uncached_dataset
+    r = ctx.row
+    limit = 192 << 20
+    cg = MemoryCgroup.create(limit, tag="clairfs-fault")
+    if cg is None:
+        r.notes.append(f"not run: no memory cgroup can be made ({MemoryCgroup.why()})")
+        return
+    data = make_tmpdir("cgdata", on_ext4=True)
+    try:
+        ds = os.path.join(data, "ds")
+        size = (300 if ctx.p["files"] < 200 else 600) << 20
+        digests = write_uncached_dataset(ds, size, seed=5)
+        expect = {rel: {h} for rel, h in digests.items()}
+        cfg = ctx.config(ram="32MiB")
+        cfg["cache"]["fetch_timeout"] = 30  # reclaim under the limit slows the store down
+        cfg["cache"]["staging"]["capacity"] = "16MiB"
+        cfg_path = harness.write_config(os.path.join(ctx.work, "cfg-cgroup.yaml"), cfg)
+        mnt = os.path.join(ctx.work, "mnt")
+        os.makedirs(mnt, exist_ok=True)
+        d = harness.Daemon(r.name, ctx.work, ds, mnt, cfg_path, preexec_fn=cg.enter)
+        ctx.daemons.append(d)
+        d.start()
+        register(mnt, digests, epochs=1)
+        peak = [0]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], cg.anon())
+                time.sleep(0.05)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        t0 = time.monotonic()
+        try:
+            rs = ctx.readers(mnt, expect=expect, until_stopped=False)
+            r.add(*rs.wait(), strict=True)
+        finally:
+            stop.set()
+            sampler.join(timeout=5)
+        took = time.monotonic() - t0
+        kills = cg.oom_kills()
+        hwm = 0
+        if d.proc.poll() is None:
+            with open(f"/proc/{d.proc.pid}/status") as f:
+                hwm = next((int(l.split()[1]) << 10 for l in f if l.startswith("VmHWM:")), 0)
+        r.notes.append(f"cgroup v{cg.version} limit {limit >> 20} MiB, RAM tier 32 MiB, staging "
+                       f"16 MiB; epoch {sum(os.path.getsize(os.path.join(ds, p)) for p in digests) >> 20}"
+                       f" MiB in {len(digests)} files, read by {ctx.p['readers']} readers in "
+                       f"{took:.1f} s; daemon peak RSS {hwm >> 20} MiB, cgroup peak usage "
+                       f"{(cg.peak() or 0) >> 20} MiB, peak anon {peak[0] >> 20} MiB, limit hits "
+                       f"{cg.limit_hits()}, OOM kills {kills}")
+        r.goals["no OOM kill"] = kills == 0
+        r.goals["no errors"] = r.collateral == 0
+        r.goals["alive"] = r.alive = ctx.alive(d)
+        r.goals["stops"] = ctx.stops(d)
+    finally:
+        for d in ctx.daemons:  # out of the group before it goes
+            if d.proc is not None and d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait(timeout=10)
+        if not cg.remove():
+            r.notes.append(f"cgroup {cg.path} not removed")
+        harness.remove_tmpdir(data)
+
+
 ROWS = [
     ("backing_eio", row_backing_eio, "faultfs: open/read of c1/* fail with EIO, then heal"),
     ("backend_enotconn", row_backend_enotconn, "faultfs killed -9 under clairfs (ENOTCONN)"),
@@ -648,6 +718,10 @@ ROWS = [
      "mountpoint and SSD dir, N times"),
     ("rewrite_in_place", row_rewrite_in_place, "files rewritten in place (truncate+write, "
      "overwrite, append+truncate) under readers, no-open mode, page cache warm then dropped"),
+
+
+    ("cgroup_memory", row_cgroup_memory, "the daemon in a 192 MiB memory cgroup reads a planned "
+     "epoch larger than the limit"),
 ]
 # Rows of their own modules.
 from fault_fresh import ROWS as FRESH_ROWS  # noqa: E402

@@ -333,8 +333,10 @@ def read_tail(path, max_lines=120):
 class Daemon:
     """One clairfs process started in the foreground, its stderr in a log file."""
 
-    def __init__(self, test_id, workdir, dataset, mountpoint, cfg_path, extra_args=()):
+    def __init__(self, test_id, workdir, dataset, mountpoint, cfg_path, extra_args=(),
+                 preexec_fn=None):
         self.test_id = test_id
+        self.preexec_fn = preexec_fn  # run in the child before exec (e.g. enter a cgroup)
         self.dataset = dataset
         self.mountpoint = mountpoint or dataset
         n = len([x for x in os.listdir(workdir) if x.startswith("daemon-")])
@@ -371,7 +373,8 @@ class Daemon:
     def _spawn(self):
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=self.preexec_fn)
         register_proc(self.proc)
         register_mount(self.mountpoint)
 
@@ -438,12 +441,14 @@ class ClairfsCase(unittest.TestCase):
         self.addCleanup(remove_tmpdir, d)
         return d
 
-    def mount(self, dataset, mountpoint=None, cfg=None, extra_args=(), workdir=None):
-        """Starts clairfs -f on dataset (at mountpoint, or over dataset if None); returns it."""
+    def mount(self, dataset, mountpoint=None, cfg=None, extra_args=(), workdir=None,
+              preexec_fn=None):
+        """Starts clairfs -f on dataset (at mountpoint, or over dataset if None); returns it.
+        preexec_fn runs in the daemon's process before exec."""
         workdir = workdir or self.tmpdir("d")
         cfg_path = write_config(os.path.join(workdir, f"cfg-{time.monotonic_ns()}.yaml"),
                                 cfg if cfg is not None else config())
-        d = Daemon(self.id(), workdir, dataset, mountpoint, cfg_path, extra_args)
+        d = Daemon(self.id(), workdir, dataset, mountpoint, cfg_path, extra_args, preexec_fn)
         self.addCleanup(d.stop)
         d.start()
         return d

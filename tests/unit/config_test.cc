@@ -433,5 +433,26 @@ TEST(LoadConfig, CommandLineKeysOverTheFile) {
   EXPECT_NE(r.status().message().find("No such file"), std::string::npos) << r.status().message();
 }
 
+// "auto" is the same as leaving a capacity out: sized at start (conf/memory_budget.h); an
+// explicit size is marked so that the memory check never lowers it.
+TEST(Config, AutoCapacities) {
+  auto c = ParseConfig("cache: {tiers: [{kind: ram, capacity: auto}], staging: {capacity: auto}}");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->cache.tiers[0].capacity, 0u);
+  EXPECT_TRUE(c->cache.staging_auto);
+  EXPECT_TRUE(ParseConfig("").value().cache.staging_auto);
+  auto d = ParseConfig("cache: {staging: {capacity: 64MiB}}");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->cache.staging_auto);
+  auto e = LoadConfig("", {{"cache.staging.capacity", "32MiB"}, {"cache.tiers.0.capacity", "auto"}});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_FALSE(e->cache.staging_auto);
+  EXPECT_EQ(e->cache.staging_capacity, 32u << 20);
+  EXPECT_EQ(e->cache.tiers[0].capacity, 0u);
+  auto f = ParseConfig("cache: {tiers: [{kind: ram, capacity: automatic}]}");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("'cache.tiers[0].capacity'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace clairfs

@@ -49,6 +49,45 @@ TEST(NodeReads, HoldsAtMostCapacityDroppingTheLeastRecentlyUsed) {
   EXPECT_EQ(c[1].use_count(), 1);
 }
 
+std::shared_ptr<OpenContents> Holding(size_t n) {
+  auto c = Contents();
+  c->blob = Blob::Allocate(n, FileVersion{});
+  return c;
+}
+
+// Readers that leave files half read (a header read, a killed loader) cannot make the table
+// hold more than its byte bound: the least recently used go, never the node just bound.
+TEST(NodeReads, HoldsAtMostMaxBytesDroppingTheLeastRecentlyUsed) {
+  NodeReads reads(4096, 10 << 20);
+  std::vector<std::shared_ptr<OpenContents>> c;
+  for (int i = 0; i < 40; ++i) {
+    c.push_back(Holding(1 << 20));
+    reads.Bind(i, c.back());
+    EXPECT_LE(reads.bytes(), uint64_t{10} << 20);
+  }
+  EXPECT_EQ(reads.size(), 10u);
+  EXPECT_EQ(reads.Find(29), nullptr);
+  EXPECT_EQ(reads.Find(30), c[30]);
+  EXPECT_EQ(c[0].use_count(), 1);
+  // A chunked file counts its grid's size (the one chunk it holds at a time).
+  auto chunked = Contents();
+  chunked->chunked = true;
+  chunked->chunk_size = 4 << 20;
+  reads.Bind(100, chunked);
+  EXPECT_EQ(reads.size(), 7u);
+  EXPECT_EQ(reads.bytes(), uint64_t{10} << 20);
+  // Rebinding a node replaces its count; release and drop give it back.
+  reads.Bind(100, Holding(1 << 20));
+  EXPECT_EQ(reads.bytes(), uint64_t{7} << 20);
+  reads.Drop(100);
+  reads.Release(39, c[39].get());
+  EXPECT_EQ(reads.bytes(), uint64_t{5} << 20);
+  // One object larger than the bound is still held while it is read.
+  reads.Bind(200, Holding(20 << 20));
+  EXPECT_EQ(reads.size(), 1u);
+  EXPECT_NE(reads.Find(200), nullptr);
+}
+
 TEST(NodeReads, ConcurrentUseKeepsTheBound) {
   NodeReads reads(16);
   std::vector<std::thread> threads;
