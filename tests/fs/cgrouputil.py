@@ -11,19 +11,9 @@ processes moved to the parent first, every wait with a deadline).
 import os
 import time
 
+from harness import unescape_mountinfo
+
 _why = "not tried"
-
-
-def _unescape(s):
-    out, i = [], 0
-    while i < len(s):
-        if s[i] == "\\" and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
-            out.append(chr(int(s[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(s[i])
-            i += 1
-    return "".join(out)
 
 
 def _mounts():
@@ -34,7 +24,7 @@ def _mounts():
             left, _, right = line.partition(" - ")
             lf, rf = left.split(), right.split()
             if len(rf) >= 3 and rf[0] in ("cgroup", "cgroup2"):
-                result.append((rf[0], _unescape(lf[3]), _unescape(lf[4]), rf[2].split(",")))
+                result.append((rf[0], unescape_mountinfo(lf[3]), unescape_mountinfo(lf[4]), rf[2].split(",")))
     return result
 
 

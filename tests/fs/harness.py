@@ -32,7 +32,7 @@ LOGS = {}        # test id -> list of (log path name, text), printed when the te
 
 # ---------------------------------------------------------------------------- mounts
 
-def _unescape_mountinfo(s):
+def unescape_mountinfo(s):
     out, i = [], 0
     while i < len(s):
         if s[i] == "\\" and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
@@ -53,7 +53,7 @@ def fuse_mounts():
             fields = left.split()
             fstype = right.split()[0] if right else ""
             if fstype.startswith("fuse"):
-                result.append((_unescape_mountinfo(fields[4]), fstype, fields[2]))
+                result.append((unescape_mountinfo(fields[4]), fstype, fields[2]))
     return result
 
 
@@ -66,8 +66,8 @@ def control_mounts():
             left, _, right = line.partition(" - ")
             fields = right.split()
             if len(fields) >= 2 and fields[0] == "fuse.clairfs-control":
-                result.append((_unescape_mountinfo(left.split()[4]),
-                               _unescape_mountinfo(fields[1]).partition(":")[2]))
+                result.append((unescape_mountinfo(left.split()[4]),
+                               unescape_mountinfo(fields[1]).partition(":")[2]))
     return result
 
 

@@ -64,9 +64,9 @@ class ControlMountTest(ClairfsCase):
         self.assertFalse([p for p, _, _ in os.walk(mnt) if ".clairfs" in p])
         # `mount` names the main mount the control files belong to.
         with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-            sources = [harness._unescape_mountinfo(line.partition(" - ")[2].split()[1])
+            sources = [harness.unescape_mountinfo(line.partition(" - ")[2].split()[1])
                        for line in f
-                       if harness._unescape_mountinfo(line.split()[4]) == ctl]
+                       if harness.unescape_mountinfo(line.split()[4]) == ctl]
         self.assertEqual(sources, ["clairfs-control:" + os.path.abspath(mnt)])
         # The manifest through the link: accepted, and the plan shows it.
         self.write_manifest(mnt, "a/f\n")

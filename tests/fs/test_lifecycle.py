@@ -266,8 +266,8 @@ class HostileNamesTest(ClairfsCase):
         with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
                 left, _, right = line.partition(" - ")
-                if harness._unescape_mountinfo(left.split()[4]) == os.path.abspath(mnt):
-                    source = harness._unescape_mountinfo(right.split()[1])
+                if harness.unescape_mountinfo(left.split()[4]) == os.path.abspath(mnt):
+                    source = harness.unescape_mountinfo(right.split()[1])
         return source
 
 
