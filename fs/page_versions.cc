@@ -13,6 +13,34 @@ void PageVersions::Node::AddFresh(uint32_t pid) {
   if (!IsFresh(pid)) fresh[nfresh++ % kFresh] = pid;  // the oldest goes: refused, never mixed
 }
 
+void PageVersions::Node::Saw(uint32_t pid, int64_t now_ns) {
+  // Its own entry, a free one, else the oldest of a thread known to have begun after the
+  // switch, else the oldest: an entry of another thread goes only when all are of such
+  // threads, and then only the oldest, so OthersSince is answered right.
+  Reader* slot = nullptr;
+  for (Reader& r : readers) {
+    if (r.pid == pid || r.ns == INT64_MIN) {
+      slot = &r;
+      break;
+    }
+  }
+  if (slot == nullptr) {
+    for (const bool fresh_only : {true, false}) {
+      for (Reader& r : readers) {
+        if ((!fresh_only || IsFresh(r.pid)) && (slot == nullptr || r.ns < slot->ns)) slot = &r;
+      }
+      if (slot != nullptr) break;
+    }
+  }
+  *slot = Reader{pid, now_ns};
+}
+
+bool PageVersions::Node::OthersSince(uint32_t pid, int64_t since_ns) const {
+  return std::any_of(readers.begin(), readers.end(), [&](const Reader& r) {
+    return r.ns != INT64_MIN && r.pid != pid && r.ns >= since_ns && !IsFresh(r.pid);
+  });
+}
+
 void PageVersions::Cleared(Node& n, uint64_t ticket, int64_t now_ns) {
   // The first drop to complete among those begun after the last page served removed them all.
   if (ticket > n.served && n.cleared_ns < 0) {
@@ -26,13 +54,16 @@ PageVersions::Verdict PageVersions::Serve(uint64_t node, const FileVersion& v, u
   std::lock_guard lock(mu_);
   const uint64_t seq = ++seq_;
   Node& n = nodes_[node];
+  n.Saw(pid, now_ns);
   if (n.pages == FileVersion{} || n.pages == v) {
     const bool settling = n.switched_ns >= 0 && now_ns - n.switched_ns < grace_ns_;
     if (settling) {
       if (first_page) {
         n.AddFresh(pid);
-      } else if (!n.IsFresh(pid)) {
-        return Verdict::kRefuse;  // may be a read() that copied old pages
+      } else if (!n.IsFresh(pid) || n.OthersSince(pid, n.switched_ns - grace_ns_)) {
+        // May be a read() that copied old pages, or these pages may go to one: another
+        // thread that may have begun before the switch read the node lately.
+        return Verdict::kRefuse;
       }
     }
     n.pages = v;

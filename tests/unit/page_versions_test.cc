@@ -57,11 +57,50 @@ TEST(PageVersions, AReadOfTheFirstPageAloneIsServedAtOnce) {
   EXPECT_EQ(p.Serve(1, V(2), kA, true, 14), Verdict::kServe);
   EXPECT_EQ(p.Serve(1, V(2), kA, false, 15), Verdict::kServe);
   // Another thread in the middle of a read() is not, until the grace has passed since the
-  // switch; one that reads the first page is.
+  // switch.
   EXPECT_EQ(p.Serve(1, V(2), kB, false, 16), Verdict::kRefuse);
   EXPECT_EQ(p.Serve(1, V(2), kB, false, 14 + kGrace), Verdict::kServe);
-  EXPECT_EQ(p.Serve(1, V(2), kC, true, 20), Verdict::kServe);
-  EXPECT_EQ(p.Serve(1, V(2), kC, false, 21), Verdict::kServe);
+}
+
+TEST(PageVersions, PagesPastTheFirstWaitWhileAThreadBegunBeforeTheSwitchReads) {
+  // The pages a thread begun after the switch asks for go to the page cache, where another
+  // thread's read() that copied old pages before the drop takes its next ones: within the
+  // grace they are served only when no such thread read the node lately (within the grace
+  // before the switch, or since).
+  PageVersions p(kGrace);
+  ASSERT_EQ(p.Serve(1, V(1), kA, true, 0), Verdict::kServe);
+  ASSERT_EQ(p.Serve(1, V(1), kB, false, 150), Verdict::kServe);
+  p.DropDone(1, p.DropBegin(1), 160);
+  EXPECT_EQ(p.Serve(1, V(2), kC, true, 200), Verdict::kServe);  // the switch
+  EXPECT_EQ(p.Serve(1, V(2), kC, false, 201), Verdict::kRefuse);  // kB may hold old pages
+  // kB reads the first page: its read() began after the switch. kA was last seen more than
+  // the grace before it.
+  EXPECT_EQ(p.Serve(1, V(2), kB, true, 202), Verdict::kServe);
+  EXPECT_EQ(p.Serve(1, V(2), kC, false, 203), Verdict::kServe);
+  EXPECT_EQ(p.Serve(1, V(2), kB, false, 204), Verdict::kServe);
+  // A thread begun before the switch asks for a middle page (refused): from then on, not
+  // even the threads begun after it get more than the first page, until the grace passed.
+  EXPECT_EQ(p.Serve(1, V(2), kA, false, 205), Verdict::kRefuse);
+  EXPECT_EQ(p.Serve(1, V(2), kC, false, 206), Verdict::kRefuse);
+  EXPECT_EQ(p.Serve(1, V(2), kC, true, 207), Verdict::kServe);
+  EXPECT_EQ(p.Serve(1, V(2), kC, false, 200 + kGrace), Verdict::kServe);
+}
+
+TEST(PageVersions, TheLatestReadersAreKeptWhateverTheirNumber) {
+  PageVersions p(kGrace);
+  ASSERT_EQ(p.Serve(1, V(1), 1, true, 0), Verdict::kServe);
+  p.DropDone(1, p.DropBegin(1), 10);
+  ASSERT_EQ(p.Serve(1, V(2), 1, true, 200), Verdict::kServe);  // the switch
+  // More threads than are remembered read the first page after it, then one in the middle.
+  for (uint32_t pid = 2; pid < 10; ++pid) {
+    EXPECT_EQ(p.Serve(1, V(2), pid, true, 200 + pid), Verdict::kServe);
+  }
+  EXPECT_EQ(p.Serve(1, V(2), 1, false, 220), Verdict::kServe);
+  EXPECT_EQ(p.Serve(1, V(2), 42, false, 221), Verdict::kRefuse);
+  for (uint32_t pid = 2; pid < 10; ++pid) {
+    EXPECT_EQ(p.Serve(1, V(2), pid, true, 222 + pid), Verdict::kServe);
+  }
+  EXPECT_EQ(p.Serve(1, V(2), 1, false, 240), Verdict::kRefuse);  // 42 is still remembered
 }
 
 TEST(PageVersions, TheFirstReadOfAReadDropsTheOthers) {
