@@ -9,18 +9,11 @@ import errno
 import os
 import time
 
+import harness
 from fault_lib import NOBODY, register, sha
 
 PLANNED_BOUND = 2.0   # seconds, with fuse.stat_max_age 1 (the default)
 INTERVAL = 3.0        # fuse.revalidate_interval of the row (default 60)
-
-
-def rewrite_in_place(path, data):
-    """Same size, same inode, the mtime put back: only ctime tells the change."""
-    st = os.stat(path)
-    with open(path, "r+b") as f:
-        f.write(data)
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def row_other_node_change(ctx):
@@ -43,7 +36,7 @@ def row_other_node_change(ctx):
     u_rewritten, u_deleted, u_revoked = unplanned[1], unplanned[2], unplanned[3]
     new = {rel: bytes(b ^ 0x5A for b in ctx.files[rel]) for rel in (rewritten, u_rewritten)}
     for rel, data in new.items():
-        rewrite_in_place(os.path.join(ctx.ds, rel), data)
+        harness.rewrite_in_place(os.path.join(ctx.ds, rel), data)
     os.chmod(os.path.join(ctx.ds, revoked), 0o600)
     os.chmod(os.path.join(ctx.ds, u_revoked), 0o600)
     os.unlink(os.path.join(ctx.ds, u_deleted))

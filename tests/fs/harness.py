@@ -44,6 +44,14 @@ def unescape_mountinfo(s):
     return "".join(out)
 
 
+def rewrite_in_place(path, data):
+    """Same size, same inode, the mtime put back: only ctime tells the change."""
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 def fuse_mounts():
     """[(mount point, fstype, major:minor)] of every FUSE mount, read without touching them."""
     result = []

@@ -66,13 +66,18 @@ class CgroupMemoryTest(ClairfsCase):
         self.addCleanup(shutil.rmtree, d, True)
         return d
 
-    def test_ram_tier_the_cgroup_cannot_hold_is_refused(self):
-        cg = self.cgroup()
+    def small_tree(self):
+        """(work, ds, mnt): a work directory, a dataset of one empty directory, a mountpoint."""
         work = self.tmpdir("cg")
         ds = os.path.join(work, "ds")
         os.makedirs(os.path.join(ds, "a"))
         mnt = os.path.join(work, "mnt")
         os.mkdir(mnt)
+        return work, ds, mnt
+
+    def test_ram_tier_the_cgroup_cannot_hold_is_refused(self):
+        cg = self.cgroup()
+        work, ds, mnt = self.small_tree()
         cfg = write_config(os.path.join(work, "cfg.yaml"), cgroup_config(ram="1GiB"))
         r = subprocess.run([harness.BIN, "-f", "-c", cfg, ds, mnt], preexec_fn=cg.enter,
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
@@ -89,11 +94,7 @@ class CgroupMemoryTest(ClairfsCase):
 
     def test_default_capacities_are_sized_to_the_cgroup(self):
         cg = self.cgroup()
-        work = self.tmpdir("cg")
-        ds = os.path.join(work, "ds")
-        os.makedirs(os.path.join(ds, "a"))
-        mnt = os.path.join(work, "mnt")
-        os.mkdir(mnt)
+        _, ds, mnt = self.small_tree()
         d = self.mount(ds, mnt, cfg=cgroup_config(), preexec_fn=cg.enter)
         self.assertIn(d.proc.pid, cg.pids())
         stats = self.stats(mnt)

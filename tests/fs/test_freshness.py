@@ -53,14 +53,6 @@ def data_for(name, version):
     return (block * (FILE_SIZE // len(block) + 1))[:FILE_SIZE]
 
 
-def rewrite_in_place(path, data):
-    """Same size, same inode, the mtime put back: only ctime tells the change."""
-    st = os.stat(path)
-    with open(path, "r+b") as f:
-        f.write(data)
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
 def read(path):
     with open(path, "rb") as f:
         return f.read()
@@ -146,7 +138,7 @@ class Freshness(ClairfsCase):
         self.start(revalidate_interval=3600)  # the sweep cannot explain what is seen
         self.plan_two_epochs_and_read_the_first()
         rel = self.planned[3]
-        rewrite_in_place(os.path.join(self.src, rel), data_for(rel, 2))
+        harness.rewrite_in_place(os.path.join(self.src, rel), data_for(rel, 2))
         changed = time.monotonic()
         seen = self.until(lambda: read_polled(self.at(rel)) == data_for(rel, 2), 10,
                           "the planned read to see the rewrite")
@@ -179,7 +171,7 @@ class Freshness(ClairfsCase):
             self.assertEqual(read(self.at(rel)), data_for(rel, 1))
             self.assertEqual(read_as(NOBODY, self.at(rel)), str(FILE_SIZE))
         self.assertEqual(sorted(os.listdir(self.at("x"))), ["u0", "u1", "u2"])
-        rewrite_in_place(os.path.join(self.src, "x/u0"), data_for("x/u0", 2))
+        harness.rewrite_in_place(os.path.join(self.src, "x/u0"), data_for("x/u0", 2))
         os.unlink(os.path.join(self.src, "x/u1"))
         os.chmod(os.path.join(self.src, "x/u2"), 0o600)
         with open(os.path.join(self.src, "x/new"), "wb") as f:
@@ -227,7 +219,7 @@ class Freshness(ClairfsCase):
         self.start(immutable=True, revalidate_interval=0.2, stat_max_age=0.1)
         self.plan_two_epochs_and_read_the_first()
         rel = self.planned[2]
-        rewrite_in_place(os.path.join(self.src, rel), data_for(rel, 2))
+        harness.rewrite_in_place(os.path.join(self.src, rel), data_for(rel, 2))
         # Longer than several sweeps and checks would take: nothing runs, so nothing is told
         # and the kernel keeps serving what it holds (the documented trade-off).
         deadline = time.monotonic() + 2.0
