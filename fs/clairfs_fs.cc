@@ -274,8 +274,9 @@ void ClairFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // The page cache may keep this file's pages only while its version is the one they hold.
   const FileVersion version = bound == Bound::kFresh ? VersionOf(h->st) : h->blob->version();
   fi->keep_cache =
-      options_.keep_cache &&
+      options_.keep_cache && !seen.older_pages &&
       (seen.opened == version || (bound == Bound::kFresh && seen.opened == FileVersion{}));
+  h->version = version;
   fi->noflush = 1;  // nothing to flush on a read-only file: close() needs no round trip
   fi->fh = reinterpret_cast<uint64_t>(h.get());
   if (fuse_reply_open(req, fi) == 0) h.release();
@@ -371,7 +372,7 @@ ClairFs::Bound ClairFs::Bind(fuse_req_t req, fuse_ino_t ino, const InodeTable::N
   // with writeback cache or DAX; O_TRUNC is refused, writeback cache is off) nor a READ holds
   // the inode lock while it waits for the reply, so it cannot deadlock. Without dirty pages
   // (this mount has none) libfuse documents that the notification never blocks.
-  *seen = inodes_.SwapOpen(ino, version);
+  *seen = inodes_.SwapOpen(ino, version, &h->opened_changes);
   if (seen->reported != version) InvalidateAttrs(ino);
   return Bound::kFresh;
 }
@@ -379,6 +380,7 @@ ClairFs::Bound ClairFs::Bind(fuse_req_t req, fuse_ino_t ino, const InodeTable::N
 bool ClairFs::BindUnverified(fuse_req_t req, fuse_ino_t ino, const InodeTable::NodeInfo& node,
                              OpenContents* h, InodeTable::Seen* seen, const Status& cause) {
   *seen = inodes_.SeenOf(ino);
+  h->opened_changes = UINT64_MAX;  // no open recorded: every READ compares (ClairFs::Read)
   const FileVersion& last = seen->reported;  // what the kernel's cached attributes say
   auto blob = last == FileVersion{} ? Result<BlobPtr>(Status::Error(Code::kNotFound, node.path))
                                     : prefetcher_.GetLocal(node.path, last);
@@ -407,7 +409,17 @@ void ClairFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   Status s =
       ReadContents(*h, backing_, prefetcher_, stats_, size, static_cast<uint64_t>(off), &reply);
   if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));  // counted in stats
+  // A handle opened before a newer version's open (which dropped the page cache) puts its own
+  // version's pages back with this reply; the next open must not keep them. The pages are in
+  // the cache once fuse_reply_iov returned, so the mark after it is seen by every later open.
+  // h may be released once the reply is sent: what the mark needs is taken before.
+  const bool dataset = h->dataset;
+  const FileVersion version = h->version;
+  const uint64_t opened_changes = h->opened_changes;
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
+  if (dataset && inodes_.OpenedVersionChanges() != opened_changes) {
+    inodes_.ServedOlder(ino, version);
+  }
 }
 
 void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {

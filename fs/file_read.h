@@ -34,6 +34,10 @@ struct OpenContents {
   std::string path;      // a dataset file: its canonical path
   uint64_t chunk_size = 0;  // chunked: the file's grid when opened
   struct stat st {};     // a dataset file: the stat of the file opened, at open
+  // A dataset file opened with a handle (per_open mode): the version its READs serve, and
+  // InodeTable::OpenedVersionChanges() as of its open (ClairFs::Read).
+  FileVersion version{};
+  uint64_t opened_changes = 0;
   // chunked: the chunk (its offset) the last read began in; a read beginning in another one
   // is an object read (consumes it in the plan). Reads of one handle may run concurrently.
   std::atomic<uint64_t> last_chunk{UINT64_MAX};

@@ -129,13 +129,24 @@ void InodeTable::Revalidated(uint64_t id, const struct stat* st, bool gone) {
   n.known = true;
 }
 
-InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version) {
+InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version,
+                                      uint64_t* changes) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(id);
-  if (it == nodes_.end()) return {};
-  const Seen old = it->second.seen;
-  it->second.seen = Seen{version, version};
+  Seen old;
+  if (it != nodes_.end()) {
+    old = it->second.seen;
+    it->second.seen = Seen{version, version, false};
+    if (old.opened != version) opened_changes_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  if (changes) *changes = opened_changes_.load(std::memory_order_relaxed);
   return old;
+}
+
+void InodeTable::ServedOlder(uint64_t id, const FileVersion& version) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(id);
+  if (it != nodes_.end() && it->second.seen.opened != version) it->second.seen.older_pages = true;
 }
 
 InodeTable::Seen InodeTable::SeenOf(uint64_t id) const {

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -67,14 +68,28 @@ class InodeTable {
   struct Seen {
     FileVersion reported;
     FileVersion opened;
+    // Since the last open, a READ through a handle of another version than `opened` (one
+    // opened before it) was replied: the page cache may hold that version's pages, so the next
+    // open must not keep them (ServedOlder).
+    bool older_pages = false;
   };
   // A lookup or getattr reply carries version.
   void Report(uint64_t id, const FileVersion& version);
   // A lookup or getattr reply carries the attributes st (any type of object): records its
   // version as reported and its mode and owner (Shown), and clears a mark of Revalidated.
   void Report(uint64_t id, const struct stat& st);
-  // An open found version: records it as both and returns what was seen before ({} if none).
-  Seen SwapOpen(uint64_t id, const FileVersion& version);
+  // An open found version: records it as both, clears older_pages and returns what was seen
+  // before ({} if none). An open of another version than the last one counts in
+  // OpenedVersionChanges; `changes` (if given) gets that count as of this open.
+  Seen SwapOpen(uint64_t id, const FileVersion& version, uint64_t* changes = nullptr);
+  // A READ through a handle bound to `version` was replied (its pages are in the kernel's page
+  // cache by then): when version is no longer the node's last opened one, marks older_pages.
+  void ServedOlder(uint64_t id, const FileVersion& version);
+  // How many opens found another version than the one opened before (a handle that read while
+  // this did not move cannot have been overtaken by a newer open; lock-free).
+  uint64_t OpenedVersionChanges() const {
+    return opened_changes_.load(std::memory_order_acquire);
+  }
   // What was seen of node id so far ({} if it is unknown).
   Seen SeenOf(uint64_t id) const;
   size_t size() const;
@@ -122,6 +137,7 @@ class InodeTable {
     size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.ino * 31 + k.dev); }
   };
   mutable std::mutex mu_;  // leaf lock
+  std::atomic<uint64_t> opened_changes_{0};  // written under mu_
   std::unordered_map<uint64_t, Node> nodes_;
   // The node a lookup of (dev, ino) may share; nodes superseded by a newer node of the same
   // key are in nodes_ only.

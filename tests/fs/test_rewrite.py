@@ -103,6 +103,36 @@ class RewriteTest(ClairfsCase):
             harness.wait_for(reads_last, 10, f"{rel} to read as its last version")
         return counts
 
+    def test_per_open_a_handle_of_the_old_version_puts_no_pages_the_next_open_keeps(self):
+        # A reader opened at version 1 (served from the RAM tier) reads after a newer open
+        # dropped the page cache: its reply puts version 1 pages back. An open after it must
+        # not keep them (the CI failure this reproduces: the last version never read).
+        ds = os.path.join(self.tmpdir("rewrite"), "ds")
+        os.makedirs(ds)
+        path = os.path.join(ds, "f.bin")
+        tu.write_file(path, ru.version_bytes(1, SMALL))
+        mnt = os.path.join(self.tmpdir("mnt"), "m")
+        os.mkdir(mnt)
+        self.mount(ds, mnt, cfg=rewrite_config("per_open"))
+        self.write_manifest(mnt, "f.bin\n" * 10)
+        through = os.path.join(mnt, "f.bin")
+        with open(through, "rb") as f:
+            self.assertTrue(f.read() == ru.version_bytes(1, SMALL))
+        harness.wait_for(lambda: self.stats(mnt)["tiers"][0]["bytes"] >= SMALL, 10,
+                         "f.bin in the RAM tier")
+        old = os.open(through, os.O_RDONLY)  # bound to version 1
+        try:
+            harness.rewrite_in_place(path, ru.version_bytes(2, SMALL))
+            with open(through, "rb") as f:  # version 2: the page cache is dropped
+                self.assertTrue(f.read() == ru.version_bytes(2, SMALL))
+            os.posix_fadvise(old, 0, 0, os.POSIX_FADV_DONTNEED)
+            self.assertTrue(os.pread(old, SMALL, 0) == ru.version_bytes(1, SMALL))
+        finally:
+            os.close(old)
+        with open(through, "rb") as f:
+            self.assertTrue(f.read() == ru.version_bytes(2, SMALL),
+                            "an open after the old handle's read kept its version 1 pages")
+
     def test_reference_the_dataset_read_directly(self):
         # The same readers on the dataset itself, for comparison: the file system never
         # returns a byte no version held (its counts are printed beside clairfs's).

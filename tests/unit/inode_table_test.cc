@@ -152,6 +152,31 @@ TEST(InodeTable, SeenVersions) {
   EXPECT_EQ(t.SwapOpen(12345, v1).opened, FileVersion{});  // unknown id
 }
 
+// A handle opened at v1 that reads after an open of v2 (which dropped the page cache) puts v1
+// pages back: the open after it must learn so (older_pages) and not keep the cache.
+TEST(InodeTable, OlderPagesAfterAnOverriddenHandleRead) {
+  InodeTable t;
+  const uint64_t a = t.Acquire("a", 1, 5, kReg);
+  const FileVersion v1{10, 1, 2, 5}, v2{10, 1, 3, 5};
+  const uint64_t before = t.OpenedVersionChanges();
+  t.SwapOpen(a, v1);
+  const uint64_t at_v1 = t.OpenedVersionChanges();
+  EXPECT_EQ(at_v1, before + 1);  // {} -> v1
+  t.SwapOpen(a, v1);
+  EXPECT_EQ(t.OpenedVersionChanges(), at_v1);  // the same version again is no change
+  t.ServedOlder(a, v1);  // a read of the current version marks nothing
+  EXPECT_FALSE(t.SeenOf(a).older_pages);
+  t.SwapOpen(a, v2);
+  EXPECT_EQ(t.OpenedVersionChanges(), at_v1 + 1);
+  t.ServedOlder(a, v1);  // the v1 handle read after the v2 open
+  EXPECT_TRUE(t.SeenOf(a).older_pages);
+  InodeTable::Seen seen = t.SwapOpen(a, v2);  // the next open sees it, and clears it
+  EXPECT_TRUE(seen.older_pages);
+  EXPECT_EQ(seen.opened, v2);
+  EXPECT_FALSE(t.SeenOf(a).older_pages);
+  t.ServedOlder(12345, v1);  // unknown id: nothing
+}
+
 TEST(InodeTable, ManyFilesNoDescriptors) {
   InodeTable t;
   for (uint64_t i = 0; i < 100000; ++i) t.Acquire("f" + std::to_string(i), 1, i + 10, kReg);
