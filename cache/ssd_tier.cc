@@ -233,7 +233,10 @@ Status SsdTier::Reopen() {
     SwitchOn();
     return s;
   }
-  if (s.code() != Code::kIoError && s.code() != Code::kNoSpace) return s;
+  if (s.code() != Code::kIoError && s.code() != Code::kNoSpace &&
+      s.code() != Code::kPermissionDenied) {
+    return s;
+  }
   Disable(s);
   return Status::Ok();
 }

@@ -26,6 +26,12 @@ const char* CodeName(Code code) {
       return "read-only";
     case Code::kUnavailable:
       return "unavailable";
+    case Code::kStale:
+      return "stale";
+    case Code::kPermissionDenied:
+      return "permission denied";
+    case Code::kLocked:
+      return "locked";
   }
   return "unknown";
 }
@@ -53,6 +59,16 @@ Status Status::FromErrno(int err, std::string context) {
       break;
     case ETIMEDOUT:
       code = Code::kTimedOut;
+      break;
+    case ESTALE:
+      code = Code::kStale;
+      break;
+    case EACCES:
+    case EPERM:
+      code = Code::kPermissionDenied;
+      break;
+    case EWOULDBLOCK:
+      code = Code::kLocked;
       break;
     default:
       break;

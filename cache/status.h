@@ -20,6 +20,9 @@ enum class Code {
   kCorruption,       // stored bytes do not match their hash
   kReadOnly,         // a mutation of the dataset was attempted
   kUnavailable,      // shutting down, or not started
+  kStale,            // the object changed or was replaced since it was named or opened
+  kPermissionDenied, // the caller may not do this (mode bits, ACLs, ownership)
+  kLocked,           // another process holds the lock (a cache directory in use)
 };
 
 class [[nodiscard]] Status {

@@ -28,6 +28,12 @@ int ToErrno(const Status& s) {
       return EROFS;
     case Code::kUnavailable:
       return EIO;
+    case Code::kStale:
+      return ESTALE;
+    case Code::kPermissionDenied:
+      return EACCES;
+    case Code::kLocked:
+      return EWOULDBLOCK;
   }
   return EIO;
 }
