@@ -17,8 +17,8 @@
 #include <string>
 #include <thread>
 
-#include "cache/log_limit.h"
-#include "cache/status.h"
+#include "cache/base/log_limit.h"
+#include "cache/base/status.h"
 #include "cluster/transport.h"
 
 namespace clairfs::cluster {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "cache/object_key.h"
+#include "cache/base/object_key.h"
 
 namespace clairfs::cluster {
 

@@ -32,11 +32,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/log_limit.h"
-#include "cache/plan.h"
-#include "cache/string_map.h"
-#include "cache/stats.h"
-#include "cache/tier.h"
+#include "cache/base/log_limit.h"
+#include "cache/plan/plan.h"
+#include "cache/base/string_map.h"
+#include "cache/base/stats.h"
+#include "cache/tiers/tier.h"
 #include "cluster/placement.h"
 #include "cluster/protocol.h"
 #include "cluster/transport.h"

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <string_view>
 
-#include "cache/object_key.h"
+#include "cache/base/object_key.h"
 
 namespace clairfs::cluster {
 namespace {

@@ -1,5 +1,5 @@
 // Cluster-wide placement: which node's tiers hold which object (a whole file or a chunk,
-// cache/object_key.h), from every node's plan digest. Pure functions, no MPI: the same digests
+// cache/base/object_key.h), from every node's plan digest. Pure functions, no MPI: the same digests
 // give the same result on every node. "file" below means object.
 #pragma once
 
@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/plan.h"
-#include "cache/string_map.h"
+#include "cache/plan/plan.h"
+#include "cache/base/string_map.h"
 #include "cluster/protocol.h"
 
 namespace clairfs::cluster {

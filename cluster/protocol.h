@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/object.h"
+#include "cache/base/object.h"
 
 namespace clairfs::cluster {
 
@@ -38,7 +38,7 @@ std::vector<char> EncodeBye();
 
 enum Tag : int { kPlan = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5, kPush = 6 };
 
-// One object of a node's plan (a whole file or a chunk: cache/object_key.h).
+// One object of a node's plan (a whole file or a chunk: cache/base/object_key.h).
 struct DigestFile {
   std::string path;  // the object's key
   FileVersion version;

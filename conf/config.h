@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/status.h"
+#include "cache/base/status.h"
 #include "fs/fs_options.h"
 
 namespace clairfs {
@@ -31,7 +31,7 @@ struct CacheConfig {
   int demand_threads = 4;                 // threads fetching what readers reached first
   double fetch_timeout = 60;              // seconds a reader waits on a fetch
   // Files larger than this are cut into chunks of this size, each cached on its own
-  // (cache/object_key.h); at most the staging capacity. Unset: 4 MiB, or the staging
+  // (cache/base/object_key.h); at most the staging capacity. Unset: 4 MiB, or the staging
   // capacity if that is smaller.
   uint64_t chunk_size = 4ull << 20;
   // The same for files that range entries name (records read in a shuffled order): a record
@@ -39,7 +39,7 @@ struct CacheConfig {
   // the staging capacity if that is smaller.
   uint64_t record_chunk_size = 256ull << 10;
   // How far (in object reads) readers may run out of order before a position they skipped is
-  // given up (cache/consumption.h).
+  // given up (cache/plan/consumption.h).
   uint32_t consumption_lag = 1u << 16;
   // fuse.open_mode none: reads the kernel answers from its page cache never reach the daemon,
   // so a planned read more than this many reads behind the furthest one that did is taken as
@@ -57,7 +57,7 @@ struct CacheConfig {
   bool keep_copies = true;
 
   // Seconds one backing-store call (stat, open, a 4 MiB read step) may take; then it fails
-  // with ETIMEDOUT and is abandoned (cache/io_executor.h).
+  // with ETIMEDOUT and is abandoned (cache/backing/io_executor.h).
   double backing_timeout = 30;
 };
 
@@ -84,7 +84,7 @@ struct LogConfig {
   int max_files = 4;
 };
 
-// Warnings for a job whose reads do not match its plan (cache/read_watch.h).
+// Warnings for a job whose reads do not match its plan (cache/prefetch/read_watch.h).
 struct WarnConfig {
   double no_plan_after = 60;   // seconds of reads with no plan registered; 0: never warn
   uint32_t check_reads = 512;  // reads after a registration judged against it; 0: never

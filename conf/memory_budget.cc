@@ -9,10 +9,10 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 // Code, libraries, thread stacks touched, FUSE request buffers (libfuse keeps one of about
 // 1 MiB per worker), allocator slack, freed file-data mappings kept for reuse (at most 16 MiB:
-// cache/blob_memory.h), and a plan of a few hundred thousand entries (about 60 bytes each:
+// cache/base/blob_memory.h), and a plan of a few hundred thousand entries (about 60 bytes each:
 // docs/benchmarks.md). Measured: docs/reliability.md, "Memory limits".
 constexpr uint64_t kFixed = 48 * kMiB;
-// Per SSD tier: RocksDB's two 16 MiB memtables of file data (cache/ssd_format.cc), its block
+// Per SSD tier: RocksDB's two 16 MiB memtables of file data (cache/tiers/ssd_format.cc), its block
 // cache and the index of records.
 constexpr uint64_t kSsdTier = 48 * kMiB;
 constexpr uint64_t kDefaultRam = 1ull << 30;      // a RAM tier left to the default

@@ -6,7 +6,7 @@
 // Contract of FitMemory:
 // - need = RAM tiers + staging window + the daemon's own memory (MemoryNeed::own: a fixed part
 //   for code, libraries, thread stacks, FUSE buffers, the allocator's slack, file-data mappings
-//   kept for reuse (cache/blob_memory.h) and a plan of a few hundred thousand entries; objects in flight outside the tiers and the window; the bound on
+//   kept for reuse (cache/base/blob_memory.h) and a plan of a few hundred thousand entries; objects in flight outside the tiers and the window; the bound on
 //   contents held for reads in no-open mode; RocksDB's memtables and block cache per SSD tier)
 //   must fit in limit - Headroom(limit), the headroom being left to the page cache and the
 //   kernel memory charged to the cgroup.
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "cache/base/status.h"
 #include "conf/config.h"
 
 namespace clairfs {

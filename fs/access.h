@@ -11,7 +11,7 @@
 //    open .clairfs/manifest for writing; ManifestAttr shows that in the node's mode bits. The
 //    same callers (IsController) see the full view of the generated control files.
 //  - Registration: WriterView gives the view of the dataset a manifest writer's paths are
-//    checked through, with the writer's credentials (cache/identity.h switches them).
+//    checked through, with the writer's credentials (cache/backing/identity.h switches them).
 // Thread-safe: every method may run on any FUSE worker thread at once.
 #pragma once
 
@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "cache/backing.h"
-#include "cache/identity.h"
-#include "cache/stats.h"
+#include "cache/backing/backing.h"
+#include "cache/backing/identity.h"
+#include "cache/base/stats.h"
 #include "fs/fs_options.h"
 
 namespace clairfs {

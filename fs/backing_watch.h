@@ -38,8 +38,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cache/backing.h"
-#include "cache/stats.h"
+#include "cache/backing/backing.h"
+#include "cache/base/stats.h"
 
 namespace clairfs {
 

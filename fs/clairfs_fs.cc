@@ -11,7 +11,7 @@
 #include <iterator>
 #include <vector>
 
-#include "cache/resolver.h"
+#include "cache/backing/resolver.h"
 #include "fs/file_read.h"
 #include "fs/read_only_ops.h"
 #include "fs/status_errno.h"
@@ -288,7 +288,7 @@ ClairFs::Bound ClairFs::Bind(fuse_req_t req, fuse_ino_t ino, const InodeTable::N
   // a tier holds a blob of exactly that version, it is served and no descriptor is opened. Else
   // the file is opened (O_NONBLOCK, so that a FIFO swapped in for it never blocks) and every
   // later byte comes from that descriptor, of the version its fstat reports.
-  // A stat made ahead of this read (cache/stat_ahead.h) stands for one made now when the
+  // A stat made ahead of this read (cache/backing/stat_ahead.h) stands for one made now when the
   // backing watch vouches that nothing changed the file since.
   h->dataset = true;
   struct stat st;

@@ -13,11 +13,11 @@
 #include <mutex>
 #include <string>
 
-#include "cache/backing.h"
-#include "cache/log_limit.h"
-#include "cache/prefetcher.h"
-#include "cache/stat_ahead.h"
-#include "cache/stats.h"
+#include "cache/backing/backing.h"
+#include "cache/base/log_limit.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/backing/stat_ahead.h"
+#include "cache/base/stats.h"
 #include "fs/access.h"
 #include "fs/backing_watch.h"
 #include "fs/control.h"
@@ -46,7 +46,7 @@ class ClairFs {
   // prefetcher starts and the session loop runs: unless fuse.immutable, the revalidation
   // sweep (fs/revalidate.h, any open mode); with open_mode none, the watch of the backing store
   // (fs/backing_watch.h, fuse.watch_backing) and, with fuse.stat_ahead, the stats ahead of the
-  // reads (cache/stat_ahead.h), which the watch vouches for and which, unless immutable, are
+  // reads (cache/backing/stat_ahead.h), which the watch vouches for and which, unless immutable, are
   // compared with what the kernel was given. A failure is logged and leaves the rest going.
   // StopWatch: after the session loop and backing.Stop().
   void StartWatch();

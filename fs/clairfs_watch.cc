@@ -1,5 +1,5 @@
 // ClairFs's watch of the backing store, the stats ahead of the reads it vouches for and the
-// revalidation of what the kernel caches (fs/backing_watch.h, cache/stat_ahead.h,
+// revalidation of what the kernel caches (fs/backing_watch.h, cache/backing/stat_ahead.h,
 // fs/revalidate.h): how they are wired to the kernel's caches, the prefetcher and each other.
 #include <spdlog/spdlog.h>
 

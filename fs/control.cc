@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "cache/resolver.h"
+#include "cache/backing/resolver.h"
 #include "fs/metrics.h"
 #include "fs/stats_view.h"
 

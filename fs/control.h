@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "cache/backing.h"
-#include "cache/compact_manifest.h"
-#include "cache/path_check.h"
-#include "cache/plan.h"
-#include "cache/prefetcher.h"
-#include "cache/stats.h"
+#include "cache/backing/backing.h"
+#include "cache/manifest/compact_manifest.h"
+#include "cache/plan/path_check.h"
+#include "cache/plan/plan.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/base/stats.h"
 #include "fs/control_views.h"
 
 namespace clairfs {

@@ -138,7 +138,7 @@ constexpr std::string_view kCountsFamilies[] = {
     "clairfs_warning",
 };
 
-// The fixed sentence a warning of the counts view carries, by kind (cache/read_watch.h).
+// The fixed sentence a warning of the counts view carries, by kind (cache/prefetch/read_watch.h).
 std::string_view WarningSentence(std::string_view kind) {
   if (kind == "no_plan") return "files are read and no plan is registered";
   if (kind == "not_in_plan") return "most reads name files the plan does not hold";

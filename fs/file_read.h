@@ -1,6 +1,6 @@
 // FileRead: what an open file of the mount holds, and the bytes a READ of it gets: from a whole
 // object (a cached file), from the backing descriptor, or chunk
-// by chunk through the prefetcher for a chunked file (cache/object_key.h). No FUSE types: the
+// by chunk through the prefetcher for a chunked file (cache/base/object_key.h). No FUSE types: the
 // adapter (fs/clairfs_fs.cc) turns a ReadReply into one fuse_reply_iov.
 #pragma once
 
@@ -14,18 +14,18 @@
 #include <string>
 #include <vector>
 
-#include "cache/backing.h"
-#include "cache/object.h"
-#include "cache/prefetcher.h"
-#include "cache/stats.h"
-#include "cache/status.h"
+#include "cache/backing/backing.h"
+#include "cache/base/object.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/base/stats.h"
+#include "cache/base/status.h"
 
 namespace clairfs {
 
 // The contents side of an open file. Exactly one of: blob (whole contents), chunked (reads go
 // through Prefetcher::ReadChunk; store serves the chunks the plan does not name), or store
 // alone (read directly). Every call on store runs on the backing's I/O threads, with their
-// deadline, and its last reference closes it there (cache/store_handle.h).
+// deadline, and its last reference closes it there (cache/backing/store_handle.h).
 struct OpenContents {
   BlobPtr blob;
   StoreHandlePtr store;

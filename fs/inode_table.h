@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/object.h"
+#include "cache/base/object.h"
 
 namespace clairfs {
 

@@ -50,7 +50,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "cache/object.h"
+#include "cache/base/object.h"
 
 namespace clairfs {
 

@@ -19,7 +19,7 @@
 // fresh.failed, logged once per episode).
 //
 // Stats come from two places:
-//  - Check(): the stats made ahead of the plan's next reads (cache/stat_ahead.h), so that a
+//  - Check(): the stats made ahead of the plan's next reads (cache/backing/stat_ahead.h), so that a
 //    planned read sees a change made elsewhere before it (the bound is StatAhead's refresh);
 //  - the sweep (a thread of its own, Start): rounds over every node the kernel holds (the
 //    root and directories included), each spread evenly over 0.45 x `interval` in batches of
@@ -45,8 +45,8 @@
 #include <thread>
 #include <vector>
 
-#include "cache/backing.h"
-#include "cache/stats.h"
+#include "cache/backing/backing.h"
+#include "cache/base/stats.h"
 #include "fs/inode_table.h"
 
 namespace clairfs {

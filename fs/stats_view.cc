@@ -166,7 +166,7 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
         {"access_check", get(stats.errors.access_check)},
         {"backing_timeout", get(stats.errors.backing_timeout)}}},
   };
-  // What the job does wrong, as ReadWatch (cache/read_watch.h) sees it; [] when nothing.
+  // What the job does wrong, as ReadWatch (cache/prefetch/read_watch.h) sees it; [] when nothing.
   json warnings = json::array();
   const auto now = std::chrono::steady_clock::now();
   for (const ReadWarning& w : p.warnings) {

@@ -1,4 +1,4 @@
-// The content of .clairfs/stats as a JSON object: the daemon's counters (cache/stats.h), the
+// The content of .clairfs/stats as a JSON object: the daemon's counters (cache/base/stats.h), the
 // prefetcher's progress and the values derived from them (hit rates, readiness), computed in
 // one place so that `stats`, `metrics` (fs/metrics.h) and clairfs-ctl agree.
 // docs/control-interface.md ("stats") documents every key.
@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/plan.h"
-#include "cache/prefetcher.h"
-#include "cache/stats.h"
+#include "cache/plan/plan.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/base/stats.h"
 
 namespace clairfs {
 

@@ -1,7 +1,7 @@
 // The one place a Status becomes an errno for the kernel.
 #pragma once
 
-#include "cache/status.h"
+#include "cache/base/status.h"
 
 namespace clairfs {
 

@@ -2,7 +2,7 @@
 //
 //   clairfs-cache verify DIR [--json] [--repair]
 //
-// verify reads every object of the cache and checks it against its record (cache/ssd_verify.h);
+// verify reads every object of the cache and checks it against its record (cache/tiers/ssd_verify.h);
 // --repair also deletes the bad ones (the daemon refetches them). It holds the directory's
 // lock meanwhile, so no daemon can start on it. `clairfs-ctl cache verify` runs it. Exit status
 // (VerifyExit): 0 every object is sound, 1 bad objects found (also when --repair deleted them),
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/ssd_dir.h"
-#include "cache/ssd_verify.h"
+#include "cache/tiers/ssd_dir.h"
+#include "cache/tiers/ssd_verify.h"
 
 namespace {
 

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "cache/backing.h"
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
-#include "cache/ssd_tier.h"
+#include "cache/backing/backing.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
+#include "cache/tiers/ssd_tier.h"
 #include "cluster/mpi_transport.h"
 #include "cluster/peer_tier.h"
 #include "conf/config.h"
@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
       auto ssd = foreground ? clairfs::SsdTier::Open(t.kind, t.dir, t.capacity, ssd_opts)
                             : clairfs::SsdTier::Prepare(t.kind, t.dir, t.capacity, ssd_opts);
       if (!ssd.ok()) {
-        // Another daemon holds the directory's lock (cache/ssd_dir.h): worth a retry later.
+        // Another daemon holds the directory's lock (cache/tiers/ssd_dir.h): worth a retry later.
         const bool locked = ssd.status().os_errno() == EWOULDBLOCK;
         return Fail(locked ? ExitCode::kCacheLocked : ExitCode::kConfig, ssd.status().message());
       }

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "cache/status.h"
+#include "cache/base/status.h"
 #include "fs/control_fs.h"
 
 namespace clairfs {

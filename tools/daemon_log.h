@@ -1,7 +1,7 @@
 // The daemon's log: stderr, syslog or a file that SIGHUP reopens (for logrotate).
 #pragma once
 
-#include "cache/status.h"
+#include "cache/base/status.h"
 #include "conf/config.h"
 
 namespace clairfs {

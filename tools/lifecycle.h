@@ -7,7 +7,7 @@
 #include <memory>
 #include <thread>
 
-#include "cache/status.h"
+#include "cache/base/status.h"
 
 struct fuse_session;
 

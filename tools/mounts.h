@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "cache/status.h"
+#include "cache/base/status.h"
 
 namespace clairfs {
 

@@ -12,7 +12,7 @@ meson test -C build --print-errorlogs --num-processes 2 || status=1
 
 # A sanitizer build in its own directory, configured once. $1 directory, $2 -Db_sanitize value.
 # -O1 with line tables only (-g1), assertions on: what the sanitizers need for their reports,
-# and half the compile time of -O2 -g (cache/prefetcher.cc under ASan: 22 s against 51 s).
+# and half the compile time of -O2 -g (cache/prefetch/prefetcher.cc under ASan: 22 s against 51 s).
 sanitizer_build() {
   if [ ! -f "$1/build.ninja" ]; then
     meson setup "$1" -Doptimization=1 -Ddebug=true -Db_ndebug=false -Dcpp_args=-g1 \

@@ -231,7 +231,7 @@ class NoOpenTest(ClairfsCase):
         self.assertEqual(results, {True: False, False: True})
 
     def test_versions_checked_ahead_spare_the_reads_a_stat_and_a_change_counts_at_once(self):
-        # fuse.stat_ahead (cache/stat_ahead.h): the files the plan reads next are statted in
+        # fuse.stat_ahead (cache/backing/stat_ahead.h): the files the plan reads next are statted in
         # batches ahead of the reads, so a read that misses the page cache waits for no stat of
         # its own. A file changed on this node after its stat was made is still read at its
         # new version by the very next read: the watch reports the change before the write

@@ -1,6 +1,6 @@
 // PosixBacking on real files in a temp dir: non-regular files, files rewritten while read, and a
 // stalled file system below part of the dataset (a bindfs mount whose daemon is SIGSTOPped).
-#include "cache/backing.h"
+#include "cache/backing/backing.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <fstream>
 #include <thread>
 
-#include "cache/path_check.h"
+#include "cache/plan/path_check.h"
 #include "conf/config.h"
 #include "tests/unit/test_util.h"
 

@@ -1,12 +1,12 @@
 // BlobMemory: mapped storage for file data, recycled up to a bound, returned beyond it.
-#include "cache/blob_memory.h"
+#include "cache/base/blob_memory.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
-#include "cache/object.h"
+#include "cache/base/object.h"
 
 namespace clairfs {
 namespace {

@@ -6,13 +6,13 @@
 #include <chrono>
 #include <thread>
 
-#include "cache/consumption.h"
-#include "cache/manifest.h"
-#include "cache/object_key.h"
-#include "cache/plan.h"
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
-#include "cache/staging_window.h"
+#include "cache/plan/consumption.h"
+#include "cache/manifest/manifest.h"
+#include "cache/base/object_key.h"
+#include "cache/plan/plan.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
+#include "cache/prefetch/staging_window.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 

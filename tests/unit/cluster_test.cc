@@ -10,8 +10,8 @@
 #include <sstream>
 #include <thread>
 
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
 #include "cluster/loopback_transport.h"
 #include "cluster/peer_tier.h"
 #include "cluster/placement.h"

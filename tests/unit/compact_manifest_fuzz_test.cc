@@ -7,7 +7,7 @@
 #include <optional>
 #include <random>
 
-#include "cache/compact_manifest.h"
+#include "cache/manifest/compact_manifest.h"
 #include "tests/unit/compact_encode.h"
 
 namespace clairfs {

@@ -1,7 +1,7 @@
 // The compact manifest form: round trips against the text form (parsed content and plans),
 // input split anywhere, Peek(), hostile headers and sections, and a mutation fuzzer checked
 // against a whole-buffer reference decoder written here.
-#include "cache/compact_manifest.h"
+#include "cache/manifest/compact_manifest.h"
 
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -10,9 +10,9 @@
 #include <optional>
 #include <random>
 
-#include "cache/plan.h"
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
+#include "cache/plan/plan.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
 #include "fs/control.h"
 #include "tests/unit/compact_encode.h"
 #include "tests/unit/mem_backing.h"

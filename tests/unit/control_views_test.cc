@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
 #include "fs/control.h"
 #include "fs/metrics.h"
 #include "tests/unit/mem_backing.h"

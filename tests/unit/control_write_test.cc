@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "cache/compact_manifest.h"
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
+#include "cache/manifest/compact_manifest.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
 #include "fs/control.h"
 #include "tests/unit/mem_backing.h"
 

@@ -1,4 +1,4 @@
-#include "cache/io_executor.h"
+#include "cache/backing/io_executor.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Warm restarts: kept copies of the RAM tier's objects in a persistent tier (placement in the
 // room left, stores under the placement, the background writer) and a "remount" (a new
 // prefetcher with a fresh RAM tier over the same persistent tier) that reads nothing again.
-#include "cache/kept_copies.h"
+#include "cache/plan/kept_copies.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <chrono>
 #include <thread>
 
-#include "cache/keep_writer.h"
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
-#include "cache/tier_stack.h"
+#include "cache/prefetch/keep_writer.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
+#include "cache/tiers/tier_stack.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 

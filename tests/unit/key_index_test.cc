@@ -1,6 +1,6 @@
 // KeyIndex against std::unordered_map: random inserts (also FindOrInsert), finds and erases (LIFO
 // and arbitrary), through growth, with keys whose hashes collide in small tables.
-#include "cache/key_index.h"
+#include "cache/manifest/key_index.h"
 
 #include <gtest/gtest.h>
 

@@ -11,10 +11,10 @@
 #include <optional>
 #include <random>
 
-#include "cache/compact_manifest.h"
-#include "cache/plan.h"
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
+#include "cache/manifest/compact_manifest.h"
+#include "cache/plan/plan.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
 #include "fs/control.h"
 #include "tests/unit/compact_encode.h"
 #include "tests/unit/mem_backing.h"

@@ -1,4 +1,4 @@
-#include "cache/manifest.h"
+#include "cache/manifest/manifest.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "cache/backing.h"
+#include "cache/backing/backing.h"
 
 namespace clairfs::testing {
 

@@ -4,8 +4,8 @@
 
 #include <random>
 
-#include "cache/manifest.h"
-#include "cache/plan.h"
+#include "cache/manifest/manifest.h"
+#include "cache/plan/plan.h"
 #include "tests/unit/mem_backing.h"
 
 namespace clairfs {

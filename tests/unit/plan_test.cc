@@ -1,4 +1,4 @@
-#include "cache/plan.h"
+#include "cache/plan/plan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // PositionList: values across block boundaries, shared blocks copied before they change.
-#include "cache/position_list.h"
+#include "cache/manifest/position_list.h"
 
 #include <gtest/gtest.h>
 

@@ -24,9 +24,9 @@
 #include <thread>
 #include <vector>
 
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
-#include "cache/ssd_tier.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
+#include "cache/tiers/ssd_tier.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 

@@ -1,4 +1,4 @@
-#include "cache/prefetcher.h"
+#include "cache/prefetch/prefetcher.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "cache/ram_tier.h"
+#include "cache/tiers/ram_tier.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 

@@ -1,6 +1,6 @@
 // StableSortByKey against std::stable_sort: random keys of every width, few and many
 // distinct values, equal keys (their order kept), constant bytes (skipped passes).
-#include "cache/radix_sort.h"
+#include "cache/plan/radix_sort.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cache/ram_tier.h"
+#include "cache/tiers/ram_tier.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cache/read_watch.h"
+#include "cache/prefetch/read_watch.h"
 
 #include <gtest/gtest.h>
 
@@ -59,7 +59,9 @@ TEST(ReadWatch, ReadsOutsideThePlanNameTheStrayAndThePlansFirstFile) {
   std::optional<std::string> said;
   for (int i = 0; i < 10; ++i) {
     said = w.Observe(i < 6 ? Unplanned(true) : Planned(0), t0);
-    if (i < 9) EXPECT_FALSE(said);
+    if (i < 9) {
+      EXPECT_FALSE(said);
+    }
   }
   ASSERT_TRUE(said);
   EXPECT_NE(said->find("6 of the first 10 files read since the plan was registered are not in it"),

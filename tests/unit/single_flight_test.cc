@@ -1,4 +1,4 @@
-#include "cache/single_flight.h"
+#include "cache/prefetch/single_flight.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cache/ssd_tier.h"
+#include "cache/tiers/ssd_tier.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "cache/ssd_dir.h"
+#include "cache/tiers/ssd_dir.h"
 #include "conf/config.h"
 #include "tests/unit/test_util.h"
 

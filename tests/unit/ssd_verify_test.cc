@@ -1,7 +1,7 @@
-// The offline check of an SSD cache (cache/ssd_verify.h), the cache's description
-// (cache/cache_info.h) and what a failed start takes back (SsdTier::Abandon), on a real
+// The offline check of an SSD cache (cache/tiers/ssd_verify.h), the cache's description
+// (cache/tiers/cache_info.h) and what a failed start takes back (SsdTier::Abandon), on a real
 // SsdTier in a temporary directory.
-#include "cache/ssd_verify.h"
+#include "cache/tiers/ssd_verify.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cache/cache_info.h"
-#include "cache/object_key.h"
-#include "cache/ssd_tier.h"
+#include "cache/tiers/cache_info.h"
+#include "cache/base/object_key.h"
+#include "cache/tiers/ssd_tier.h"
 #include "tests/unit/test_util.h"
 
 namespace clairfs {

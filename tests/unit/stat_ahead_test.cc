@@ -1,6 +1,6 @@
 // StatAhead over a real backing store (a temporary directory): stats made ahead stand for a
-// read's own only under the rules of cache/stat_ahead.h.
-#include "cache/stat_ahead.h"
+// read's own only under the rules of cache/backing/stat_ahead.h.
+#include "cache/backing/stat_ahead.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

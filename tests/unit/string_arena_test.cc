@@ -1,4 +1,4 @@
-#include "cache/string_arena.h"
+#include "cache/base/string_arena.h"
 
 #include <gtest/gtest.h>
 

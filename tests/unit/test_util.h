@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "cache/backing.h"
-#include "cache/manifest.h"
-#include "cache/object.h"
-#include "cache/plan.h"
-#include "cache/resolver.h"
+#include "cache/backing/backing.h"
+#include "cache/manifest/manifest.h"
+#include "cache/base/object.h"
+#include "cache/plan/plan.h"
+#include "cache/backing/resolver.h"
 
 namespace clairfs::testing {
 

@@ -1,7 +1,7 @@
 // The prefetcher over a RAM tier and a real RocksDB SSD tier: placement across both, reuse of
 // the SSD by a new daemon (no backing reads for what it holds), promotion to RAM on a new plan,
 // and a corrupt SSD object served correctly from the backing store.
-#include "cache/tier_stack.h"
+#include "cache/tiers/tier_stack.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "cache/prefetcher.h"
-#include "cache/ram_tier.h"
-#include "cache/ssd_tier.h"
+#include "cache/prefetch/prefetcher.h"
+#include "cache/tiers/ram_tier.h"
+#include "cache/tiers/ssd_tier.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 

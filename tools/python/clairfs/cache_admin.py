@@ -6,7 +6,7 @@
     clairfs-ctl cache clean (DIR... | --dataset PATH | --unused-for DAYS | --all) [--dry-run]
 
 A cache is a directory holding `clairfs.lock` (the daemon's flock, with its pid) and either
-`clairfs.json` (its description: dataset, version, created, last_used; cache/cache_info.h) or
+`clairfs.json` (its description: dataset, version, created, last_used; cache/tiers/cache_info.h) or
 RocksDB's `CURRENT`; a lock file alone is the remains of a start that never opened it. The
 default roots are where the daemon puts caches by default (conf/clairfs.yaml): root's
 /var/tmp/clairfs and the calling user's $XDG_CACHE_HOME/clairfs or ~/.cache/clairfs.

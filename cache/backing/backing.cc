@@ -1,0 +1,723 @@
+#include "cache/backing/backing.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <spdlog/spdlog.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <optional>
+
+namespace clairfs {
+namespace {
+
+// A whole-file read proceeds in steps of this size; each must complete within the timeout.
+constexpr uint64_t kReadChunk = 4ull << 20;
+// How long a retry waits for the clock to pass a modification it could not rule out.
+constexpr int64_t kClockWaitNs = 60'000'000;
+// A write in progress when a read begins has set its stamp before (a write updates the stamps
+// first, then copies): a file modified less than this long before a read began may be in the
+// middle of a single write, so it cannot be proven stable yet.
+constexpr int64_t kSettleNs = 10'000'000;
+// A stamp this far past the local clock was set by another clock (a network file system's
+// server): the local clock's granularity says nothing about it.
+constexpr int64_t kForeignClockNs = 20'000'000;
+
+// Opens path beneath root without following any symlink; a trailing symlink is opened itself
+// when flags has O_PATH|O_NOFOLLOW, and fails with ELOOP otherwise.
+int OpenBeneath(int root_fd, const std::string& path, int flags) {
+  struct open_how how = {};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const char* p = path.empty() ? "." : path.c_str();
+  int fd;
+  do {
+    fd = static_cast<int>(syscall(SYS_openat2, root_fd, p, &how, sizeof(how)));
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+// An owned descriptor. Movable, so that an abandoned OpenAt's descriptor is closed by the I/O
+// thread that opened it when its result is dropped.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  int fd_;
+};
+
+// s, with a refusal for want of permission turned into "missing" (see MaybeAs).
+Status Unseen(Status s) {
+  if (s.os_errno() != EACCES && s.os_errno() != EPERM) return s;
+  std::string what = s.message();
+  if (const size_t colon = what.rfind(": "); colon != std::string::npos) what.resize(colon);
+  return Status::FromErrno(ENOENT, what);
+}
+
+// Under an identity (PosixBacking::AsCaller), a regular file must be readable too: EACCES
+// otherwise, as if a directory above it could not be searched. name relative to dir_fd, or ""
+// for dir_fd itself; st is its lstat.
+int ReadableAs(int dir_fd, const char* name, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return 0;
+  const int flags = AT_EACCESS | (*name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH);
+  if (syscall(SYS_faccessat2, dir_fd, name, R_OK, flags) != 0) return errno;
+  return 0;
+}
+
+// Runs body as `as` when as is set (AsCaller), else as the daemon. Under an identity, what it
+// may not see (EACCES: a directory it may not search, a file it may not read) is reported as
+// missing (ENOENT), so that the caller learns nothing of names it could not stat.
+Status MaybeAs(const PosixBacking::AsIdentity& as, const std::function<Status()>& body) {
+  return as ? Unseen(as(body)) : body();
+}
+
+// The lstat of each of paths (canonical, relative to the root) into (*st)[i], (*status)[i]. By
+// directory: each is opened once (beneath the root, no symlink followed) and its names are
+// stat'ed relative to it without following a final symlink, which is what opening the whole
+// path would report, in one system call instead of three. as: run under a caller's identity
+// (PosixBacking::AsCaller), where a regular file must be readable too (ReadableAs).
+void StatBatch(int root_fd, const std::vector<std::string>& paths, bool as,
+               std::vector<struct stat>* st, std::vector<Status>* status,
+               IoProgress& progress) {
+  st->assign(paths.size(), {});
+  status->assign(paths.size(), Status::Ok());
+  std::vector<uint32_t> order(paths.size());
+  std::vector<size_t> slash(paths.size());
+  for (uint32_t i = 0; i < paths.size(); ++i) {
+    order[i] = i;
+    slash[i] = paths[i].rfind('/');
+  }
+  const auto dir = [&](uint32_t i) {
+    return slash[i] == std::string::npos ? std::string_view()
+                                         : std::string_view(paths[i]).substr(0, slash[i]);
+  };
+  const auto by_dir = [&](uint32_t a, uint32_t b) { return dir(a) < dir(b); };
+  if (!std::is_sorted(order.begin(), order.end(), by_dir)) {  // a dataset's order mostly is
+    std::sort(order.begin(), order.end(), by_dir);
+  }
+  Fd dfd;
+  Status dstatus;
+  std::string_view open_dir;
+  bool have_dir = false;
+  for (uint32_t i : order) {
+    const std::string_view name = slash[i] == std::string::npos
+                                      ? std::string_view(paths[i])
+                                      : std::string_view(paths[i]).substr(slash[i] + 1);
+    if (name.empty() || name == "." || name == "..") {  // not a plain name: the long way
+      Fd fd(OpenBeneath(root_fd, paths[i], O_PATH));
+      if (fd.get() < 0 || fstat(fd.get(), &(*st)[i]) != 0) {
+        (*status)[i] = Status::FromErrno(errno, paths[i]);
+      } else if (int err = as ? ReadableAs(fd.get(), "", (*st)[i]) : 0; err != 0) {
+        (*status)[i] = Status::FromErrno(err, paths[i]);
+      }
+      progress.Touch();
+      continue;
+    }
+    if (!have_dir || dir(i) != open_dir) {
+      open_dir = dir(i);
+      have_dir = true;
+      // "dir/." fails as the whole path would: ELOOP through a symlink, ENOTDIR a file.
+      dfd = Fd(OpenBeneath(root_fd, open_dir.empty() ? "" : std::string(open_dir) + "/.",
+                           O_PATH));
+      dstatus = dfd.get() < 0 ? Status::FromErrno(errno, std::string(open_dir)) : Status();
+    }
+    const char* leaf = paths[i].c_str() + (paths[i].size() - name.size());  // name ends it
+    if (!dstatus.ok()) {
+      (*status)[i] = Status::FromErrno(dstatus.os_errno(), paths[i]);
+    } else if (fstatat(dfd.get(), leaf, &(*st)[i], AT_SYMLINK_NOFOLLOW) != 0) {
+      (*status)[i] = Status::FromErrno(errno, paths[i]);
+    } else if (int err = as ? ReadableAs(dfd.get(), leaf, (*st)[i]) : 0; err != 0) {
+      (*status)[i] = Status::FromErrno(err, paths[i]);
+    }
+    progress.Touch();
+  }
+}
+
+int64_t CoarseRealtimeNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+// The latest modification stamp of a version (data or metadata).
+int64_t StampOf(const FileVersion& v) { return std::max(v.mtime_ns, v.ctime_ns); }
+
+// Polls (bounded by kClockWaitNs) until the kernel's file-timestamp clock is past stamp.
+void WaitForClockPast(int64_t stamp) {
+  const int64_t give_up = CoarseRealtimeNs() + kClockWaitNs;
+  for (int64_t now = CoarseRealtimeNs(); now <= stamp && now < give_up; now = CoarseRealtimeNs()) {
+    struct timespec pause = {0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+Status Changed(const std::string& path) {
+  return Status::Error(Code::kIoError, path + ": changed while being read");
+}
+
+// A descriptor's file is no longer the version it was opened at (ESTALE: the reader's view of
+// the file went stale).
+Status ChangedSinceOpen(const std::string& path) {
+  return Status::Error(Code::kIoError, path + ": changed since it was opened", ESTALE);
+}
+
+// Clears O_NONBLOCK from a descriptor that turned out to be a regular file (a regular file
+// ignores it on local file systems; a network or FUSE file system might not).
+Status ClearNonblock(int fd, const std::string& path) {
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return Status::FromErrno(errno, path);
+  return Status::Ok();
+}
+
+// One attempt at reading range of the file. *changed: the bytes may not all belong to one
+// version; *stamp: the latest modification stamp seen.
+Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, ByteRange range,
+                         IoProgress& progress, bool* changed, int64_t* stamp) {
+  const int64_t began = CoarseRealtimeNs();
+  Fd fd(OpenBeneath(root_fd, path, O_RDONLY | O_NONBLOCK));
+  if (fd.get() < 0) return Status::FromErrno(errno, path);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
+  if (!S_ISREG(st.st_mode)) {
+    return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
+  }
+  if (Status s = ClearNonblock(fd.get(), path); !s.ok()) return s;
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (!range.whole() && (range.offset > file_size || range.length > file_size - range.offset)) {
+    return Status::Error(Code::kInvalidArgument, path + ": range " + std::to_string(range.offset) +
+                                                     "+" + std::to_string(range.length) +
+                                                     " is not inside the file (size " +
+                                                     std::to_string(file_size) + ")");
+  }
+  const uint64_t base = range.offset;
+  const uint64_t size = range.whole() ? file_size : range.length;
+  // A chunk is read exactly: the kernel's readahead past its end would read bytes of the next
+  // chunk from the store for nothing (chunks are fetched in plan order, not file order).
+  // Advice only: its failure changes nothing.
+  if (!range.whole()) (void)posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
+  const FileVersion version = VersionOf(st);
+  *stamp = StampOf(version);
+  auto blob = Blob::Allocate(size, version);
+  uint64_t done = 0;
+  while (done < size) {
+    const uint64_t want = std::min(size - done, kReadChunk);
+    ssize_t n = pread(fd.get(), blob->mutable_data() + done, want, static_cast<off_t>(base + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, path);
+    if (n == 0) {  // shrank
+      *changed = true;
+      return Changed(path);
+    }
+    done += static_cast<uint64_t>(n);
+    progress.Touch();
+  }
+  // A whole-file read checks that nothing follows the bytes read (the file grew); a range is
+  // checked by the version alone, which holds the size.
+  ssize_t n = 0;
+  if (range.whole()) {
+    char extra;
+    do {
+      n = pread(fd.get(), &extra, 1, static_cast<off_t>(size));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return Status::FromErrno(errno, path);
+  }
+  struct stat after;
+  if (fstat(fd.get(), &after) != 0) return Status::FromErrno(errno, path);
+  *stamp = std::max(*stamp, StampOf(VersionOf(after)));
+  // A later write changes a stamp, except one in the same clock tick as the first fstat (the
+  // stamps are as coarse as the kernel's clock tick), and a single write in progress during the
+  // whole read (its stamps were set before it copied). So a file modified since kSettleNs
+  // before `began` cannot be proven stable and counts as changed (unless its stamp comes from
+  // another clock, too far ahead of this one to be compared).
+  const bool recent = *stamp >= began - kSettleNs && *stamp <= CoarseRealtimeNs() + kForeignClockNs;
+  if (n > 0 || VersionOf(after) != version || recent) {
+    *changed = true;
+    return Changed(path);
+  }
+  blob->Seal();
+  return BlobPtr(std::move(blob));
+}
+
+}  // namespace
+
+struct PosixBacking::RootDir {
+  explicit RootDir(int f) : fd(f) {}
+  ~RootDir() { close(fd); }
+  RootDir(const RootDir&) = delete;
+  RootDir& operator=(const RootDir&) = delete;
+  const int fd;
+};
+
+Result<std::unique_ptr<PosixBacking>> PosixBacking::Open(const std::string& root_dir, IoOptions io,
+                                                         Stats* stats, OnDisconnect on_disconnect) {
+  int fd = open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "cannot open dataset directory '" + root_dir + "'");
+  auto root = std::make_shared<const RootDir>(fd);
+  RootAtOpen at_open;
+  if (fstat(fd, &at_open.st) != 0) {
+    return Status::FromErrno(errno, "cannot stat dataset directory '" + root_dir + "'");
+  }
+  at_open.acl_access = FdXattr(fd, "system.posix_acl_access", root_dir);
+  at_open.acl_default = FdXattr(fd, "system.posix_acl_default", root_dir);
+  return std::unique_ptr<PosixBacking>(
+      new PosixBacking(std::move(root), std::move(at_open), io, stats, root_dir, on_disconnect));
+}
+
+PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_open, IoOptions io,
+                           Stats* stats, std::string root_path, OnDisconnect on_disconnect)
+    : root_path_(std::move(root_path)),
+      root_at_open_(std::move(at_open)),
+      on_disconnect_(on_disconnect),
+      root_(std::move(root)),
+      io_(io, stats) {}
+
+bool StoreUnreachable(const Status& s) {
+  if (s.code() == Code::kTimedOut) return true;
+  switch (s.os_errno()) {
+    case ENOTCONN:
+    case ECONNABORTED:
+    case ECONNRESET:
+    case ESHUTDOWN:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENETDOWN:
+    case ENETUNREACH:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::shared_ptr<const PosixBacking::RootDir> PosixBacking::Root() const {
+  std::lock_guard lock(root_mu_);
+  return root_;
+}
+
+template <typename T>
+Result<T> PosixBacking::Note(Result<T> r) const {
+  if (r.ok()) return r;
+  const int err = r.status().os_errno();
+  if (err == ENOTCONN || err == ECONNABORTED) Reopen(r.status());
+  // Faults of the store itself; answers about a file (ENOENT, EACCES...) are not logged.
+  if (err == EIO || err == ENXIO || err == ENODEV || err == EREMOTEIO || err == ESTALE) {
+    if (uint64_t more = 0; fault_log_.Allow(&more)) {
+      spdlog::warn("backing store: {}{}", r.status().message(),
+                   more ? fmt::format(" ({} more since the last line)", more) : "");
+    }
+  }
+  return r;
+}
+
+void PosixBacking::Reopen(const Status& cause) const {
+  if (on_disconnect_ != OnDisconnect::kReopen) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  {
+    std::lock_guard lock(root_mu_);
+    if (now - last_reopen_ns_ < 1'000'000'000) return;
+    last_reopen_ns_ = now;
+  }
+  // The open itself may hang on whatever is mounted there now: an I/O call with its deadline.
+  auto r = io_.Run<Fd>("", [path = root_path_](IoProgress&) -> Result<Fd> {
+    Fd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.get() < 0) return Status::FromErrno(errno, "dataset directory '" + path + "'");
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "dataset directory");
+    return fd;
+  });
+  std::lock_guard lock(root_mu_);
+  if (!r.ok()) {
+    if (!reopen_logged_) {
+      reopen_logged_ = true;
+      spdlog::error("backing store disconnected ({}); reopening {} failed: {}; retrying",
+                    cause.message(), root_path_, r.status().message());
+    }
+    return;
+  }
+  root_ = std::make_shared<const RootDir>(r.value().release());
+  reopen_logged_ = false;
+  spdlog::warn("backing store disconnected ({}); reopened {}", cause.message(), root_path_);
+}
+
+PosixBacking::~PosixBacking() { io_.Stop(); }
+
+void PosixBacking::Stop() { io_.Stop(); }
+
+// Each call below copies what it uses (the root, the path) into the closure run on the I/O
+// thread: an abandoned call may run on after its caller, and this object, are gone.
+
+void Backing::LstatMany(std::vector<std::string>* paths, std::vector<struct stat>* st,
+                        std::vector<Status>* status) const {
+  st->assign(paths->size(), {});
+  status->assign(paths->size(), Status::Ok());
+  for (size_t i = 0; i < paths->size(); ++i) (*status)[i] = Lstat((*paths)[i], &(*st)[i]);
+}
+
+void PosixBacking::LstatMany(std::vector<std::string>* paths, std::vector<struct stat>* st,
+                             std::vector<Status>* status) const {
+  LstatManyAs(paths, st, status, nullptr);
+}
+
+void PosixBacking::LstatManyAs(std::vector<std::string>* paths_in, std::vector<struct stat>* st,
+                               std::vector<Status>* status, const AsIdentity* as_in) const {
+  struct Out {
+    std::vector<struct stat> st;
+    std::vector<Status> status;
+    std::vector<std::string> paths;  // given back
+  };
+  const size_t n = paths_in->size();
+  // The paths move into the call (an abandoned call may run on after its caller returned)
+  // and come back with its result.
+  auto r = Note(io_.Run<std::shared_ptr<Out>>(
+      std::string("\0stat batch", 11),
+      [root = Root(), paths = std::move(*paths_in),
+       as = as_in ? *as_in : AsIdentity()](IoProgress& progress) mutable
+      -> Result<std::shared_ptr<Out>> {
+        auto out = std::make_shared<Out>();
+        const Status switched = MaybeAs(as, [&]() -> Status {
+          StatBatch(root->fd, paths, static_cast<bool>(as), &out->st, &out->status, progress);
+          return Status::Ok();
+        });
+        if (!switched.ok()) return switched;  // the identity could not be taken
+        if (as) {
+          for (Status& st_i : out->status) st_i = Unseen(std::move(st_i));
+        }
+        out->paths = std::move(paths);
+        return out;
+      }));
+  if (!r.ok()) {
+    st->assign(n, {});
+    status->assign(n, r.status());
+    return;
+  }
+  *st = std::move(r.value()->st);
+  *status = std::move(r.value()->status);
+  *paths_in = std::move(r.value()->paths);
+}
+
+Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
+  return LstatAs(path, st, nullptr);
+}
+
+Status PosixBacking::LstatAs(const std::string& path, struct stat* st,
+                             const AsIdentity* as_in) const {
+  auto r = Note(io_.Run<struct stat>(
+      path, [root = Root(), path, as = as_in ? *as_in : AsIdentity()](
+                IoProgress&) -> Result<struct stat> {
+        struct stat s;
+        if (path.empty()) {
+          if (fstat(root->fd, &s) != 0) return Status::FromErrno(errno, "stat of dataset root");
+          return s;
+        }
+        const Status done = MaybeAs(as, [&]() -> Status {
+          Fd fd(OpenBeneath(root->fd, path, O_PATH));
+          if (fd.get() < 0) return Status::FromErrno(errno, path);
+          if (fstat(fd.get(), &s) != 0) return Status::FromErrno(errno, path);
+          if (int err = as ? ReadableAs(fd.get(), "", s) : 0; err != 0) {
+            return Status::FromErrno(err, path);
+          }
+          return Status::Ok();
+        });
+        if (!done.ok()) return done;
+        return s;
+      }));
+  if (!r.ok()) return r.status();
+  *st = r.value();
+  return Status::Ok();
+}
+
+Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
+  return ReadLinkAs(path, nullptr);
+}
+
+Result<std::string> PosixBacking::ReadLinkAs(const std::string& path,
+                                             const AsIdentity* as_in) const {
+  return Note(io_.Run<std::string>(
+      path,
+      [root = Root(), path, as = as_in ? *as_in : AsIdentity()](IoProgress&)
+          -> Result<std::string> {
+        std::string target(PATH_MAX, '\0');
+        const Status done = MaybeAs(as, [&]() -> Status {
+          Fd fd(OpenBeneath(root->fd, path, O_PATH));
+          if (fd.get() < 0) return Status::FromErrno(errno, path);
+          ssize_t n = readlinkat(fd.get(), "", target.data(), target.size());
+          if (n < 0) return Status::FromErrno(errno, path);
+          target.resize(static_cast<size_t>(n));
+          return Status::Ok();
+        });
+        if (!done.ok()) return done;
+        return target;
+      }));
+}
+
+// PosixBacking::AsCaller's view: the lookups of the backing under an identity, no reads.
+class CallerBacking final : public Backing {
+ public:
+  CallerBacking(const PosixBacking& backing, PosixBacking::AsIdentity as)
+      : backing_(backing), as_(std::move(as)) {}
+  Status Lstat(const std::string& path, struct stat* st) const override {
+    return backing_.LstatAs(path, st, &as_);
+  }
+  void LstatMany(std::vector<std::string>* paths, std::vector<struct stat>* st,
+                 std::vector<Status>* status) const override {
+    backing_.LstatManyAs(paths, st, status, &as_);
+  }
+  Result<std::string> ReadLink(const std::string& path) const override {
+    return backing_.ReadLinkAs(path, &as_);
+  }
+  Result<BlobPtr> Read(const std::string& path, ByteRange) const override {
+    return Status::FromErrno(EACCES, path + ": not read through a caller's view");
+  }
+
+ private:
+  const PosixBacking& backing_;
+  const PosixBacking::AsIdentity as_;
+};
+
+std::shared_ptr<const Backing> PosixBacking::AsCaller(AsIdentity as) const {
+  return std::make_shared<const CallerBacking>(*this, std::move(as));
+}
+
+Result<BlobPtr> PosixBacking::Read(const std::string& path, ByteRange range) const {
+  return Note(
+      io_.Run<BlobPtr>(path, [root = Root(), path, range](IoProgress& progress) -> Result<BlobPtr> {
+        for (int attempt = 0;; ++attempt) {
+          bool changed = false;
+          int64_t stamp = 0;
+          auto r = ReadOnce(root->fd, path, range, progress, &changed, &stamp);
+          if (!changed || attempt == 1) return r;
+          WaitForClockPast(stamp + kSettleNs);
+          progress.Touch();
+        }
+      }));
+}
+
+Result<PosixBacking::Opened> PosixBacking::OpenFile(const std::string& path) const {
+  auto r = Note(io_.Run<Opened>(
+      path, [root = Root(), path, post = io_.poster()](IoProgress&) -> Result<Opened> {
+        Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_NONBLOCK));
+        if (fd.get() < 0) return Status::FromErrno(errno, path);
+        Opened out;
+        if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
+        if (!S_ISREG(out.st.st_mode)) {
+          return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
+        }
+        out.handle = StoreHandle::Make(fd.release(), nullptr, post);
+        return out;
+      }));
+  return r;
+}
+
+Result<PosixBacking::Opened> PosixBacking::OpenDir(const std::string& path) const {
+  auto r = Note(io_.Run<Opened>(
+      path, [root = Root(), path, post = io_.poster()](IoProgress&) -> Result<Opened> {
+        // O_DIRECTORY fails with ENOTDIR before a FIFO or device is opened.
+        Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_DIRECTORY));
+        if (fd.get() < 0) return Status::FromErrno(errno, path);
+        Opened out;
+        if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
+        DIR* dir = fdopendir(fd.get());
+        if (!dir) return Status::FromErrno(errno, path);
+        const int owned = fd.release();  // the stream owns it now
+        out.handle = StoreHandle::Make(owned, dir, post);
+        return out;
+      }));
+  return r;
+}
+
+Result<PosixBacking::Bytes> PosixBacking::ReadAt(const StoreHandlePtr& h, const std::string& path,
+                                                 size_t n, uint64_t off) const {
+  return Note(io_.Run<Bytes>(path, [h, path, n, off](IoProgress& progress) -> Result<Bytes> {
+    Bytes out;
+    out.data = std::make_unique_for_overwrite<char[]>(n == 0 ? 1 : n);
+    while (out.size < n) {
+      const ssize_t r = pread(h->fd(), out.data.get() + out.size, n - out.size,
+                              static_cast<off_t>(off + out.size));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Status::FromErrno(errno, path);
+      if (r == 0) break;
+      out.size += static_cast<size_t>(r);
+      progress.Touch();
+    }
+    return out;
+  }));
+}
+
+Result<PosixBacking::Bytes> PosixBacking::ReadAtVersion(const StoreHandlePtr& h,
+                                                        const std::string& path, size_t n,
+                                                        uint64_t off,
+                                                        const FileVersion& version) const {
+  // A change is an answer about the file, not a fault of the store: passed past Note (which
+  // logs ESTALE from the store itself) as `changed`.
+  struct Out {
+    Bytes bytes;
+    bool changed = false;
+  };
+  auto r = Note(io_.Run<Out>(path, [h, path, n, off, version](IoProgress& progress) -> Result<Out> {
+    const uint64_t want = off >= version.size ? 0 : std::min<uint64_t>(n, version.size - off);
+    Out out;
+    out.bytes.data = std::make_unique_for_overwrite<char[]>(want == 0 ? 1 : want);
+    size_t& got = out.bytes.size;
+    for (int attempt = 0;; ++attempt) {
+      const int64_t began = CoarseRealtimeNs();
+      got = 0;
+      while (got < want) {
+        const ssize_t r = pread(h->fd(), out.bytes.data.get() + got, want - got,
+                                static_cast<off_t>(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Status::FromErrno(errno, path);
+        if (r == 0) break;  // shorter than the version: truncated
+        got += static_cast<size_t>(r);
+        progress.Touch();
+      }
+      struct stat after;
+      if (fstat(h->fd(), &after) != 0) return Status::FromErrno(errno, path);
+      out.changed = got < want || VersionOf(after) != version;
+      if (out.changed) return out;
+      // As in ReadOnce: a stamp this recent may belong to a write still copying its bytes.
+      const int64_t stamp = StampOf(version);
+      const bool recent =
+          stamp >= began - kSettleNs && stamp <= CoarseRealtimeNs() + kForeignClockNs;
+      if (!recent) return out;
+      if (attempt == 1) {
+        out.changed = true;
+        return out;
+      }
+      WaitForClockPast(stamp + kSettleNs);
+      progress.Touch();
+    }
+  }));
+  if (!r.ok()) return r.status();
+  if (r.value().changed) return ChangedSinceOpen(path);
+  return std::move(r.value().bytes);
+}
+
+Status PosixBacking::Fstat(const StoreHandlePtr& h, const std::string& path,
+                           struct stat* st) const {
+  auto r = Note(io_.Run<struct stat>(
+      path, [ h, path ](IoProgress&) -> Result<struct stat> {
+        struct stat s;
+        if (fstat(h->fd(), &s) != 0) return Status::FromErrno(errno, path);
+        return s;
+      }));
+  if (!r.ok()) return r.status();
+  *st = r.value();
+  return Status::Ok();
+}
+
+Result<std::vector<PosixBacking::DirEntry>> PosixBacking::ReadDir(const StoreHandlePtr& h,
+                                                                  const std::string& path,
+                                                                  off_t off, size_t bytes) const {
+  using Entries = std::vector<DirEntry>;
+  // The stream is used by one call at a time: a call abandoned inside readdir() makes the next
+  // one on its key fail at once (IoExecutor), which the root's key "" would not.
+  const std::string key = path.empty() ? "." : path;
+  return Note(io_.Run<Entries>(key, [h, path, off, bytes](IoProgress&) -> Result<Entries> {
+    DIR* dir = h->dir();
+    if (off != h->dir_pos) {
+      if (off == 0) {
+        rewinddir(dir);
+      } else {
+        seekdir(dir, off);
+      }
+      h->dir_pos = off;
+    }
+    Entries out;
+    size_t used = 0;
+    for (;;) {
+      errno = 0;
+      struct dirent* d = readdir(dir);
+      if (!d) {
+        if (errno != 0 && out.empty()) return Status::FromErrno(errno, path);
+        break;
+      }
+      h->dir_pos = telldir(dir);
+      out.push_back({d->d_name, d->d_ino, d->d_type, h->dir_pos});
+      // A FUSE directory entry: 24 bytes and the name, 8-byte aligned.
+      used += (24 + out.back().name.size() + 7) & ~size_t{7};
+      if (used >= bytes) break;
+    }
+    return out;
+  }));
+}
+
+Result<std::string> PosixBacking::Xattr(const std::string& path, const char* name) const {
+  // The name is copied: the call may outlive this caller.
+  std::optional<std::string> wanted;
+  if (name) wanted = name;
+  return Note(
+      io_.Run<std::string>(path, [root = Root(), path, wanted](IoProgress&) -> Result<std::string> {
+        Fd fd(OpenBeneath(root->fd, path, O_PATH));
+        if (fd.get() < 0) return Status::FromErrno(errno, path);
+        struct stat st;
+        if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, path);
+        if (S_ISLNK(st.st_mode)) {
+          return wanted ? Result<std::string>(Status::FromErrno(ENODATA, path)) : std::string();
+        }
+        return FdXattr(fd.get(), wanted ? wanted->c_str() : nullptr, path);
+      }));
+}
+
+Result<int> PosixBacking::WatchDir(std::shared_ptr<const int> inotify, const std::string& path,
+                                   uint32_t mask) const {
+  return Note(io_.Run<int>(path, [root = Root(), inotify, path, mask](IoProgress&) -> Result<int> {
+    Fd fd(OpenBeneath(root->fd, path, O_PATH | O_DIRECTORY));
+    if (fd.get() < 0) return Status::FromErrno(errno, path);
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+    const int wd = inotify_add_watch(*inotify, proc.c_str(), mask | IN_ONLYDIR);
+    if (wd < 0) return Status::FromErrno(errno, path);
+    return wd;
+  }));
+}
+
+Status PosixBacking::CheckAccess(const std::string& path, int mask, AsIdentity as) const {
+  auto r = Note(io_.Run<bool>(path, [root = Root(), path, mask, as = std::move(as)](IoProgress&) {
+    Status s = as([&]() -> Status {
+      Fd fd(OpenBeneath(root->fd, path, O_PATH));
+      if (fd.get() < 0) return Status::FromErrno(errno, path);
+      if (syscall(SYS_faccessat2, fd.get(), "", mask, AT_EACCESS | AT_EMPTY_PATH) != 0) {
+        return Status::FromErrno(errno, path);
+      }
+      return Status::Ok();
+    });
+    return s.ok() ? Result<bool>(true) : Result<bool>(s);
+  }));
+  return r.status();
+}
+
+Status PosixBacking::StatFs(struct statvfs* st) const {
+  auto r = Note(io_.Run<struct statvfs>(
+      "", [root = Root()](IoProgress&) -> Result<struct statvfs> {
+        struct statvfs s;
+        if (fstatvfs(root->fd, &s) != 0) return Status::FromErrno(errno, "statfs of dataset");
+        return s;
+      }));
+  if (!r.ok()) return r.status();
+  *st = r.value();
+  return Status::Ok();
+}
+
+}  // namespace clairfs

@@ -1,0 +1,194 @@
+#include "cache/backing/stat_ahead.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace clairfs {
+namespace {
+
+int64_t Ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+}  // namespace
+
+StatAhead::StatAhead(const Backing& backing, Hooks hooks, StatAheadOptions options,
+                     Stats::StatAhead& counters)
+    : backing_(backing), hooks_(std::move(hooks)), options_(options), counters_(counters) {}
+
+StatAhead::~StatAhead() { Stop(); }
+
+void StatAhead::Start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable() || stop_) return;
+  thread_ = std::thread([this] { Loop(); });
+  running_.store(true, std::memory_order_release);
+}
+
+void StatAhead::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  running_.store(false, std::memory_order_release);
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool StatAhead::Recent(const std::string& path, struct stat* st) {
+  if (!running_.load(std::memory_order_acquire)) return false;
+  // Quiet first: from then on every change made before this call has been forgotten.
+  if (!hooks_.quiet()) {
+    counters_.missed.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(mu_);
+    auto it = records_.find(path);
+    if (it != records_.end() && it->second.vouched && now - it->second.at <= options_.max_age) {
+      *st = it->second.st;
+      counters_.used.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  counters_.missed.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void StatAhead::Forget(const std::string& path) {
+  std::lock_guard lock(mu_);
+  ++forgets_;
+  records_.erase(path);
+}
+
+void StatAhead::ForgetAll() {
+  std::lock_guard lock(mu_);
+  ++forgets_;
+  records_.clear();
+  order_.clear();
+}
+
+void StatAhead::Consumed() {
+  const uint64_t n = consumed_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n < wake_at_.load(std::memory_order_relaxed) &&
+      Ns(Clock::now()) < refresh_at_ns_.load(std::memory_order_relaxed)) {
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (poked_) return;
+    poked_ = true;
+    // Nobody else wakes the thread until its next batch sets the marks again.
+    wake_at_.store(UINT64_MAX, std::memory_order_relaxed);
+    refresh_at_ns_.store(INT64_MAX, std::memory_order_relaxed);
+  }
+  cv_.notify_one();
+}
+
+size_t StatAhead::size() const {
+  std::lock_guard lock(mu_);
+  return records_.size();
+}
+
+void StatAhead::Loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      if (options_.idle_refresh.count() > 0) {
+        cv_.wait_for(lock, options_.idle_refresh, [&] { return stop_ || poked_; });
+      } else {
+        cv_.wait(lock, [&] { return stop_ || poked_; });
+      }
+      if (stop_) return;
+      poked_ = false;
+    }
+    Batch();
+  }
+}
+
+void StatAhead::Batch() {
+  const uint64_t consumed = consumed_.load(std::memory_order_relaxed);
+  const auto begin = Clock::now();
+  uint64_t forgets;  // a change reported from here on drops the batch's records
+  {
+    std::lock_guard lock(mu_);
+    forgets = forgets_;
+  }
+  std::vector<std::string> paths;
+  hooks_.upcoming(options_.ahead, &paths);
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  // Recent answers only for paths whose directory is watched from before the stat: a change
+  // made before the watch began was reported to nobody. One question per directory, before the
+  // stats. Paths of directories not watched are statted only for freshness (check_all).
+  std::unordered_map<std::string, bool> watched;
+  for (const auto& p : paths) {
+    auto [it, fresh] = watched.try_emplace(DirOf(p), false);
+    if (fresh) it->second = hooks_.watched(it->first);
+  }
+  size_t covered = 0;  // upcoming paths with a usable record after this batch
+  {
+    std::lock_guard lock(mu_);
+    // A record young enough is kept, unless it is not vouched for while its directory is
+    // watched now: statted again, it becomes usable.
+    std::erase_if(paths, [&](const std::string& p) {
+      auto it = records_.find(p);
+      const bool keep = it != records_.end() && begin - it->second.at < options_.max_age / 2 &&
+                        (it->second.vouched || !watched[DirOf(p)]);
+      covered += keep && it->second.vouched;
+      return keep;
+    });
+  }
+  std::vector<bool> vouched;
+  std::erase_if(paths, [&](const std::string& p) {
+    const bool w = watched[DirOf(p)];
+    if (!w && !options_.check_all) return true;
+    vouched.push_back(w);
+    return false;
+  });
+  if (!paths.empty()) {
+    std::vector<struct stat> st;
+    std::vector<Status> status;
+    backing_.LstatMany(&paths, &st, &status);
+    {
+      std::lock_guard lock(mu_);
+      counters_.batches.fetch_add(1, std::memory_order_relaxed);  // counted once it landed
+      if (forgets_ == forgets && !stop_) {  // else a change was reported meanwhile: dropped
+        for (size_t i = 0; i < paths.size() && i < st.size() && i < status.size(); ++i) {
+          if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
+          Insert(paths[i], st[i], begin, vouched[i]);
+          covered += vouched[i];
+          counters_.stats.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    }
+    if (hooks_.checked) hooks_.checked(paths, st, status);
+  }
+  // The next batch: once the readers consumed half of what the records now cover, or this
+  // batch is half max_age old; so sooner while few are covered (directories not watched yet:
+  // the kernel looks them up as the job reaches them), but never after fewer than kMinReads.
+  const uint64_t half = std::min<uint64_t>(options_.ahead / 2, covered / 2);
+  wake_at_.store(consumed + std::max<uint64_t>(kMinReads, half), std::memory_order_relaxed);
+  refresh_at_ns_.store(Ns(begin + options_.max_age / 2), std::memory_order_relaxed);
+}
+
+void StatAhead::Insert(const std::string& path, const struct stat& st, Clock::time_point at,
+                       bool vouched) {
+  records_.insert_or_assign(path, Record{st, at, vouched});
+  order_.emplace_back(at, path);
+  // The oldest insertions go first; one replaced since (a newer time) is skipped.
+  while (records_.size() > options_.capacity || order_.size() > 2 * options_.capacity) {
+    auto& [when, p] = order_.front();
+    auto it = records_.find(p);
+    if (it != records_.end() && it->second.at == when) records_.erase(it);
+    order_.pop_front();
+  }
+}
+
+}  // namespace clairfs

@@ -1,0 +1,145 @@
+// StatAhead: stats the files the plan says the readers read next, in batches and ahead of
+// them, so that a read reaching the daemon can take its file's version from a stat made
+// moments before, instead of handing a stat of its own to an I/O thread and waiting for it
+// (in no-open mode, with the data in a tier, that hand-off is most of what a read costs).
+//
+// A recorded stat answers for its path (Recent) only while nothing can have changed the file
+// unseen:
+// - it was made by a batch that began after the path's directory was watched (Hooks::watched:
+//   the backing watch reports every change made on this node to the names in it, Forget);
+// - no change of the path was reported since, and none at all while its batch ran (the whole
+//   batch is dropped then), and no report was lost (ForgetAll);
+// - every change reported so far was passed on (Hooks::quiet): the kernel queues the report
+//   of a change before the call that made it returns, so a record is not used from that
+//   moment until the report was applied;
+// - it is at most max_age old: the bound for changes no watch sees (another node of a network
+//   file system, a write through a shared mapping, a hard link in a directory not watched).
+// Otherwise the caller stats the path itself. A stat that fails records nothing; a store that
+// stalls costs a batch (one I/O call with the store's deadline, Backing::LstatMany), never a
+// reader.
+//
+// One thread makes the batches. Readers wake it (Consumed) once they have consumed half of
+// what the records covered after the last batch (at most ahead / 2, at least kMinReads: a
+// batch then stats about what was consumed since the last), or the last batch is
+// half max_age old; otherwise it sleeps, so an idle job costs nothing. A batch stats the paths
+// of the streams' next `ahead` positions (Hooks::upcoming) whose record is missing or older
+// than max_age / 2.
+// Memory: at most `capacity` records (the oldest are dropped first).
+//
+// Freshness (fs/revalidate.h), unless the dataset is declared immutable: with `check_all`,
+// paths in directories not watched are statted too (recorded, never answered by Recent), and
+// every batch's stats go to Hooks::checked, which compares them with what the kernel was given;
+// with `idle_refresh`, a batch also runs that long after the last one while nothing wakes the
+// thread (readers served by the page cache, or pausing), so a path the plan reads next is
+// statted at least every idle_refresh + max_age / 2 (its record is refreshed once older than
+// max_age / 2) plus one batch's time: the bound within which a planned read sees a change
+// made where no watch sees it. It costs up to `ahead` stats per idle_refresh while streams
+// are registered (none without a plan).
+//
+// Thread-safe. Lock order: mu_ is a leaf; hooks and the store are called without it.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/backing/backing.h"
+#include "cache/base/stats.h"
+
+namespace clairfs {
+
+struct StatAheadOptions {
+  uint32_t ahead = 256;                      // positions of each stream statted ahead
+  std::chrono::milliseconds max_age{1'000};  // oldest stat Recent answers with
+  size_t capacity = 4096;                    // records kept at most
+  bool check_all = false;                    // stat paths of directories not watched too
+  std::chrono::milliseconds idle_refresh{0};  // a batch at least this often; 0: only on reads
+};
+
+class StatAhead {
+ public:
+  struct Hooks {
+    // Appends to *paths the paths (dataset relative) of the files the plan reads at its
+    // streams' next `ahead` positions (shared among them: Prefetcher::Upcoming). Called on
+    // StatAhead's thread.
+    std::function<void(uint32_t ahead, std::vector<std::string>* paths)> upcoming;
+    // Whether every change made on this node to the names in directory dir ("" the root) is
+    // reported to Forget from now on.
+    std::function<bool(const std::string& dir)> watched;
+    // Whether every change reported so far has been passed to Forget / ForgetAll.
+    std::function<bool()> quiet;
+    // Optional. Every batch's results: (*st)[i] and (*status)[i] for paths[i]. Called on
+    // StatAhead's thread, without its lock, after the batch's records were stored.
+    std::function<void(const std::vector<std::string>& paths, const std::vector<struct stat>& st,
+                       const std::vector<Status>& status)>
+        checked;
+  };
+
+  // backing and counters must outlive this. The thread starts in Start().
+  StatAhead(const Backing& backing, Hooks hooks, StatAheadOptions options,
+            Stats::StatAhead& counters);
+  ~StatAhead();  // Stop()
+  StatAhead(const StatAhead&) = delete;
+  StatAhead& operator=(const StatAhead&) = delete;
+
+  void Start();
+  // Ends the thread; it returns within the store deadline of a batch. Idempotent.
+  void Stop();
+
+  // A stat of path the rules above let stand for one made now: true with it in *st; else
+  // false (counted as a miss).
+  bool Recent(const std::string& path, struct stat* st);
+  // A change of path was reported: its record is dropped, and so is the batch running now.
+  void Forget(const std::string& path);
+  // Reports were lost, or a directory's names changed wholesale: every record is dropped.
+  void ForgetAll();
+  // A reader consumed a planned position: may wake the thread (see above). Lock-free unless it
+  // wakes it.
+  void Consumed();
+
+  size_t size() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Record {
+    struct stat st;
+    Clock::time_point at;  // when its batch began (the stat was made after)
+    bool vouched;          // its directory was watched before the stat: Recent may use it
+  };
+  static constexpr uint64_t kMinReads = 8;  // reads between two batches, at least
+  void Loop();
+  void Batch();
+  void Insert(const std::string& path, const struct stat& st, Clock::time_point at, bool vouched);
+
+  const Backing& backing_;
+  const Hooks hooks_;
+  const StatAheadOptions options_;
+  Stats::StatAhead& counters_;
+
+  std::atomic<uint64_t> consumed_{0};
+  std::atomic<uint64_t> wake_at_{0};       // consumed_ count that wakes the thread
+  std::atomic<int64_t> refresh_at_ns_{0};  // steady clock time that lets a read wake it
+  std::atomic<bool> running_{false};
+
+  // Lock order: a leaf. Guards everything below.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // poked_ or stop_
+  bool poked_ = false;
+  bool stop_ = false;
+  uint64_t forgets_ = 0;  // Forget and ForgetAll calls: a batch spanning one is dropped
+  std::unordered_map<std::string, Record> records_;
+  std::deque<std::pair<Clock::time_point, std::string>> order_;  // insertions, oldest first
+  std::thread thread_;
+};
+
+}  // namespace clairfs

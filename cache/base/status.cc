@@ -1,0 +1,84 @@
+#include "cache/base/status.h"
+
+#include <cstring>
+
+namespace clairfs {
+
+const char* CodeName(Code code) {
+  switch (code) {
+    case Code::kOk:
+      return "ok";
+    case Code::kNotFound:
+      return "not found";
+    case Code::kInvalidArgument:
+      return "invalid argument";
+    case Code::kOutsideRoot:
+      return "outside the dataset root";
+    case Code::kIoError:
+      return "I/O error";
+    case Code::kTimedOut:
+      return "timed out";
+    case Code::kNoSpace:
+      return "no space";
+    case Code::kCorruption:
+      return "corruption";
+    case Code::kReadOnly:
+      return "read-only";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kStale:
+      return "stale";
+    case Code::kPermissionDenied:
+      return "permission denied";
+    case Code::kLocked:
+      return "locked";
+  }
+  return "unknown";
+}
+
+Status Status::FromErrno(int err, std::string context) {
+  Code code = Code::kIoError;
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      code = Code::kNotFound;
+      break;
+    case EXDEV:
+      code = Code::kOutsideRoot;
+      break;
+    case EINVAL:
+    case ENAMETOOLONG:
+    case ELOOP:
+      code = Code::kInvalidArgument;
+      break;
+    case ENOSPC:
+      code = Code::kNoSpace;
+      break;
+    case EROFS:
+      code = Code::kReadOnly;
+      break;
+    case ETIMEDOUT:
+      code = Code::kTimedOut;
+      break;
+    case ESTALE:
+      code = Code::kStale;
+      break;
+    case EACCES:
+    case EPERM:
+      code = Code::kPermissionDenied;
+      break;
+    case EWOULDBLOCK:
+      code = Code::kLocked;
+      break;
+    default:
+      break;
+  }
+  return Status(code, context + ": " + std::strerror(err), err);
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  return message_.empty() ? CodeName(code_) : message_;
+}
+
+}  // namespace clairfs

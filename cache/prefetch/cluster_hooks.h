@@ -1,0 +1,35 @@
+// ClusterHooks: how the prefetcher works with other nodes (cluster/). Every member is optional;
+// without them the prefetcher serves one node (HDMLP placement, no peers).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "cache/base/object.h"
+#include "cache/plan/plan.h"
+#include "cache/tiers/tier.h"
+
+namespace clairfs {
+
+struct ClusterHooks {
+  // Replaces HDMLP placement (PlaceFiles). It may append files to plan.files (existing ids
+  // are kept; it then calls plan.Finalize()) and must fill plan.tier_order. It returns false
+  // while the placement is not known yet: the prefetch threads then hold until Replan(), and
+  // readers are still served on demand. `replan`: called from Replan(), not for a new plan.
+  // Called with Prefetcher::install_mu_ held and no other prefetcher lock.
+  std::function<bool(Plan& plan, const PlacementLimits& limits, bool replan)> place;
+  // A local tier now holds path at version (the fill stored it or found it there). Called
+  // with no prefetcher lock held.
+  std::function<void(const std::string& path, const FileVersion& version)> held;
+  // path was just read from the backing store (by the prefetch or for a reader). Called with
+  // no prefetcher lock held.
+  std::function<void(const std::string& path, const BlobPtr& blob)> fetched;
+  // Consulted after the local tiers and before the backing store; Contains() must answer
+  // from memory (it is called under Prefetcher::mu_, so its locks are leaves). Not owned.
+  Tier* peer = nullptr;
+  // Source choice: a peer that holds a file is read unless the backing store's measured
+  // throughput is more than this many times the peers'; 0 never prefers the backing store.
+  double backing_advantage = 0;
+};
+
+}  // namespace clairfs

@@ -1,0 +1,255 @@
+// Prefetcher: fills the tiers and the staging window ahead of the readers, following the plan,
+// and answers each open (of a file that is one object) or chunk read (of a chunked file) with
+// the object's bytes from the fastest place that has them.
+//
+// It orchestrates parts with one job each:
+// - TierStack (tier_stack.h): lookup over the local tiers, stores under the active placement,
+//   promotion, exclusive tiers;
+// - Consumption (consumption.h): consumed positions, next use per file, low-water mark;
+// - StagingWindow (staging_window.h): the window's entries, reserved bytes and cursor;
+// - Fetcher (fetcher.h): source choice among tiers, peers and the backing store;
+// - FetchPool (fetch_pool.h): single-flight, the demand threads, deadlines on every wait;
+// - KeepWriter (keep_writer.h): writes the kept copies (kept_copies.h) into the persistent
+//   tier in the background, so that a remount starts warm.
+// The Prefetcher owns the published plan state, the tier-fill and staging threads, and
+// adopting files other nodes push.
+//
+// Threads: per tier, `tier_threads[t]` fill it in first-reference order; `staging_threads`
+// fill the staging window in exact read order; `demand_threads` (FetchPool) fetch what a reader
+// reached before the prefetch did. Readers never fetch themselves and every wait on a fetch
+// ends by fetch_timeout, so a stuck backing store cannot hang a reader, and Stop returns once
+// each thread's current source call returns.
+//
+// Consumption is observed at open for a file that is one object, and at a reader's first read
+// of a chunk since its previous chunk for a chunked file (docs/architecture.md): a staged copy
+// is dropped once every counted occurrence was consumed or given up (Consumption); the reader
+// keeps the bytes it holds until it lets them go.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/backing/backing.h"
+#include "cache/prefetch/cluster_hooks.h"
+#include "cache/plan/consumption.h"
+#include "cache/prefetch/fetch_pool.h"
+#include "cache/prefetch/fetcher.h"
+#include "cache/prefetch/keep_writer.h"
+#include "cache/base/log_limit.h"
+#include "cache/plan/plan.h"
+#include "cache/prefetch/read_watch.h"
+#include "cache/prefetch/staging_window.h"
+#include "cache/base/stats.h"
+#include "cache/tiers/tier.h"
+#include "cache/tiers/tier_stack.h"
+
+namespace clairfs {
+
+struct PrefetchOptions {
+  uint64_t staging_capacity = 256ull << 20;         // bytes the staging window may hold
+  int staging_threads = 4;                          // threads filling the staging window
+  std::vector<int> tier_threads;                    // threads filling each tier (default 2)
+  int demand_threads = 4;                           // threads fetching what readers reached first
+  std::chrono::milliseconds fetch_timeout{60'000};  // longest a wait on a fetch lasts
+  uint32_t consumption_lag = 1u << 16;              // positions (Consumption)
+  uint64_t chunk_size = 4ull << 20;  // files read whole larger than this are cut in such chunks
+  // Files range entries name (records) larger than this are cut in chunks of this size (0:
+  // chunk_size): a record then costs a small chunk, not a large one, to fetch and to serve.
+  uint64_t record_chunk_size = 256ull << 10;
+  // A stream with no read and no registration for this long is removed (0: never).
+  std::chrono::milliseconds stream_idle{3'600'000};
+  // Streams a plan may hold (ControlPlane refuses a registration that would add one more).
+  uint32_t max_streams = 64;
+  // The fastest persistent tier below a volatile one keeps copies of the faster tiers'
+  // objects, in the room the placement leaves it (cache/plan/kept_copies.h).
+  bool keep_copies = true;
+  // How long Stop lets the kept copies still queued be written (the daemon's stop grace is 5 s).
+  std::chrono::milliseconds keep_drain{1'500};
+  // When the job's reads do not match its plan, or it reads with none (cache/prefetch/read_watch.h).
+  ReadWatchOptions watch;
+};
+
+// One stream's progress (Consumption).
+struct StreamProgress {
+  std::string name;
+  uint64_t epoch = 0, epochs = 0;
+  uint64_t position = 0, positions = 0, entries = 0, given_up = 0;
+  uint64_t staging_cursor = 0;  // the staging window's next position in this stream
+  double idle_seconds = 0;      // since its last read or registration
+};
+
+struct OpenResult {
+  enum class Source {
+    kTier,
+    kStaging,
+    kBacking,
+    kDirect,  // no blob: the caller reads the backing file itself
+    kPeer,
+    kChunked,  // (Open) a chunked file the plan holds: read it with ReadChunk
+  };
+  Source source = Source::kDirect;
+  size_t tier = 0;     // with kTier: which tier (0: fastest)
+  BlobPtr blob;        // the object's bytes; null with kDirect and kChunked
+  ByteRange range;     // (ReadChunk) the chunk's range of the file, also with kDirect
+  uint64_t chunk = 0;  // (Open, kChunked) the file's grid
+};
+
+// The node's progress: sums over its streams, and each stream's.
+struct PrefetchProgress {
+  uint64_t planned_files = 0;           // distinct files in the active plan
+  uint64_t planned_objects = 0;         // objects (files and chunks) in the active plan
+  uint64_t epoch = 0;                   // the lowest of the streams' 0-based epochs
+  uint64_t position = 0;                // positions consumed or given up, summed over streams
+  uint64_t positions = 0;               // object reads in all access strings
+  uint64_t entries = 0;                 // manifest entries
+  uint64_t given_up = 0;                // positions given up (Consumption)
+  uint64_t staging_bytes = 0;           // bytes held or reserved by the staging window
+  std::vector<StreamProgress> streams;  // in the plan's (name) order
+  std::vector<ReadWarning> warnings;    // raised by ReadWatch and not cleared
+};
+
+class Prefetcher {
+ public:
+  // backing, tiers and stats must outlive the prefetcher. Threads start in Start().
+  Prefetcher(const Backing& backing, std::vector<Tier*> tiers, PrefetchOptions options,
+             Stats* stats);
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // Before Start().
+  void SetCluster(ClusterHooks hooks);
+  // Before Start(): hook is called after each read that consumed a planned position, with no
+  // lock of the prefetcher's held (StatAhead::Consumed).
+  void SetConsumeHook(std::function<void()> hook) { consumed_hook_ = std::move(hook); }
+  void Start();
+  // Stops and joins every thread; waiting readers get kUnavailable or kTimedOut, every flight
+  // is finished. Idempotent.
+  void Stop();
+
+  // A change of the active plan, computed from it (null before the first) while no other
+  // change runs: the new plan, null for no change, or an error (nothing changes).
+  using PlanChange = std::function<Result<std::shared_ptr<Plan>>(const Plan* current)>;
+  // Applies change and places and publishes its plan. A stream of the new plan with the name
+  // and serial of an active one keeps its consumption (epochs were appended, or another
+  // stream changed); any other starts at position 0. Tier objects the new placement does not
+  // assign to that tier (or a faster one) are evicted, and no fill, reader or Adopt working
+  // from an older plan can store one after that. Changes from the control file and from the
+  // idle-stream reaper are serialized here, so that none is lost.
+  Result<std::shared_ptr<const Plan>> Update(const PlanChange& change);
+  // Update to plan.
+  void Install(std::shared_ptr<Plan> plan);
+  // Places the active plan again (on a copy; ClusterHooks::place decides), keeping progress.
+  void Replan();
+  std::shared_ptr<const Plan> plan() const;
+  const PlacementLimits& limits() const { return limits_; }
+  // The grids new plans are cut with (MergePlan; a file keeps its grid across appends).
+  uint64_t chunk_size() const { return options_.chunk_size; }
+  uint64_t record_chunk_size() const { return options_.record_chunk_size; }
+  uint32_t max_streams() const { return options_.max_streams; }
+  PrefetchProgress progress() const;
+  std::vector<uint64_t> TierUsedBytes() const { return tiers_.UsedBytes(); }
+  std::vector<uint64_t> TierCorruptions() const { return tiers_.Corruptions(); }
+  std::vector<TierHealth> TierHealths() const { return tiers_.Healths(); }
+  // Kept copies queued and not yet written (KeepWriter).
+  uint64_t KeepPending() const { return keeper_.pending(); }
+
+  // The object of key from elsewhere (another node): stored in the tier the active placement
+  // gives it, if any, unless that tier holds it already or the version or size differs.
+  // Thread-safe.
+  void Adopt(const std::string& key, BlobPtr blob);
+
+  // The object of key at version from the fastest local tier holding it (a tier failure is a
+  // miss), without I/O for absent objects. kNotFound if none. Thread-safe.
+  Result<BlobPtr> GetLocal(const std::string& key, const FileVersion& version) const {
+    return tiers_.Get(key, version);
+  }
+
+  // Appends to *paths the file of each position not done yet among each stream's next `per`
+  // positions, from per / 4 behind its furthest consumed one (readers run a little out of
+  // order); per = ahead / streams, at least kMinUpcoming. Thread-safe
+  // (StatAhead::Hooks::upcoming).
+  void Upcoming(uint32_t ahead, std::vector<std::string>* paths) const;
+  static constexpr uint32_t kMinUpcoming = 32;
+
+  // A reader opened path, whose backing file is now at version: consumes and serves the
+  // file's object if the plan has the file as one; kChunked if the plan holds chunks of it at
+  // this version; else kDirect. consume false: serves without consuming, and without counting
+  // in file_reads (a read of the file already counted). Thread-safe.
+  Result<OpenResult> Open(const std::string& path, const FileVersion& version, bool consume = true);
+  // A reader of chunked file path (opened at version, kChunked) reads at offset: the chunk of
+  // the file's grid in the active plan holding offset, served like Open serves an object, or
+  // kDirect if the plan has no such chunk. consume: this is the reader's first read of the chunk
+  // since its previous one (an object read). Thread-safe.
+  Result<OpenResult> ReadChunk(const std::string& path, const FileVersion& version, uint64_t offset,
+                               bool consume);
+
+ private:
+  void InstallLocked(std::shared_ptr<Plan> plan, bool replan);
+  // The stream a read of object id is counted for: the one whose earliest unconsumed
+  // occurrence of id lies nearest its low-water mark, within consumption_lag positions (a
+  // tie: the one that read last), else the one that read last among those still reading id;
+  // -1 if none does. Under mu_.
+  int Attribute(uint32_t id);
+  // Removes the streams idle for options_.stream_idle, until Stop.
+  void ReapLoop();
+  // An object read of key at version (Open, ReadChunk); `chunk`: of a chunked file. An open
+  // (!chunk) of a chunked file the plan holds answers kChunked, under the same lock.
+  Result<OpenResult> Serve(const std::string& key, const FileVersion& version, bool consume,
+                           bool chunk);
+  // key's backing file is not at the version the plan cached: counted and logged
+  // (rate-limited); it is read from the backing store, never from a tier.
+  void Stale(std::string_view key);
+  // Shows read to watch_ and logs the warning it raises, if any. Under mu_.
+  void Watch(const ReadWatch::Read& read);
+  void TierLoop(size_t tier);
+  void StagingLoop();
+  // Stores blob (from `source`) in tier t, the placement permitting; counts a full tier.
+  // Queues the copy the placement has a slower tier keep, unless it came from there.
+  bool StoreInTier(size_t t, const std::string& key, const BlobPtr& blob,
+                   const FetchSource& source);
+  std::chrono::steady_clock::time_point Deadline() const {
+    return std::chrono::steady_clock::now() + options_.fetch_timeout;
+  }
+
+  const PrefetchOptions options_;
+  PlacementLimits limits_;
+  Stats* const stats_;
+  TierStack tiers_;
+  Fetcher fetcher_;
+  FetchPool pool_;
+  KeepWriter keeper_;
+  ClusterHooks cluster_;
+  std::function<void()> consumed_hook_;  // set before Start()
+
+  // Lock order: install_mu_, then (one at a time, never under mu_) TierStack's gates, then
+  // mu_, then FetchPool::mu_, SingleFlight's lock, a Flight's lock. Tiers' own locks, the
+  // peer tier's Contains() and KeepWriter's lock are leaves; mu_ is never held while
+  // fetching, storing or queueing a kept copy.
+  std::mutex install_mu_;               // serializes Install and Replan
+  mutable std::mutex mu_;               // guards everything below
+  std::condition_variable tier_cv_;     // a plan was published, or stop
+  std::condition_variable staging_cv_;  // the window has room, a plan was published, or stop
+  bool stop_ = false;
+  bool started_ = false;
+  bool hold_ = false;        // placement pending (ClusterHooks::place returned false)
+  uint64_t generation_ = 0;  // bumped by every publish; stale staging results are dropped
+  std::shared_ptr<const Plan> plan_;
+  std::vector<Consumption> consumption_;                       // per stream of plan_, in its order
+  std::vector<std::chrono::steady_clock::time_point> active_;  // per stream: last read/register
+  StagingWindow window_;
+  ReadWatch watch_;                  // logs under mu_: each warning once per plan
+  LogLimit stale_log_;               // files changed since the plan was made
+  LogLimit full_log_;                // stores refused by a full tier
+  std::condition_variable reap_cv_;  // stop
+  std::vector<size_t> tier_next_;    // per tier: next index into plan_->tier_order
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace clairfs
