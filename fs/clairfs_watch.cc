@@ -12,9 +12,9 @@
 namespace clairfs {
 
 void ClairFs::NotifyInode(uint64_t id, bool contents) {
-  // Pages go through DropPages, which records the drop (fs/page_versions.h), so that the next
-  // READ of the new version is served at once instead of refused once.
-  if (contents) return DropPages(id);
+  // Pages go through the core, which records the drop (fs/core/page_versions.h), so that the
+  // next READ of the new version is served at once instead of refused once.
+  if (contents) return core_.DropPages(id);
   fuse_session* se = session_.load(std::memory_order_acquire);
   if (!se) return;
   // Attributes only (offset -1). The kernel forgets the node's cached ACLs with them.
@@ -42,7 +42,7 @@ void ClairFs::StartWatch() {
     RevalidateOptions ro;
     ro.interval = std::chrono::milliseconds(
         static_cast<int64_t>(options_.revalidate_interval * 1000));
-    revalidator_ = std::make_unique<Revalidator>(backing_, inodes_, std::move(notify), ro,
+    revalidator_ = std::make_unique<Revalidator>(backing_, core_.inodes(), std::move(notify), ro,
                                                  stats_.fresh);
     revalidator_->Start();
   }
@@ -81,7 +81,7 @@ void ClairFs::StartWatch() {
       struct stat st;
       uint64_t id = 0;
       InodeTable::NodeInfo info;
-      if (!backing_.Lstat(path, &st).ok() || !inodes_.Keyed(st.st_dev, st.st_ino, &id, &info)) {
+      if (!backing_.Lstat(path, &st).ok() || !core_.inodes().Keyed(st.st_dev, st.st_ino, &id, &info)) {
         return 0;
       }
       return id;
@@ -105,6 +105,9 @@ void ClairFs::StartWatch() {
       if (!fresh) ahead_.reset();  // nothing would vouch for its stats, nothing compares them
     }
   }
+  std::function<void(uint64_t, const std::string&)> dir_seen;
+  if (watch_) dir_seen = [w = watch_.get()](uint64_t id, const std::string& path) { w->Watch(id, path); };
+  core_.SetWatchers(ahead_.get(), std::move(dir_seen));
   if (ahead_) {
     prefetcher_.SetConsumeHook([a = ahead_.get()] { a->Consumed(); });
     ahead_->Start();

@@ -24,7 +24,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "fs/file_read.h"
+#include "fs/core/file_read.h"
 
 namespace clairfs {
 

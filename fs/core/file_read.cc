@@ -1,4 +1,4 @@
-#include "fs/file_read.h"
+#include "fs/core/file_read.h"
 
 #include <unistd.h>
 
