@@ -136,7 +136,7 @@ class DatasetCore {
   // --- Open and bind -------------------------------------------------------------------------
   // May caller open node with flags? Read-only opens only (kReadOnly), of a dataset node
   // (kControlLink: ELOOP, the kernel follows it), with the caller's access re-checked
-  // (AccessRules::AllowOpen). *node_info: what node stands for.
+  // (AccessRules::AllowOpen). *info: what node stands for.
   Status MayOpen(uint64_t node, int flags, const Caller& caller, InodeTable::NodeInfo* info);
   // An open file of node (per_open mode), after MayOpen: bound (Bind) and consumed in the plan.
   // keep_cache: the page cache may keep the file's pages (they hold the version bound).

@@ -35,7 +35,7 @@ struct OpenContents {
   uint64_t chunk_size = 0;  // chunked: the file's grid when opened
   struct stat st {};     // a dataset file: the stat of the file opened, at open
   // A dataset file opened with a handle (per_open mode): the version its READs serve, and
-  // InodeTable::OpenedVersionChanges() as of its open (ClairFs::Read).
+  // InodeTable::OpenedVersionChanges() as of its open (DatasetCore::AfterReply).
   FileVersion version{};
   uint64_t opened_changes = 0;
   // chunked: the chunk (its offset) the last read began in; a read beginning in another one

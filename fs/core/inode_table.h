@@ -10,9 +10,9 @@
 //    takes over the key; the old node keeps its identity only for the kernel's remaining
 //    references and every use of it fails.
 //  - Use: every request on a node checks that its path still names its (dev, ino) and type
-//    (ClairFs does, at Lookup of a child, GetAttr, ReadLink, Open and OpenDir) and replies ESTALE
+//    (DatasetCore does, at Lookup of a child, GetAttr, ReadLink, Open and OpenDir) and fails kStale
 //    otherwise; the kernel then retries the system call with a fresh lookup of each name.
-//  - Contents are bound at open: a handle reads only the file it opened (ClairFs).
+//  - Contents are bound at open: a handle reads only the file it opened (DatasetCore::Bind).
 // Limit: a file deleted and replaced at the same path by one that gets the same inode number
 // and type is the same node (a plain stat cannot tell them apart); its contents still carry a
 // new version (ctime), so an open never serves the old bytes.
