@@ -113,9 +113,9 @@ void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const auto* h = fi ? reinterpret_cast<const FileHandle*>(fi->fh) : nullptr;
   auto got = core_.GetAttr(ino, h);
   if (!got.ok()) return ReplyError(req, got.status());
-  fuse_reply_attr(req, &got.value().st,
-                  got.value().last_known ? DatasetCore::kUnreachableAttrTimeout
-                                         : options_.attr_timeout);
+  fuse_reply_attr(
+      req, &got.value().st,
+      got.value().last_known ? DatasetCore::kUnreachableAttrTimeout : options_.attr_timeout);
 }
 
 void ClairFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {

@@ -20,9 +20,9 @@
 #include "fs/access.h"
 #include "fs/backing_watch.h"
 #include "fs/control.h"
-#include "fs/fs_options.h"
 #include "fs/core/dataset_core.h"
 #include "fs/core/kernel_cache.h"
+#include "fs/fs_options.h"
 #include "fs/revalidate.h"
 
 namespace clairfs {

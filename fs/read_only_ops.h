@@ -1,7 +1,7 @@
 // RefuseChanges: the part of a lowlevel operation table that both clairfs file systems share:
 // every call that would create, remove, rename, link or allocate a node, or set or remove an
-// extended attribute, answers kReadOnly (EROFS). (The kernel refuses most of them itself on the dataset's
-// read-only mount; the control files' mount is writable for the manifest only.)
+// extended attribute, answers kReadOnly (EROFS). (The kernel refuses most of them itself on the
+// dataset's read-only mount; the control files' mount is writable for the manifest only.)
 #pragma once
 
 #define FUSE_USE_VERSION 314
@@ -22,9 +22,7 @@ inline void RefuseChanges(fuse_lowlevel_ops* o) {
   o->mkdir = [](fuse_req_t r, fuse_ino_t, const char*, mode_t) { RefuseChange(r); };
   o->unlink = [](fuse_req_t r, fuse_ino_t, const char*) { RefuseChange(r); };
   o->rmdir = [](fuse_req_t r, fuse_ino_t, const char*) { RefuseChange(r); };
-  o->symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) {
-    RefuseChange(r);
-  };
+  o->symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) { RefuseChange(r); };
   o->rename = [](fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
     RefuseChange(r);
   };

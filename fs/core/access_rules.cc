@@ -43,7 +43,7 @@ AccessRules::AccessRules(const PosixBacking& backing, const FsOptions& options, 
 Result<std::string> AccessRules::RootAcl(const char* name) {
   const int which = std::string_view(name) == "system.posix_acl_access"    ? 0
                     : std::string_view(name) == "system.posix_acl_default" ? 1
-                                                                            : -1;
+                                                                           : -1;
   auto value = backing_.Xattr("", name);
   if (which < 0) return value;
   std::lock_guard lock(root_acl_mu_);
@@ -86,18 +86,18 @@ Status AccessRules::AllowOpen(const Caller& caller, const std::string& path, int
   // The walk runs on an I/O thread (a deadline like every backing call), which takes the
   // caller's identity around it.
   const Status s = backing_.CheckAccess(
-      path, mask, [as, self = self_](const std::function<Status()>& check) {
-        return RunAs(as, self, check);
-      });
+      path, mask,
+      [as, self = self_](const std::function<Status()>& check) { return RunAs(as, self, check); });
   if (s.ok()) {
     unreachable_logged_.store(false, std::memory_order_relaxed);
     return s;
   }
   if (StoreUnreachable(s)) {
     if (!unreachable_logged_.exchange(true, std::memory_order_relaxed)) {
-      spdlog::warn("open access re-check: the backing store does not answer ({}); the kernel's "
-                   "check decides until it does",
-                   s.message());
+      spdlog::warn(
+          "open access re-check: the backing store does not answer ({}); the kernel's "
+          "check decides until it does",
+          s.message());
     }
     return Status::Ok();
   }
@@ -129,12 +129,13 @@ Result<std::shared_ptr<const Backing>> AccessRules::WriterView(const Caller& cal
   if (!root_) {
     stats_.control_denied.fetch_add(1, std::memory_order_relaxed);
     if (!writer_view_logged_.exchange(true, std::memory_order_relaxed)) {
-      spdlog::warn("manifest write by uid {} refused: without CAP_SETUID/CAP_SETGID its paths "
-                   "cannot be checked with its rights",
-                   caller.uid);
+      spdlog::warn(
+          "manifest write by uid {} refused: without CAP_SETUID/CAP_SETGID its paths "
+          "cannot be checked with its rights",
+          caller.uid);
     }
-    return Status::Error(Code::kPermissionDenied, "cannot check paths as uid " +
-                                                      std::to_string(caller.uid));
+    return Status::Error(Code::kPermissionDenied,
+                         "cannot check paths as uid " + std::to_string(caller.uid));
   }
   Credentials as;
   if (const Status groups = caller.CredentialsOf(&as); !groups.ok()) {

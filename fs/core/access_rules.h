@@ -37,8 +37,8 @@ class AccessRules {
   // backing and stats must outlive this object. self: the daemon's own credentials;
   // can_switch: the daemon runs as root with CAP_SETUID/CAP_SETGID, so it can check as a
   // caller (the daemon passes OwnCredentials() and geteuid() == 0 && CanSwitchIdentity()).
-  AccessRules(const PosixBacking& backing, const FsOptions& options, Stats& stats,
-              Credentials self, bool can_switch);
+  AccessRules(const PosixBacking& backing, const FsOptions& options, Stats& stats, Credentials self,
+              bool can_switch);
 
   // May caller open the dataset file at path with flags? kPermissionDenied (counted in
   // open_denied) when its access was revoked; a failure of the check itself is its own error.

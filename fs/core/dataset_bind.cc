@@ -137,7 +137,7 @@ Result<DatasetCore::Bound> DatasetCore::BindUnverified(uint64_t node,
                                                        OpenContents* h, InodeTable::Seen* seen,
                                                        const Status& cause) {
   *seen = inodes_.SeenOf(node);
-  h->opened_changes = UINT64_MAX;  // no open recorded: every READ compares (AfterReply)
+  h->opened_changes = UINT64_MAX;            // no open recorded: every READ compares (AfterReply)
   const FileVersion& last = seen->reported;  // what the kernel's cached attributes say
   auto blob = last == FileVersion{} ? Result<BlobPtr>(Status::Error(Code::kNotFound, info.path))
                                     : prefetcher_.GetLocal(info.path, last);
@@ -154,8 +154,8 @@ Result<DatasetCore::Bound> DatasetCore::BindUnverified(uint64_t node,
   return Bound::kUnverified;
 }
 
-Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t pid,
-                             ReadReply* out, bool* drop_after_reply) {
+Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t pid, ReadReply* out,
+                             bool* drop_after_reply) {
   *drop_after_reply = false;
   std::shared_ptr<OpenContents> c = node_reads_.Find(node);
   if (off == 0 || !c) {
@@ -197,8 +197,8 @@ Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t 
   using Verdict = PageVersions::Verdict;
   // The first page alone: a read() that asks for it copied no page of the file before.
   const bool first_page = off == 0 && size <= kPageSize;
-  Verdict verdict = short_of_size ? Verdict::kRefuse
-                                  : pages_.Serve(node, version, pid, first_page, SteadyNs());
+  Verdict verdict =
+      short_of_size ? Verdict::kRefuse : pages_.Serve(node, version, pid, first_page, SteadyNs());
   if (verdict == Verdict::kDropOthers) {
     // The pages after this READ's are dropped before it gets its reply. Its own page (locked
     // until the reply) is left out of the drop, which cannot wait on it; other READs of the

@@ -198,8 +198,8 @@ class DatasetCore {
   // checked) at its current version, and the prefetcher's blob of that version if it has one
   // (consume: a read of the file in the plan). The kernel's cached attributes are invalidated
   // if they show another version. *seen: what the kernel had of the node before.
-  Result<Bound> Bind(uint64_t node, const InodeTable::NodeInfo& info, bool consume,
-                     OpenContents* h, InodeTable::Seen* seen);
+  Result<Bound> Bind(uint64_t node, const InodeTable::NodeInfo& info, bool consume, OpenContents* h,
+                     InodeTable::Seen* seen);
   // The store did not answer (cause): binds h, if a local tier holds it, to the version the
   // kernel last saw of the node, logged once per episode; else cause.
   Result<Bound> BindUnverified(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,

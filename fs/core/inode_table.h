@@ -87,9 +87,7 @@ class InodeTable {
   void ServedOlder(uint64_t id, const FileVersion& version);
   // How many opens found another version than the one opened before (a handle that read while
   // this did not move cannot have been overtaken by a newer open; lock-free).
-  uint64_t OpenedVersionChanges() const {
-    return opened_changes_.load(std::memory_order_acquire);
-  }
+  uint64_t OpenedVersionChanges() const { return opened_changes_.load(std::memory_order_acquire); }
   // What was seen of node id so far ({} if it is unknown).
   Seen SeenOf(uint64_t id) const;
   size_t size() const;
@@ -136,7 +134,7 @@ class InodeTable {
   struct KeyHash {
     size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.ino * 31 + k.dev); }
   };
-  mutable std::mutex mu_;  // leaf lock
+  mutable std::mutex mu_;                    // leaf lock
   std::atomic<uint64_t> opened_changes_{0};  // written under mu_
   std::unordered_map<uint64_t, Node> nodes_;
   // The node a lookup of (dev, ino) may share; nodes superseded by a newer node of the same

@@ -61,13 +61,12 @@ class DatasetCoreTest : public ::testing::Test {
     ram_ = std::make_unique<RamTier>("ram", 1 << 20);
     PrefetchOptions po;
     po.staging_capacity = 1 << 20;
-    prefetcher_ = std::make_unique<Prefetcher>(*backing_, std::vector<Tier*>{ram_.get()}, po,
-                                               &stats_);
+    prefetcher_ =
+        std::make_unique<Prefetcher>(*backing_, std::vector<Tier*>{ram_.get()}, po, &stats_);
     access_ = std::make_unique<AccessRules>(*backing_, options_, stats_, OwnCredentials(),
                                             geteuid() == 0 && CanSwitchIdentity());
     core_ = std::make_unique<DatasetCore>(*backing_, *prefetcher_, *access_, stats_, options_,
-                                          std::vector<std::string>{dir_.path()}, "/ctl",
-                                          kernel_);
+                                          std::vector<std::string>{dir_.path()}, "/ctl", kernel_);
   }
   void TearDown() override {
     core_.reset();
@@ -258,7 +257,7 @@ TEST_F(DatasetCoreTest, FileRewrittenInPlaceBindsToTheNewVersion) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second.value().contents->version, VersionOf(after));
   EXPECT_EQ(ReadAll(*second.value().contents, 100), "version two, longer");
-  EXPECT_FALSE(second.value().keep_cache);  // the page cache holds the other version
+  EXPECT_FALSE(second.value().keep_cache);               // the page cache holds the other version
   EXPECT_EQ(kernel_.attrs(), std::vector<uint64_t>{a});  // its size must be asked again
   // The next open of the same version keeps the pages.
   auto third = OpenAsSelf(a);
