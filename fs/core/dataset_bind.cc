@@ -176,7 +176,7 @@ Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t 
   Status s = ReadContents(*c, backing_, prefetcher_, stats_, size, off, out);
   if (!s.ok()) {
     // The file is not the version bound any more: the next READ binds the one it has now.
-    if (s.code() == Code::kStale || s.os_errno() == ESTALE) node_reads_.Release(node, c.get());
+    if (NotTheVersionBound(s)) node_reads_.Release(node, c.get());
     return s;  // counted in stats
   }
   // Bytes of exactly one version, all it holds in the range asked (ReadContents). The kernel
