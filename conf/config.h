@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cache/base/status.h"
-#include "fs/fs_options.h"
+#include "fs/core/fs_options.h"
 
 namespace clairfs {
 

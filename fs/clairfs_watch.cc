@@ -12,9 +12,9 @@
 namespace clairfs {
 
 void ClairFs::NotifyInode(uint64_t id, bool contents) {
-  // Pages go through DropPages, which records the drop (fs/page_versions.h), so that the next
-  // READ of the new version is served at once instead of refused once.
-  if (contents) return DropPages(id);
+  // Pages go through the core, which records the drop (fs/core/page_versions.h), so that the
+  // next READ of the new version is served at once instead of refused once.
+  if (contents) return core_.DropPages(id);
   fuse_session* se = session_.load(std::memory_order_acquire);
   if (!se) return;
   // Attributes only (offset -1). The kernel forgets the node's cached ACLs with them.
@@ -40,9 +40,9 @@ void ClairFs::StartWatch() {
     notify.inode = [this](uint64_t id, bool contents) { NotifyInode(id, contents); };
     notify.entry = [this](uint64_t parent, const std::string& name) { NotifyEntry(parent, name); };
     RevalidateOptions ro;
-    ro.interval = std::chrono::milliseconds(
-        static_cast<int64_t>(options_.revalidate_interval * 1000));
-    revalidator_ = std::make_unique<Revalidator>(backing_, inodes_, std::move(notify), ro,
+    ro.interval =
+        std::chrono::milliseconds(static_cast<int64_t>(options_.revalidate_interval * 1000));
+    revalidator_ = std::make_unique<Revalidator>(backing_, core_.inodes(), std::move(notify), ro,
                                                  stats_.fresh);
     revalidator_->Start();
   }
@@ -61,11 +61,9 @@ void ClairFs::StartWatch() {
     ao.capacity = std::max<size_t>(4096, size_t{8} * options_.stat_ahead);
     if (fresh) {
       // Every batch compared with what the kernel was given; a batch at least every max_age.
-      ah.checked = [r = revalidator_.get()](const std::vector<std::string>& paths,
-                                            const std::vector<struct stat>& st,
-                                            const std::vector<Status>& status) {
-        r->Check(paths, st, status);
-      };
+      ah.checked = [r = revalidator_.get()](
+                       const std::vector<std::string>& paths, const std::vector<struct stat>& st,
+                       const std::vector<Status>& status) { r->Check(paths, st, status); };
       ao.check_all = true;
       ao.idle_refresh = ao.max_age;
     }
@@ -81,7 +79,8 @@ void ClairFs::StartWatch() {
       struct stat st;
       uint64_t id = 0;
       InodeTable::NodeInfo info;
-      if (!backing_.Lstat(path, &st).ok() || !inodes_.Keyed(st.st_dev, st.st_ino, &id, &info)) {
+      if (!backing_.Lstat(path, &st).ok() ||
+          !core_.inodes().Keyed(st.st_dev, st.st_ino, &id, &info)) {
         return 0;
       }
       return id;
@@ -105,6 +104,10 @@ void ClairFs::StartWatch() {
       if (!fresh) ahead_.reset();  // nothing would vouch for its stats, nothing compares them
     }
   }
+  std::function<void(uint64_t, const std::string&)> dir_seen;
+  if (watch_)
+    dir_seen = [w = watch_.get()](uint64_t id, const std::string& path) { w->Watch(id, path); };
+  core_.SetWatchers(ahead_.get(), std::move(dir_seen));
   if (ahead_) {
     prefetcher_.SetConsumeHook([a = ahead_.get()] { a->Consumed(); });
     ahead_->Start();

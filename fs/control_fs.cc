@@ -39,14 +39,27 @@ ControlFile GeneratedFile(Node node) {
 
 ControlFs* Self(fuse_req_t req) { return static_cast<ControlFs*>(fuse_req_userdata(req)); }
 
-// Runs a handler so that no exception escapes into libfuse; on one the request gets EIO.
+// Replies the errno of a failed Status (fs/status_errno.h).
+void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ToErrno(s)); }
+
+// The control files' own refusals, as Status.
+Status Stale() { return Status::Error(Code::kStale, "unknown control node"); }
+Status NotADirectory() { return Status::FromErrno(ENOTDIR, "a control file"); }
+Status ReadOnly() { return Status::Error(Code::kReadOnly, "a generated control file"); }
+
+// A WRITE through a handle not opened for writing: the protocol's answer (the kernel lets
+// only the manifest be opened for writing), not a failure of the control plane.
+constexpr int kNotWritable = EBADF;
+
+// Runs a handler so that no exception escapes into libfuse; on one the request gets the errno
+// of an I/O error.
 template <typename F>
 void Guard(fuse_req_t req, F&& f) {
   try {
     f();
   } catch (const std::exception& e) {
     spdlog::error("control request failed: {}", e.what());
-    if (req) fuse_reply_err(req, EIO);
+    if (req) ReplyError(req, Status::Error(Code::kIoError, e.what()));
   }
 }
 
@@ -110,8 +123,8 @@ void ControlFs::Attr(Node node, struct stat* st) const {
 
 void ControlFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Node dir;
-  if (!NodeOf(parent, &dir)) return (void)fuse_reply_err(req, ESTALE);
-  if (dir != Node::kRoot) return (void)fuse_reply_err(req, ENOTDIR);
+  if (!NodeOf(parent, &dir)) return ReplyError(req, Stale());
+  if (dir != Node::kRoot) return ReplyError(req, NotADirectory());
   for (fuse_ino_t i = 0; i < std::size(kNames); ++i) {
     if (std::strcmp(name, kNames[i]) != 0) continue;
     fuse_entry_param e{};
@@ -121,12 +134,12 @@ void ControlFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     e.entry_timeout = entry_timeout_;
     return (void)fuse_reply_entry(req, &e);
   }
-  fuse_reply_err(req, ENOENT);
+  ReplyError(req, Status::Error(Code::kNotFound, name));
 }
 
 void ControlFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
   Node node;
-  if (!NodeOf(ino, &node)) return (void)fuse_reply_err(req, ESTALE);
+  if (!NodeOf(ino, &node)) return ReplyError(req, Stale());
   struct stat st;
   Attr(node, &st);
   fuse_reply_attr(req, &st, 0);
@@ -139,7 +152,7 @@ void ControlFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int t
   Node node;
   if (!NodeOf(ino, &node) || node != Node::kManifest ||
       (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes)) != 0) {
-    return (void)fuse_reply_err(req, EROFS);
+    return ReplyError(req, ReadOnly());
   }
   // ftruncate(fd, 0) on a writer starts its text over; truncate(path) has no writer and
   // changes nothing (an open with O_TRUNC arrives in open(): FUSE_CAP_ATOMIC_O_TRUNC).
@@ -147,9 +160,9 @@ void ControlFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int t
     auto* h = fi ? reinterpret_cast<Handle*>(fi->fh) : nullptr;
     if (h && h->writer) {
       Status s = control_.Truncate(*h->writer, static_cast<uint64_t>(attr->st_size));
-      if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+      if (!s.ok()) return ReplyError(req, s);
     } else if (attr->st_size != 0) {
-      return (void)fuse_reply_err(req, EINVAL);
+      return ReplyError(req, Status::Error(Code::kInvalidArgument, "truncate to non-zero"));
     }
   }
   struct stat st;
@@ -159,8 +172,9 @@ void ControlFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int t
 
 void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Node node;
-  if (!NodeOf(ino, &node)) return (void)fuse_reply_err(req, ESTALE);
-  if (node == Node::kRoot) return (void)fuse_reply_err(req, EISDIR);
+  if (!NodeOf(ino, &node)) return ReplyError(req, Stale());
+  if (node == Node::kRoot)
+    return ReplyError(req, Status::FromErrno(EISDIR, "the control directory"));
   const int mode = fi->flags & O_ACCMODE;
   if (node == Node::kManifest && mode != O_RDONLY && !access_.AllowControlWrite(req)) return;
   auto h = std::make_unique<Handle>();
@@ -173,7 +187,7 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0,
                                     std::move(view));
   } else if (mode != O_RDONLY) {
-    return (void)fuse_reply_err(req, EACCES);
+    return ReplyError(req, Status::Error(Code::kPermissionDenied, "a generated control file"));
   } else if (node != Node::kManifest) {
     control_.AwaitReleases();  // a plan whose writer's close() just returned is installed
     // What this caller may see, decided now for the life of the handle (docs/permissions.md).
@@ -199,30 +213,30 @@ void ControlFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi)
   // Held until the reply is sent (see Handle). A writer's is empty: reads of the manifest
   // return nothing.
   const std::shared_ptr<const std::string> text = h->text;
-  if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  if (off < 0) return ReplyError(req, Status::Error(Code::kInvalidArgument, "offset"));
   const size_t from = std::min(static_cast<size_t>(off), text->size());
   fuse_reply_buf(req, text->data() + from, std::min(size, text->size() - from));
 }
 
 void ControlFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   auto* h = reinterpret_cast<Handle*>(fi->fh);
-  if (!h->writer) return (void)fuse_reply_err(req, EBADF);
+  if (!h->writer) return (void)fuse_reply_err(req, kNotWritable);
   Status s = control_.Write(*h->writer, std::string_view(buf, size), static_cast<uint64_t>(off),
                             (fi->flags & O_APPEND) != 0);
-  if (!s.ok()) return (void)fuse_reply_err(req, ToErrno(s));
+  if (!s.ok()) return ReplyError(req, s);
   fuse_reply_write(req, size);
 }
 
 void ControlFs::Flush(fuse_req_t req, fuse_file_info* fi) {
   auto* h = reinterpret_cast<Handle*>(fi->fh);
-  if (!h->writer) return (void)fuse_reply_err(req, 0);
+  if (!h->writer) return (void)fuse_reply_err(req, 0);  // success
   fuse_reply_err(req, ToErrno(control_.Flush(*h->writer)));
 }
 
 void ControlFs::Release(fuse_req_t req, fuse_file_info* fi) {
   auto* h = reinterpret_cast<Handle*>(fi->fh);
   if (h->writer) control_.Release(*h->writer);  // the last close() was answered by flush
-  std::unique_ptr<Handle> owned;  // freed after the lock
+  std::unique_ptr<Handle> owned;                // freed after the lock
   {
     std::lock_guard lock(handles_mu_);
     auto it = handles_.find(h);
@@ -236,14 +250,14 @@ void ControlFs::Release(fuse_req_t req, fuse_file_info* fi) {
 
 void ControlFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Node node;
-  if (!NodeOf(ino, &node)) return (void)fuse_reply_err(req, ESTALE);
-  if (node != Node::kRoot) return (void)fuse_reply_err(req, ENOTDIR);
+  if (!NodeOf(ino, &node)) return ReplyError(req, Stale());
+  if (node != Node::kRoot) return ReplyError(req, NotADirectory());
   fi->fh = 0;  // the listing is fixed: no handle
   fuse_reply_open(req, fi);
 }
 
 void ControlFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
-  if (ino != FUSE_ROOT_ID) return (void)fuse_reply_err(req, ENOTDIR);
+  if (ino != FUSE_ROOT_ID) return ReplyError(req, NotADirectory());
   static const char* const kAll[] = {".", "..", "manifest", "stats", "plan", "errors", "metrics"};
   static_assert(std::size(kAll) == std::size(kNames) + 2);
   std::vector<char> buf(size);
@@ -261,7 +275,7 @@ void ControlFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) 
 
 void ControlFs::Access(fuse_req_t req, fuse_ino_t ino, int mask) {
   const bool manifest = ino == static_cast<fuse_ino_t>(Node::kManifest);
-  fuse_reply_err(req, (mask & W_OK) && !manifest ? EROFS : 0);
+  fuse_reply_err(req, ToErrno((mask & W_OK) && !manifest ? ReadOnly() : Status::Ok()));  // 0: ok
 }
 
 const fuse_lowlevel_ops& ControlFs::Ops() {
@@ -281,7 +295,9 @@ const fuse_lowlevel_ops& ControlFs::Ops() {
     o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info* f) {
       Guard(r, [&] { Self(r)->SetAttr(r, i, a, s, f); });
     };
-    o.getxattr = [](fuse_req_t r, fuse_ino_t, const char*, size_t) { fuse_reply_err(r, ENODATA); };
+    o.getxattr = [](fuse_req_t r, fuse_ino_t, const char* n, size_t) {
+      ReplyError(r, Status::FromErrno(ENODATA, n));  // no attribute
+    };
     o.listxattr = [](fuse_req_t r, fuse_ino_t, size_t s) {
       if (s) {
         fuse_reply_buf(r, nullptr, 0);

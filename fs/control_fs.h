@@ -19,7 +19,7 @@
 
 #include "fs/access.h"
 #include "fs/control.h"
-#include "fs/fs_options.h"
+#include "fs/core/fs_options.h"
 
 namespace clairfs {
 

@@ -47,7 +47,7 @@
 
 #include "cache/backing/backing.h"
 #include "cache/base/stats.h"
-#include "fs/inode_table.h"
+#include "fs/core/inode_table.h"
 
 namespace clairfs {
 

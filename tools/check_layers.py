@@ -21,7 +21,8 @@ LAYERS = {
     "cache/plan": ["cache/base", "cache/backing", "cache/manifest"],
     "cache/tiers": ["cache/base", "cache/plan"],
     "cache/prefetch": ["cache/base", "cache/backing", "cache/plan", "cache/tiers"],
-    "fs": ["cache/prefetch"],
+    "fs/core": ["cache/prefetch"],
+    "fs": ["fs/core"],
     "cluster": ["cache/prefetch"],
     "conf": ["cache/prefetch", "fs", "cluster"],
 }

@@ -619,7 +619,7 @@ def row_rewrite_in_place(ctx):
                        f"{rewrites} rewrites")
     r.goals["reads checked"] = all(c.reads >= 50 and c.ok > 0 for c in totals)
     # Pages of two versions in one read() the file never held together: none
-    # (fs/page_versions.h, test_rewrite.py).
+    # (fs/core/page_versions.h, test_rewrite.py).
     r.goals["no mixed reads"] = all(c.mixed == 0 for c in totals)
     r.goals["alive"] = r.alive = ctx.alive(d)
     r.goals["stops"] = ctx.stops(d)

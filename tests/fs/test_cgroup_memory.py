@@ -193,7 +193,7 @@ class CgroupMemoryTest(ClairfsCase):
     def test_files_read_only_at_their_start_do_not_pile_up(self):
         """A reader of headers (the first 4 KiB of each file) never reaches a file's end, so
         in no-open mode the daemon keeps each file's contents bound for its next READ
-        (fs/node_reads.h): bounded in bytes, else they fill the cgroup."""
+        (fs/core/node_reads.h): bounded in bytes, else they fill the cgroup."""
         cg = self.cgroup()
         ds = os.path.join(self.disk_tmpdir(), "ds")
         digests = write_uncached_dataset(ds, EPOCH, seed=26)

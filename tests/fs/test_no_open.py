@@ -132,7 +132,7 @@ class NoOpenTest(ClairfsCase):
 
         def reads_new2():
             # A read within the grace of the change the watch reported may be refused
-            # (ESTALE: fs/page_versions.h) rather than risk a mix; one that succeeds is the
+            # (ESTALE: fs/core/page_versions.h) rather than risk a mix; one that succeeds is the
             # new version, never old bytes from a tier.
             try:
                 data = self.read(mnt, rel)

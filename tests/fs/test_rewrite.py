@@ -73,7 +73,7 @@ class RewriteTest(ClairfsCase):
         # `taskset -c 1`, is the harder test the no-open rules were checked with).
         self.assertEqual(counts.bad, 0, f"{counts.summary()}; e.g. {counts.examples}")
         # One allowance, under a sanitizer only, in no-open mode: the rules rest on a 100 ms
-        # grace (fs/page_versions.h names the gap: a reader that copies old pages without
+        # grace (fs/core/page_versions.h names the gap: a reader that copies old pages without
         # sending a READ and is held longer than that), which a sanitizer's 5-15x slowdown of
         # the daemon and the readers can exceed. Never seen in the release build.
         sanitized = bool(os.environ.get("CLAIRFS_SANITIZED")) and open_mode != "per_open"

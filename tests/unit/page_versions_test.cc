@@ -1,6 +1,6 @@
 // PageVersions: the rules that keep a read() in no-open mode from getting pages of two versions
-// (fs/page_versions.h). Times are given, so the grace is tested without waiting.
-#include "fs/page_versions.h"
+// (fs/core/page_versions.h). Times are given, so the grace is tested without waiting.
+#include "fs/core/page_versions.h"
 
 #include <gtest/gtest.h>
 

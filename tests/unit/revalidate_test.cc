@@ -33,7 +33,7 @@ class RevalidateTest : public ::testing::Test {
     ASSERT_TRUE(mem_.Lstat("", &st).ok());
     inodes_.Report(InodeTable::kRootId, st);  // the root's getattr
   }
-  // A lookup of path as ClairFs::Lookup makes it: a node, and the attributes the kernel got.
+  // A lookup of path as DatasetCore::Lookup makes it: a node, and the attributes the kernel got.
   uint64_t Look(const std::string& path) {
     struct stat st;
     EXPECT_TRUE(mem_.Lstat(path, &st).ok()) << path;

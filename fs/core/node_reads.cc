@@ -1,4 +1,4 @@
-#include "fs/node_reads.h"
+#include "fs/core/node_reads.h"
 
 #include <vector>
 

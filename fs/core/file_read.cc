@@ -1,4 +1,4 @@
-#include "fs/file_read.h"
+#include "fs/core/file_read.h"
 
 #include <unistd.h>
 
@@ -19,7 +19,7 @@ Result<size_t> ReadDirect(const OpenContents& f, const PosixBacking& backing, St
   auto r = f.st.st_mode != 0 ? backing.ReadAtVersion(f.store, f.path, n, off, VersionOf(f.st))
                              : backing.ReadAt(f.store, f.path, n, off);
   if (!r.ok()) {
-    if (r.status().os_errno() == ESTALE) {
+    if (NotTheVersionBound(r.status())) {
       stats.errors.stale.fetch_add(1, std::memory_order_relaxed);
     }
     return r.status();
@@ -63,8 +63,7 @@ Status ReadChunked(OpenContents& f, const PosixBacking& backing, Prefetcher& pre
     auto r = prefetcher.ReadChunk(f.path, version, pos, consume);
     if (!r.ok()) return r.status();
     const ByteRange range = r.value().range;
-    const uint64_t piece_end =
-        range.length == 0 ? end : std::min(end, range.offset + range.length);
+    const uint64_t piece_end = range.length == 0 ? end : std::min(end, range.offset + range.length);
     if (r.value().blob) {
       AddBlob(r.value().blob, pos - range.offset, piece_end - pos, out);
       std::lock_guard lock(f.chunk_mu);

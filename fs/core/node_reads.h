@@ -2,7 +2,7 @@
 // none). In that mode the kernel sends no OPEN and no RELEASE for dataset files: it keeps
 // their pages across opens and asks only for what its page cache lacks, so a READ carries a
 // node id and no handle. A read that starts a file (offset 0, or the first READ seen for the
-// node) binds the node to contents exactly as an open did (ClairFs::Bind: one version, a blob
+// node) binds the node to contents exactly as an open did (DatasetCore::Bind: one version, a blob
 // of it or its descriptor); the READs that follow for the same node use them, until:
 //  - a READ reaches the file's end (the kernel asked for its last bytes: the file was read),
 //  - the next start of a read of the node (which binds afresh, revalidating the version),
@@ -10,7 +10,7 @@
 //  - more than `capacity` nodes are bound, or the bound nodes hold more than `max_bytes` of
 //    contents (a whole object, or a chunked file's current chunk, counted at its chunk size):
 //    the least recently used are dropped, never the one just bound; a dropped node's next READ
-//    binds again, without consuming (see ClairFs::ReadNode).
+//    binds again, without consuming (see DatasetCore::ReadNode).
 // So memory holds at most `capacity` nodes' contents and about max_bytes of them (plus one
 // node's), however many files readers leave half read, and a file's bytes never outlive its
 // read by much. The bytes may be shared with a tier or the staging window; max_bytes counts
@@ -24,7 +24,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "fs/file_read.h"
+#include "fs/core/file_read.h"
 
 namespace clairfs {
 

@@ -1,4 +1,4 @@
-#include "fs/page_versions.h"
+#include "fs/core/page_versions.h"
 
 #include <algorithm>
 

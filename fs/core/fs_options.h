@@ -21,7 +21,7 @@ enum class AccessCheck {
 enum class OpenMode {
   kPerOpen,  // every open and close of a dataset file is a request to the daemon
   kNone,     // the kernel opens dataset files itself and keeps their pages across opens; the
-             // daemon sees a file's reads only when they miss the page cache (fs/node_reads.h)
+             // daemon sees a file's reads only when they miss the page cache (fs/core/node_reads.h)
 };
 
 struct FsOptions {
@@ -46,7 +46,7 @@ struct FsOptions {
   // sweep, no comparison ahead of the reads).
   double revalidate_interval = 60.0;
   bool immutable = false;
-  // Not a config key: bytes of file contents NodeReads (fs/node_reads.h) may hold for reads in
+  // Not a config key: bytes of file contents NodeReads (fs/core/node_reads.h) may hold for reads in
   // no-open mode, beyond which the least recently read node is let go (its next READ binds
   // again). Counted in the daemon's memory budget (conf/memory_budget.h).
   uint64_t node_read_bytes = 32ull << 20;

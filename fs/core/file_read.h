@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -30,12 +31,12 @@ struct OpenContents {
   BlobPtr blob;
   StoreHandlePtr store;
   bool chunked = false;
-  bool dataset = false;  // a dataset file: its reads count in bytes_read
-  std::string path;      // a dataset file: its canonical path
+  bool dataset = false;     // a dataset file: its reads count in bytes_read
+  std::string path;         // a dataset file: its canonical path
   uint64_t chunk_size = 0;  // chunked: the file's grid when opened
-  struct stat st {};     // a dataset file: the stat of the file opened, at open
+  struct stat st {};        // a dataset file: the stat of the file opened, at open
   // A dataset file opened with a handle (per_open mode): the version its READs serve, and
-  // InodeTable::OpenedVersionChanges() as of its open (ClairFs::Read).
+  // InodeTable::OpenedVersionChanges() as of its open (DatasetCore::AfterReply).
   FileVersion version{};
   uint64_t opened_changes = 0;
   // chunked: the chunk (its offset) the last read began in; a read beginning in another one
@@ -56,10 +57,16 @@ struct OpenContents {
 // The pieces of one READ's reply, kept alive until the reply was sent.
 struct ReadReply {
   std::vector<iovec> iov;
-  std::vector<BlobPtr> blobs;                // the blobs iov points into
+  std::vector<BlobPtr> blobs;                 // the blobs iov points into
   std::vector<std::unique_ptr<char[]>> bufs;  // the buffers of direct reads iov points into
   size_t bytes = 0;
 };
+
+// True iff s says that the bytes are not of the version bound any more (kStale). PosixBacking
+// reported that as kIoError with errno ESTALE before the code existed: both are read here.
+inline bool NotTheVersionBound(const Status& s) {
+  return s.code() == Code::kStale || s.os_errno() == ESTALE;
+}
 
 // The bytes [off, off+size) of f (fewer only at the end of the version opened), into *out, all
 // of that version. Errors: the backing store's (direct reads through backing, kTimedOut at its

@@ -10,9 +10,9 @@
 //    takes over the key; the old node keeps its identity only for the kernel's remaining
 //    references and every use of it fails.
 //  - Use: every request on a node checks that its path still names its (dev, ino) and type
-//    (ClairFs does, at Lookup of a child, GetAttr, ReadLink, Open and OpenDir) and replies ESTALE
+//    (DatasetCore does, at Lookup of a child, GetAttr, ReadLink, Open and OpenDir) and fails kStale
 //    otherwise; the kernel then retries the system call with a fresh lookup of each name.
-//  - Contents are bound at open: a handle reads only the file it opened (ClairFs).
+//  - Contents are bound at open: a handle reads only the file it opened (DatasetCore::Bind).
 // Limit: a file deleted and replaced at the same path by one that gets the same inode number
 // and type is the same node (a plain stat cannot tell them apart); its contents still carry a
 // new version (ctime), so an open never serves the old bytes.
@@ -87,9 +87,7 @@ class InodeTable {
   void ServedOlder(uint64_t id, const FileVersion& version);
   // How many opens found another version than the one opened before (a handle that read while
   // this did not move cannot have been overtaken by a newer open; lock-free).
-  uint64_t OpenedVersionChanges() const {
-    return opened_changes_.load(std::memory_order_acquire);
-  }
+  uint64_t OpenedVersionChanges() const { return opened_changes_.load(std::memory_order_acquire); }
   // What was seen of node id so far ({} if it is unknown).
   Seen SeenOf(uint64_t id) const;
   size_t size() const;
@@ -136,7 +134,7 @@ class InodeTable {
   struct KeyHash {
     size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.ino * 31 + k.dev); }
   };
-  mutable std::mutex mu_;  // leaf lock
+  mutable std::mutex mu_;                    // leaf lock
   std::atomic<uint64_t> opened_changes_{0};  // written under mu_
   std::unordered_map<uint64_t, Node> nodes_;
   // The node a lookup of (dev, ino) may share; nodes superseded by a newer node of the same
