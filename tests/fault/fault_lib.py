@@ -15,6 +15,7 @@ import time
 import zlib
 
 import harness
+from harness import wait_for  # also a name of this module: fault_rows imports it from here
 
 REPO = harness.REPO
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -348,14 +349,6 @@ class Ctx:
         for m in self.tmpfs:
             umount_tmpfs(m)
         self.collect_logs()
-
-
-def wait_for(cond, limit, what):
-    deadline = time.monotonic() + limit
-    while not cond():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {limit}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def read_text(path):

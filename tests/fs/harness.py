@@ -523,14 +523,18 @@ def mpi_rank_daemon_pid(rank):
     return None
 
 
-def wait_for(predicate, timeout, what):
-    """Polls predicate until it holds; AssertionError after timeout seconds."""
+def wait_for(predicate, timeout, what, interval=0.05):
+    """Polls predicate() every `interval` seconds until it returns a true value, and returns
+    that value; AssertionError ("timed out after Ns waiting for WHAT") once `timeout` seconds
+    have passed with it false. The one wait of the test suites (fs, python, fault)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
 
 
 def stop_process(pid):
