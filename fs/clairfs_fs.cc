@@ -14,6 +14,7 @@
 #include "cache/resolver.h"
 #include "fs/file_read.h"
 #include "fs/read_only_ops.h"
+#include "fs/request_guard.h"
 #include "fs/status_errno.h"
 
 namespace clairfs {
@@ -34,15 +35,7 @@ int64_t SteadyNs() {
 ClairFs* Self(fuse_req_t req) { return static_cast<ClairFs*>(fuse_req_userdata(req)); }
 
 // Runs a handler so that no exception escapes into libfuse; on one the request gets EIO.
-template <typename F>
-void Guard(fuse_req_t req, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    spdlog::error("request failed: {}", e.what());
-    if (req) fuse_reply_err(req, EIO);
-  }
-}
+constexpr RequestGuard Guard{"request"};
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fs/read_only_ops.h"
+#include "fs/request_guard.h"
 #include "fs/status_errno.h"
 
 namespace clairfs {
@@ -40,15 +41,7 @@ ControlFile GeneratedFile(Node node) {
 ControlFs* Self(fuse_req_t req) { return static_cast<ControlFs*>(fuse_req_userdata(req)); }
 
 // Runs a handler so that no exception escapes into libfuse; on one the request gets EIO.
-template <typename F>
-void Guard(fuse_req_t req, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    spdlog::error("control request failed: {}", e.what());
-    if (req) fuse_reply_err(req, EIO);
-  }
-}
+constexpr RequestGuard Guard{"control request"};
 
 }  // namespace
 
