@@ -57,7 +57,7 @@ class Readers:
                 json.dump(spec, f)
             argv = [PY, READER, spec_path]
             if uid is not None:
-                argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] + argv
+                argv = harness.setpriv(uid) + argv
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, start_new_session=True, text=True)
             harness.register_proc(p)
@@ -291,17 +291,8 @@ class Ctx:
 
     def wait_prefetched(self, mnt, files, limit=20):
         """Until the prefetch fetched `files` files or stopped progressing for 1.5 s."""
-        deadline, last, since = time.monotonic() + limit, -1, time.monotonic()
-        while time.monotonic() < deadline:
-            n = self.stats(mnt).get("prefetch", {}).get("fetches", 0)
-            if n >= files:
-                return n
-            if n != last:
-                last, since = n, time.monotonic()
-            elif time.monotonic() - since > 1.5:
-                return n
-            time.sleep(0.05)
-        return last
+        return harness.wait_progress(
+            lambda: self.stats(mnt).get("prefetch", {}).get("fetches", 0), lambda n: n, files, limit)
 
     def collect_logs(self):
         for d in self.daemons:

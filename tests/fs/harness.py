@@ -537,6 +537,31 @@ def wait_for(predicate, timeout, what, interval=0.05):
         time.sleep(interval)
 
 
+def wait_progress(sample, count, target, timeout, stall=1.5, interval=0.05):
+    """Polls sample() (e.g. a mount's stats) until count(sample) reaches target, stops growing
+    for `stall` seconds, or `timeout` seconds pass; returns the last sample. For a prefetch
+    that may legitimately stop short of the target (a tier full, a file that fails)."""
+    deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
+    while True:
+        s = sample()
+        n = count(s)
+        now = time.monotonic()
+        if n >= target or now > deadline:
+            return s
+        if n != last:
+            last, since = n, now
+        elif now - since > stall:
+            return s
+        time.sleep(interval)
+
+
+def setpriv(uid, groups=(), gid=None):
+    """The argv prefix that runs a command as uid (gid: uid unless given) with exactly the
+    supplementary `groups` (none: --clear-groups), through setpriv; the ids need no account."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid if gid is None else gid}",
+            f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"]
+
+
 def stop_process(pid):
     """SIGSTOPs pid and waits until every thread has stopped. A FUSE daemon's worker woken by
     the signal could otherwise still take a queued request first; the caller waiting for the
