@@ -1,4 +1,5 @@
-// PeerTier: the other nodes' caches, as one more tier (design.md section 3), over a Transport.
+// PeerTier: the other nodes' caches, as one more tier (after the local tiers, before the
+// backing store: docs/architecture.md, "The peer tier"), over a Transport.
 //
 // Plans. When this node registers a manifest, Place() sends its plan digest to every rank,
 // with the node's catalog (its object keys and versions: protocol.h) only where that rank was

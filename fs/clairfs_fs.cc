@@ -8,6 +8,7 @@
 
 #include "fs/core/file_read.h"
 #include "fs/read_only_ops.h"
+#include "fs/request_guard.h"
 #include "fs/status_errno.h"
 
 namespace clairfs {
@@ -29,17 +30,8 @@ ClairFs* Self(fuse_req_t req) { return static_cast<ClairFs*>(fuse_req_userdata(r
 // Replies the errno of a failed Status.
 void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ToErrno(s)); }
 
-// Runs a handler so that no exception escapes into libfuse; on one the request gets the errno
-// of an I/O error.
-template <typename F>
-void Guard(fuse_req_t req, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    spdlog::error("request failed: {}", e.what());
-    if (req) ReplyError(req, Status::Error(Code::kIoError, e.what()));
-  }
-}
+// Runs a handler so that no exception escapes into libfuse (fs/request_guard.h).
+constexpr RequestGuard Guard{"request"};
 
 }  // namespace
 

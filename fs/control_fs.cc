@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fs/read_only_ops.h"
+#include "fs/request_guard.h"
 #include "fs/status_errno.h"
 
 namespace clairfs {
@@ -51,17 +52,8 @@ Status ReadOnly() { return Status::Error(Code::kReadOnly, "a generated control f
 // only the manifest be opened for writing), not a failure of the control plane.
 constexpr int kNotWritable = EBADF;
 
-// Runs a handler so that no exception escapes into libfuse; on one the request gets the errno
-// of an I/O error.
-template <typename F>
-void Guard(fuse_req_t req, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    spdlog::error("control request failed: {}", e.what());
-    if (req) ReplyError(req, Status::Error(Code::kIoError, e.what()));
-  }
-}
+// Runs a handler so that no exception escapes into libfuse (fs/request_guard.h).
+constexpr RequestGuard Guard{"control request"};
 
 }  // namespace
 

@@ -343,32 +343,39 @@ ParsedManifest CompactManifestParser::Finish() && {
 void ManifestInput::Feed(std::string_view bytes) {
   if (bytes.empty()) return;
   if (bytes_fed() == 0 && bytes[0] == '\0') parser_.emplace<CompactManifestParser>();
-  std::visit([&](auto& p) { p.Feed(bytes); }, parser_);
+  std::visit([&](ManifestStreamParser auto& p) { p.Feed(bytes); }, parser_);
 }
 
 const ParsedManifest& ManifestInput::Peek() {
-  return std::visit([](auto& p) -> const ParsedManifest& { return p.Peek(); }, parser_);
-}
-
-ParsedManifest ManifestInput::Finish() && {
-  return std::visit([](auto& p) { return std::move(p).Finish(); }, parser_);
-}
-
-const std::vector<std::string_view>& ManifestInput::paths() const {
-  return std::visit([](const auto& p) -> const std::vector<std::string_view>& { return p.paths(); },
+  return std::visit([](ManifestStreamParser auto& p) -> const ParsedManifest& { return p.Peek(); },
                     parser_);
 }
 
+ParsedManifest ManifestInput::Finish() && {
+  return std::visit([](ManifestStreamParser auto& p) { return std::move(p).Finish(); }, parser_);
+}
+
+const std::vector<std::string_view>& ManifestInput::paths() const {
+  return std::visit(
+      [](const ManifestStreamParser auto& p) -> const std::vector<std::string_view>& {
+        return p.paths();
+      },
+      parser_);
+}
+
 const ParsedManifest& ManifestInput::parsed() const {
-  return std::visit([](const auto& p) -> const ParsedManifest& { return p.parsed(); }, parser_);
+  return std::visit(
+      [](const ManifestStreamParser auto& p) -> const ParsedManifest& { return p.parsed(); },
+      parser_);
 }
 
 KeyIndex ManifestInput::TakePathIndex() && {
-  return std::visit([](auto& p) { return std::move(p).TakePathIndex(); }, parser_);
+  return std::visit([](ManifestStreamParser auto& p) { return std::move(p).TakePathIndex(); },
+                    parser_);
 }
 
 uint64_t ManifestInput::bytes_fed() const {
-  return std::visit([](const auto& p) { return p.bytes_fed(); }, parser_);
+  return std::visit([](const ManifestStreamParser auto& p) { return p.bytes_fed(); }, parser_);
 }
 
 }  // namespace clairfs

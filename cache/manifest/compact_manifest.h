@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cache/manifest/manifest.h"
+#include "cache/manifest/manifest_stream_parser.h"
 
 namespace clairfs {
 
@@ -43,6 +44,7 @@ inline constexpr uint64_t kCompactMaxItemBytes = 4096;  // per item on average: 
 // Memory: the item strings (as paths), 4 bytes per item and per entry; nothing is ever
 // reserved from a count the header declares, so a header promising 2^32 items costs nothing
 // until the bytes arrive.
+// A ManifestStreamParser (manifest_stream_parser.h).
 class CompactManifestParser {
  public:
   static constexpr size_t kMaxErrors = ManifestParser::kMaxErrors;
@@ -127,8 +129,11 @@ class CompactManifestParser {
   uint64_t bytes_fed_ = 0;
 };
 
+static_assert(ManifestStreamParser<CompactManifestParser>);
+
 // A manifest in either form: the first byte chooses (NUL: compact, anything else: text);
-// before any byte it is an empty text. Same contract as ManifestParser.
+// before any byte it is an empty text. A ManifestStreamParser (manifest_stream_parser.h), as
+// each of the two it holds.
 class ManifestInput {
  public:
   void Feed(std::string_view bytes);
@@ -142,5 +147,7 @@ class ManifestInput {
  private:
   std::variant<ManifestParser, CompactManifestParser> parser_;
 };
+
+static_assert(ManifestStreamParser<ManifestInput>);
 
 }  // namespace clairfs

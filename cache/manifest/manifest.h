@@ -125,6 +125,7 @@ class ManifestTargets {
   std::unordered_map<RangeKey, uint32_t, RangeHash> range_index_;
 };
 
+// The text form's parser: a ManifestStreamParser (manifest_stream_parser.h).
 class ManifestParser {
  public:
   static constexpr size_t kMaxErrors = 20;

@@ -15,6 +15,7 @@ import time
 import zlib
 
 import harness
+from harness import wait_for  # also a name of this module: fault_rows imports it from here
 
 REPO = harness.REPO
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,7 +57,7 @@ class Readers:
                 json.dump(spec, f)
             argv = [PY, READER, spec_path]
             if uid is not None:
-                argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] + argv
+                argv = harness.setpriv(uid) + argv
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, start_new_session=True, text=True)
             harness.register_proc(p)
@@ -290,17 +291,8 @@ class Ctx:
 
     def wait_prefetched(self, mnt, files, limit=20):
         """Until the prefetch fetched `files` files or stopped progressing for 1.5 s."""
-        deadline, last, since = time.monotonic() + limit, -1, time.monotonic()
-        while time.monotonic() < deadline:
-            n = self.stats(mnt).get("prefetch", {}).get("fetches", 0)
-            if n >= files:
-                return n
-            if n != last:
-                last, since = n, time.monotonic()
-            elif time.monotonic() - since > 1.5:
-                return n
-            time.sleep(0.05)
-        return last
+        return harness.wait_progress(
+            lambda: self.stats(mnt).get("prefetch", {}).get("fetches", 0), lambda n: n, files, limit)
 
     def collect_logs(self):
         for d in self.daemons:
@@ -348,14 +340,6 @@ class Ctx:
         for m in self.tmpfs:
             umount_tmpfs(m)
         self.collect_logs()
-
-
-def wait_for(cond, limit, what):
-    deadline = time.monotonic() + limit
-    while not cond():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {limit}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def read_text(path):

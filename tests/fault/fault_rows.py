@@ -360,8 +360,8 @@ def row_inode_reuse(ctx):
 
 
 def nobody_can_read(path):
-    p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                        PY, "-c", "import sys;open(sys.argv[1],'rb').read()", path],
+    p = subprocess.run(harness.setpriv(NOBODY) +
+                       [PY, "-c", "import sys;open(sys.argv[1],'rb').read()", path],
                        capture_output=True, timeout=30)
     return p.returncode == 0
 

@@ -523,14 +523,43 @@ def mpi_rank_daemon_pid(rank):
     return None
 
 
-def wait_for(predicate, timeout, what):
-    """Polls predicate until it holds; AssertionError after timeout seconds."""
+def wait_for(predicate, timeout, what, interval=0.05):
+    """Polls predicate() every `interval` seconds until it returns a true value, and returns
+    that value; AssertionError ("timed out after Ns waiting for WHAT") once `timeout` seconds
+    have passed with it false. The one wait of the test suites (fs, python, fault)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_progress(sample, count, target, timeout, stall=1.5, interval=0.05):
+    """Polls sample() (e.g. a mount's stats) until count(sample) reaches target, stops growing
+    for `stall` seconds, or `timeout` seconds pass; returns the last sample. For a prefetch
+    that may legitimately stop short of the target (a tier full, a file that fails)."""
+    deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
+    while True:
+        s = sample()
+        n = count(s)
+        now = time.monotonic()
+        if n >= target or now > deadline:
+            return s
+        if n != last:
+            last, since = n, now
+        elif now - since > stall:
+            return s
+        time.sleep(interval)
+
+
+def setpriv(uid, groups=(), gid=None):
+    """The argv prefix that runs a command as uid (gid: uid unless given) with exactly the
+    supplementary `groups` (none: --clear-groups), through setpriv; the ids need no account."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid if gid is None else gid}",
+            f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"]
 
 
 def stop_process(pid):

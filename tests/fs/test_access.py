@@ -44,9 +44,7 @@ except OSError as e:
 
 
 def as_user(uid, args, gid=None, groups=()):
-    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid if gid is None else gid}"]
-    cmd.append(f"--groups={','.join(str(g) for g in groups)}" if groups else "--clear-groups")
-    r = subprocess.run(cmd + [sys.executable, "-I", "-S", "-c", CHILD, *args],
+    r = subprocess.run(harness.setpriv(uid, groups, gid) + [sys.executable, "-I", "-S", "-c", CHILD, *args],
                        capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         raise AssertionError(f"child as uid {uid} failed: {r.stderr}")

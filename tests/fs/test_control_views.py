@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import harness
+from harness import setpriv
 from test_access import AccessCase, control_group, usable
 
 import unittest
@@ -43,11 +44,6 @@ for name in sys.argv[2:]:
         out[name] = "ERRNO %d" % e.errno
 sys.stdout.write(json.dumps(out))
 """
-
-
-def setpriv(uid, groups=()):
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}",
-            f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"]
 
 
 def read_control_as(uid, mnt, groups=()):

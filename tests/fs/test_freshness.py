@@ -40,8 +40,7 @@ except OSError as e:
 
 
 def read_as(uid, path):
-    r = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                        sys.executable, "-I", "-S", "-c", CHILD, path],
+    r = subprocess.run(harness.setpriv(uid) + [sys.executable, "-I", "-S", "-c", CHILD, path],
                        capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         raise AssertionError(f"child failed: {r.stderr}")

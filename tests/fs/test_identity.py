@@ -13,23 +13,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 import harness
-from harness import ClairfsCase, config
+from harness import ClairfsCase, config, wait_for
 import treeutil as tu
 
 DEADLINE = 20.0  # seconds for the prefetch to fill a tier, or a probe to finish
-
-
-def wait_for(cond, what, limit=DEADLINE):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {limit}s waiting for {what}")
 
 
 def rewrite_keep_mtime(path, data):
@@ -98,7 +87,7 @@ class IdentityCase(ClairfsCase):
         plan = self.plan(mnt)
         self.assertEqual(plan["files"], len(rels), plan)
         self.assertEqual(plan["tiers"][tier]["objects"], len(rels), plan)
-        wait_for(lambda: self.stats(mnt)["tiers"][tier]["fetched"] >= len(rels),
+        wait_for(lambda: self.stats(mnt)["tiers"][tier]["fetched"] >= len(rels), DEADLINE,
                  f"the prefetch to fill tier {tier}")
 
     def served(self, mnt, kind):

@@ -14,7 +14,7 @@ import sys
 import time
 import unittest
 
-from harness import ClairfsCase, config, wait_for
+from harness import ClairfsCase, config, setpriv, wait_for
 from test_access import control_group
 
 USER = 64123    # a member of control.group
@@ -42,11 +42,6 @@ except OSError as e:
     sys.exit(0)
 sys.stdout.write("OK")
 """
-
-
-def setpriv(uid, groups):
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}",
-            f"--groups={','.join(str(g) for g in groups)}" if groups else "--clear-groups"]
 
 
 def usable():

@@ -71,19 +71,9 @@ class SsdTierTest(ClairfsCase):
                 self.read_check(mnt, rel, files[rel])
 
     def wait_prefetch(self, mnt, target, limit=20.0):
-        """Polls stats until prefetch.fetches reaches target or stops growing."""
-        deadline, last, since = time.monotonic() + limit, -1, time.monotonic()
-        while time.monotonic() < deadline:
-            st = self.stats(mnt)
-            n = st["prefetch"]["fetches"]
-            if n >= target:
-                return st
-            if n != last:
-                last, since = n, time.monotonic()
-            elif time.monotonic() - since > 1.5:
-                return st
-            time.sleep(0.1)
-        return self.stats(mnt)
+        """Polls stats until prefetch.fetches reaches target or stops growing; the last stats."""
+        return harness.wait_progress(lambda: self.stats(mnt), lambda st: st["prefetch"]["fetches"],
+                                     target, limit, interval=0.1)
 
     def mount_planned(self, mnt, cfg, epochs=None):
         d = self.mount(self.ds, mnt, cfg=cfg)

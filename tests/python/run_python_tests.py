@@ -11,6 +11,7 @@ test_compact and test_orders need no mount (the compact encoder against a decode
 the test; the orders computed with tensor ops against torch's own iteration). test_streams
 runs several processes (DistributedSampler ranks, jobs) as streams of one mount. test_resume
 (no mount) resumes jobs part-way through an epoch against the same jobs run through.
+test_imports (no mount) checks the package's modules import each other without a cycle.
 test_packaging pip-installs tools/python into fresh venvs offline (skipped without
 python3-venv, python3-pip, python3-setuptools, python3-wheel).
 Exit status: 0 all passed, 1 a failure, 77 skipped (no usable /dev/fuse or fusermount3).
@@ -30,7 +31,7 @@ import run_fs_tests  # noqa: E402
 
 MODULES = ["test_control", "test_cli", "test_serve_metrics", "test_cache_admin", "test_torch",
            "test_records", "test_compact", "test_orders",
-           "test_streams", "test_resume", "test_packaging"]
+           "test_streams", "test_resume", "test_packaging", "test_imports"]
 
 if __name__ == "__main__":
     sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="python"))

@@ -9,17 +9,17 @@ binary, set and thread count, and every round's value.
 Usage: ab_binaries.py --a NAME=BIN --b NAME=BIN [--rounds 8] [--files 2000] [--tmp /dev/shm]
        [--bench build/tools/bench/clairfs-bench]
 Everything it mounts and writes is removed at the end, also on error."""
-import argparse, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, random, shutil, statistics, subprocess, sys, tempfile
+
+from bench_lib import BENCH_BIN, add_dataset_options, add_tmp_option, wait_for
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--a", required=True)
 ap.add_argument("--b", required=True)
 ap.add_argument("--rounds", type=int, default=8)
-ap.add_argument("--files", type=int, default=2000)
-ap.add_argument("--tmp", default="/dev/shm")
-ap.add_argument("--bench", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                "..", "..", "build", "tools", "bench",
-                                                "clairfs-bench"))
+add_dataset_options(ap, files=2000)
+add_tmp_option(ap, "/dev/shm")
+ap.add_argument("--bench", default=BENCH_BIN)
 args = ap.parse_args()
 bins = dict(x.split("=", 1) for x in (args.a, args.b))
 SIZE = 110 * 1024
@@ -51,15 +51,6 @@ def mnt(name):
 def cpu(name):
     f = open(f"/proc/{procs[name].pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_for(pred, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"timed out waiting for {what}")
 
 
 try:

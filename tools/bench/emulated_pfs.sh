@@ -31,21 +31,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tools/bench/pfs_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/pfs_lib.sh"
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --files) FILES=$2; shift 2 ;;
-    --mean-kb) MEAN_KB=$2; shift 2 ;;
-    --sigma) SIGMA=$2; shift 2 ;;
-    --bps) BPS=$2; shift 2 ;;
-    --iops) IOPS=$2; shift 2 ;;
-    --mem) MEM_MIB=$2; shift 2 ;;
-    --tmp) TMPBASE=$2; shift 2 ;;
-    --check) CHECK=1; shift ;;
-    --) shift; break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument: $1 (see --help)" ;;
-  esac
-done
+declare -A OPTIONS=([--files]=FILES [--mean-kb]=MEAN_KB [--sigma]=SIGMA [--bps]=BPS [--iops]=IOPS
+  [--mem]=MEM_MIB [--tmp]=TMPBASE [--check]=CHECK=1 [--]=ARGS)
+parse_options "$@"
+set -- "${ARGS[@]}"
 ((EUID == 0)) || die "run as root (loop devices, mounts, cgroups)"
 [[ $FILES =~ ^[1-9][0-9]*$ && $BPS =~ ^[0-9]+$ && $IOPS =~ ^[0-9]+$ && $MEM_MIB =~ ^[1-9][0-9]*$ ]] ||
   die "--files, --bps, --iops, --mem: integers"

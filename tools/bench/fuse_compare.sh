@@ -65,23 +65,11 @@ NAME=fuse_compare
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --files) FILES=$2; shift 2 ;;
-    --size) SIZE=$2; shift 2 ;;
-    --repeats) REPEATS=$2; shift 2 ;;
-    --threads) THREADS=${2//,/ }; shift 2 ;;
-    --sources) SOURCES=$2; shift 2 ;;
-    --clairfs-variants) VARIANTS=$2; shift 2 ;;
-    --drop-caches) DROP=$2; shift 2 ;;
-    --tmp) TMPBASE=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --clairfs-bin) CLAIRFS_BIN=$2; shift 2 ;;
-    --bench-bin) BENCH_BIN=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument: $1 (see --help)" ;;
-  esac
-done
+declare -A OPTIONS=([--files]=FILES [--size]=SIZE [--repeats]=REPEATS [--threads]=THREADS
+  [--sources]=SOURCES [--clairfs-variants]=VARIANTS [--drop-caches]=DROP [--tmp]=TMPBASE
+  [--out]=OUT [--clairfs-bin]=CLAIRFS_BIN [--bench-bin]=BENCH_BIN)
+parse_options "$@"
+THREADS=${THREADS//,/ }  # --threads 1,4: a list
 for n in "$FILES" "$SIZE" "$REPEATS" $THREADS; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "not a positive integer: '$n'"
 done
@@ -90,7 +78,6 @@ done
 [[ -x $BENCH_BIN ]] || die "bench binary not found: $BENCH_BIN (build it or set BENCH_BIN)"
 for tool in jq fusermount3 "$PYTHON"; do command -v "$tool" >/dev/null || die "missing $tool"; done
 BENCH_BIN=$(realpath "$BENCH_BIN")
-[[ -n $OUT ]] && OUT=$(realpath -m "$OUT")
 has_source() { [[ ",$SOURCES," == *",$1,"* ]]; }
 
 

@@ -69,3 +69,39 @@ trap 'exit 143' TERM
 
 # Runs "$@" as a background child so INT/TERM interrupt the wait at once (cleanup kills it).
 run() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=""; return "$rc"; }
+
+# The command line, one parser for every script. The script declares its options, then calls
+# parse_options "$@" (after setting the defaults):
+#   declare -A OPTIONS=([--files]=FILES [--check]=CHECK=1 [--]=ARGS)
+# An entry VAR takes a value (--files N sets FILES=N); VAR=value is a flag (--check sets
+# CHECK=1, as written); [--]=ARGS lets "--" end the options, the words after it left in the
+# array ARGS (empty otherwise). -h/--help prints the script's header comment (line 2 up to
+# `set -euo pipefail`) and exits 0; an unknown option, or one missing its value, dies. Then a
+# non-empty OUT (--out FILE, where a script has it) is made absolute.
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+# shellcheck disable=SC2034  # ARGS is read by the script that sourced this file
+parse_options() {
+  local spec
+  ARGS=()
+  while (($# > 0)); do
+    case "$1" in
+      -h|--help) usage; exit 0 ;;
+    esac
+    spec=${OPTIONS[$1]-}
+    if [[ -z $spec ]]; then
+      die "unknown argument: $1 (see --help)"
+    elif [[ $1 == -- ]]; then
+      shift
+      ARGS=("$@")
+      break
+    elif [[ $spec == *=* ]]; then
+      printf -v "${spec%%=*}" '%s' "${spec#*=}"
+      shift
+    else
+      (($# >= 2)) || die "$1 needs a value (see --help)"
+      printf -v "$spec" '%s' "$2"
+      shift 2
+    fi
+  done
+  if [[ -n ${OUT-} ]]; then OUT=$(realpath -m "$OUT"); fi
+}

@@ -53,33 +53,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/pfs_lib.sh"
 
 args=("$@")
 for a in "${args[@]}"; do [[ $a == --quick ]] && SIZE_MB=300 SHARDS=4; done
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --quick) shift ;;
-    --size-mb) SIZE_MB=$2; shift 2 ;;
-    --shards) SHARDS=$2; shift 2 ;;
-    --mean-kb) MEAN_KB=$2; shift 2 ;;
-    --epochs) EPOCHS=$2; shift 2 ;;
-    --workers) WORKERS=$2; shift 2 ;;
-    --prefetch-factor) PF=$2; shift 2 ;;
-    --batch-size) BATCH=$2; shift 2 ;;
-    --compute-ms) COMPUTE_MS=$2; shift 2 ;;
-    --bps) BPS=$2; shift 2 ;;
-    --iops) IOPS=$2; shift 2 ;;
-    --chunks) CHUNKS=$2; shift 2 ;;
-    --ram) RAM=$2; shift 2 ;;
-    --ssd) SSD=$2; shift 2 ;;
-    --staging) STAGING=$2; shift 2 ;;
-    --pagecache) PAGECACHE=$2; shift 2 ;;
-    --overhead) OVERHEAD=$2; shift 2 ;;
-    --reader) READER_MIB=$2; shift 2 ;;
-    --tmp) TMPBASE=$2; shift 2 ;;
-    --no-direct) DIRECT=0; shift ;;
-    --out) OUT=$(realpath -m "$2"); shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument: $1 (see --help)" ;;
-  esac
-done
+declare -A OPTIONS=([--quick]=QUICK=1 [--size-mb]=SIZE_MB [--shards]=SHARDS [--mean-kb]=MEAN_KB
+  [--epochs]=EPOCHS [--workers]=WORKERS [--prefetch-factor]=PF [--batch-size]=BATCH
+  [--compute-ms]=COMPUTE_MS [--bps]=BPS [--iops]=IOPS [--chunks]=CHUNKS [--ram]=RAM [--ssd]=SSD
+  [--staging]=STAGING [--pagecache]=PAGECACHE [--overhead]=OVERHEAD [--reader]=READER_MIB
+  [--tmp]=TMPBASE [--no-direct]=DIRECT=0 [--out]=OUT)
+parse_options "$@"
 ((EUID == 0)) || die "run as root (loop devices, mounts, cgroups)"
 [[ -n $RAM ]] || RAM=$((SIZE_MB * 1000000 / 2 / 1048576))
 [[ -n $SSD ]] || SSD=$((SIZE_MB * 1000000 * 3 / 4 / 1048576))

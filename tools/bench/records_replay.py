@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "python"))
 import clairfs  # noqa: E402
 from clairfs import tfrecord  # noqa: E402
+from bench_lib import add_dataset_options, add_loader_options  # noqa: E402
 
 _HEAD = struct.Struct("<QI")
 
@@ -382,19 +383,13 @@ def main():
     m.add_argument("--index", required=True)
     m.add_argument("--size-mb", type=int, default=1500)
     m.add_argument("--shards", type=int, default=8)
-    m.add_argument("--mean-kb", type=float, default=110.0)
-    m.add_argument("--sigma", type=float, default=0.5)
-    m.add_argument("--seed", type=int, default=1)
+    add_dataset_options(m, mean_kb=110.0, sigma=0.5, seed=1)
     r = sub.add_parser("replay")
     r.add_argument("--root", required=True)
     r.add_argument("--index", required=True)
     r.add_argument("--out", required=True)
-    r.add_argument("--epochs", type=int, default=3)
-    r.add_argument("--seed", type=int, default=1)
-    r.add_argument("--workers", type=int, default=4)
-    r.add_argument("--prefetch-factor", type=int, default=2)
-    r.add_argument("--batch-size", type=int, default=16)
-    r.add_argument("--compute-ms", type=float, default=1.5)
+    add_loader_options(r)
+    add_dataset_options(r, seed=1)
     r.add_argument("--compute-only", action="store_true")
     r.add_argument("--register", action="store_true")
     r.add_argument("--stats")

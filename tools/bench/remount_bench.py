@@ -24,15 +24,7 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def wait(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+from bench_lib import CLAIRFS_BIN, REPO, add_dataset_options, add_tmp_option, wait_for
 
 
 def is_mounted(path):
@@ -47,7 +39,7 @@ class Mount:
         self.proc = subprocess.Popen([binary, "-f", "-c", cfg, ds, mnt], stdin=subprocess.DEVNULL,
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        wait(lambda: is_mounted(mnt) or self.proc.poll() is not None, 30, "the mount")
+        wait_for(lambda: is_mounted(mnt) or self.proc.poll() is not None, 30, "the mount")
         if self.proc.poll() is not None:
             raise RuntimeError(f"clairfs exited with {self.proc.returncode}; see {log}")
 
@@ -103,9 +95,9 @@ cache:
             if mount_no == 1:
                 tiered = sum(t["objects"] for t in plan["tiers"])
                 kept = plan["tiers"][1]["kept_objects"]
-                wait(lambda: m.control("stats")["prefetch"]["fetches"] >= tiered, 600,
+                wait_for(lambda: m.control("stats")["prefetch"]["fetches"] >= tiered, 600,
                      "the tier fill")
-                wait(lambda: m.control("stats")["kept"]["written"] >= kept
+                wait_for(lambda: m.control("stats")["kept"]["written"] >= kept
                      and m.control("stats")["kept"]["pending"] == 0, 600, "the kept copies")
                 out["plan"] = plan
             t0 = time.monotonic()
@@ -124,13 +116,12 @@ cache:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--files", type=int, default=6000)
-    ap.add_argument("--mean-kb", type=float, default=110)
+    add_dataset_options(ap, files=6000, mean_kb=110)
     ap.add_argument("--ram", default="42MiB")
     ap.add_argument("--ssd", default="1GiB")
     ap.add_argument("--staging", default="64MiB")
-    ap.add_argument("--tmp", default="/var/tmp")
-    ap.add_argument("--clairfs-bin", default=os.path.join(REPO, "build", "tools", "clairfs"))
+    add_tmp_option(ap)
+    ap.add_argument("--clairfs-bin", default=CLAIRFS_BIN)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="clairfs-remount.", dir=a.tmp)
     try:

@@ -62,32 +62,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/pfs_lib.sh"
 
 args=("$@")
 for a in "${args[@]}"; do [[ $a == --quick ]] && RAM=32 SSD=64 STAGING=16 PAGECACHE=16 EPOCHS=2; done
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --quick) shift ;;
-    --scenarios) SCEN=$2; shift 2 ;;
-    --epochs) EPOCHS=$2; shift 2 ;;
-    --ranks) RANKS=$2; shift 2 ;;
-    --workers) WORKERS=$2; shift 2 ;;
-    --prefetch-factor) PF=$2; shift 2 ;;
-    --batch-size) BATCH=$2; shift 2 ;;
-    --compute-ms) COMPUTE_MS=$2; shift 2 ;;
-    --bps) BPS=$2; shift 2 ;;
-    --iops) IOPS=$2; shift 2 ;;
-    --ram) RAM=$2; shift 2 ;;
-    --ssd) SSD=$2; shift 2 ;;
-    --staging) STAGING=$2; shift 2 ;;
-    --pagecache) PAGECACHE=$2; shift 2 ;;
-    --overhead) OVERHEAD=$2; shift 2 ;;
-    --mean-kb) MEAN_KB=$2; shift 2 ;;
-    --tmp) TMPBASE=$2; shift 2 ;;
-    --out) OUT=$(realpath -m "$2"); shift 2 ;;
-    --docs) DOCS=$(realpath -m "$2"); shift 2 ;;
-    --plots) PLOTS=$(realpath -m "$2"); shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument: $1 (see --help)" ;;
-  esac
-done
+declare -A OPTIONS=([--quick]=QUICK=1 [--scenarios]=SCEN [--epochs]=EPOCHS [--ranks]=RANKS
+  [--workers]=WORKERS [--prefetch-factor]=PF [--batch-size]=BATCH [--compute-ms]=COMPUTE_MS
+  [--bps]=BPS [--iops]=IOPS [--ram]=RAM [--ssd]=SSD [--staging]=STAGING [--pagecache]=PAGECACHE
+  [--overhead]=OVERHEAD [--mean-kb]=MEAN_KB [--tmp]=TMPBASE [--out]=OUT [--docs]=DOCS
+  [--plots]=PLOTS)
+parse_options "$@"
+if [[ -n $DOCS ]]; then DOCS=$(realpath -m "$DOCS"); fi
+if [[ -n $PLOTS ]]; then PLOTS=$(realpath -m "$PLOTS"); fi
 ((EUID == 0)) || die "run as root (loop devices, mounts, cgroups)"
 for v in EPOCHS RANKS WORKERS PF BATCH BPS IOPS RAM SSD STAGING PAGECACHE OVERHEAD; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer: ${!v}"

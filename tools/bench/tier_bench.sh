@@ -46,31 +46,15 @@ NAME=tier_bench
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --files) FILES=$2; shift 2 ;;
-    --mean-kb) MEAN_KB=$2; shift 2 ;;
-    --sigma) SIGMA=$2; shift 2 ;;
-    --threads) THREADS=$2; shift 2 ;;
-    --ram) RAM=$2; shift 2 ;;
-    --ssd) SSD=$2; shift 2 ;;
-    --staging) STAGING=$2; shift 2 ;;
-    --keep-cache) KEEP_CACHE=$2; shift 2 ;;
-    --no-warm) WARM=0; shift ;;
-    --tmp) TMPBASE=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --clairfs-bin) CLAIRFS_BIN=$2; shift 2 ;;
-    --bench-bin) BENCH_BIN=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument: $1 (see --help)" ;;
-  esac
-done
+declare -A OPTIONS=([--files]=FILES [--mean-kb]=MEAN_KB [--sigma]=SIGMA [--threads]=THREADS
+  [--ram]=RAM [--ssd]=SSD [--staging]=STAGING [--keep-cache]=KEEP_CACHE [--no-warm]=WARM=0
+  [--tmp]=TMPBASE [--out]=OUT [--clairfs-bin]=CLAIRFS_BIN [--bench-bin]=BENCH_BIN)
+parse_options "$@"
 [[ $FILES =~ ^[1-9][0-9]*$ && $THREADS =~ ^[1-9][0-9]*$ ]] || die "--files/--threads: positive integers"
 [[ $KEEP_CACHE == true || $KEEP_CACHE == false ]] || die "--keep-cache: true or false"
 [[ -x $CLAIRFS_BIN ]] || die "clairfs binary not found: $CLAIRFS_BIN (build it or set CLAIRFS_BIN)"
 [[ -x $BENCH_BIN ]] || die "bench binary not found: $BENCH_BIN (build it or set BENCH_BIN)"
 for tool in jq fusermount3 "$PYTHON"; do command -v "$tool" >/dev/null || die "missing $tool"; done
-[[ -n $OUT ]] && OUT=$(realpath -m "$OUT")
 
 MNT="" DAEMON=""
 

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from array import array
 
-from .control import check_stream_name, manifest_line
+from ._manifest_text import check_stream_name, manifest_line
 
 MAGIC = b"\0clairfs"
 VERSION = 1

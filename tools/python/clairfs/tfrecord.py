@@ -1,6 +1,6 @@
 """TFRecord files without TensorFlow: where each record lies, a writer and a small reader.
 
-Standard library only. The format (TensorFlow's tensorflow/core/lib/io/record_writer.cc), per
+Standard library only. The format (as TensorFlow writes a TFRecord file, stated in full), per
 record, nothing between records and no file header:
 
     uint64 length (little-endian)
