@@ -2,7 +2,7 @@
 // Order of start-up: parse options, open the dataset, construct everything, mount, daemonize,
 // then start threads (fork would not carry them), serve, and tear down in reverse.
 // Under an MPI launcher (more than one rank) the daemon stays in the foreground under a
-// supervising parent (tools/supervise.h), joins the job's peer tier (cluster/), and
+// supervising parent (daemon/supervise.h), joins the job's peer tier (cluster/), and
 // "{rank}" in the mountpoint and SSD directories becomes its rank.
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -36,12 +36,12 @@
 #include "fs/clairfs_fs.h"
 #include "fs/control.h"
 #include "fs/control_fs.h"
-#include "tools/command_line.h"
-#include "tools/control_mount.h"
-#include "tools/daemon_log.h"
-#include "tools/lifecycle.h"
-#include "tools/mounts.h"
-#include "tools/supervise.h"
+#include "daemon/command_line.h"
+#include "daemon/control_mount.h"
+#include "daemon/daemon_log.h"
+#include "daemon/lifecycle.h"
+#include "daemon/mounts.h"
+#include "daemon/supervise.h"
 
 namespace {
 
@@ -97,7 +97,7 @@ std::string LexicalAbsolute(const std::string& p) {
 // The FUSE options: what clairfs sets, then the user's -o options as they are. A value that
 // comes from a path is escaped, so a comma or backslash in it cannot start another option.
 // The mount is read-only for the kernel too (the control files are on a mount of their own:
-// tools/control_mount.h), so an open for writing fails there, also in no-open mode, where
+// daemon/control_mount.h), so an open for writing fails there, also in no-open mode, where
 // no OPEN reaches the daemon.
 // Returns nullptr when libfuse cannot allocate.
 char* MountOptions(const std::string& dataset, const std::string& user) {
