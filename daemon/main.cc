@@ -255,8 +255,7 @@ int main(int argc, char** argv) {
 
   // The dataset stays reachable through this descriptor after the mount hides its path.
   clairfs::Stats stats;
-  clairfs::IoOptions io;
-  io.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.cache.backing_timeout * 1000));
+  const clairfs::IoOptions io = config.cache.io;
   // A dead dataset file system remounted at its path is read again, unless that path leads
   // through this very mount (mounted over the dataset, or above it).
   const bool beneath_mount =
@@ -285,7 +284,7 @@ int main(int argc, char** argv) {
   std::vector<clairfs::Tier*> tier_ptrs;
   std::vector<clairfs::SsdTier*> ssd_tiers;  // closed across the daemonizing fork
   StartGuard start_guard(ssd_tiers);
-  clairfs::PrefetchOptions popts;
+  clairfs::PrefetchOptions popts = config.cache.prefetch;  // tier_threads from the tiers
   for (const auto& t : config.cache.tiers) {
     if (t.kind == "ssd") {
       // A daemon opens RocksDB only after the fork (see SsdTier::Prepare).
@@ -309,24 +308,11 @@ int main(int argc, char** argv) {
     tier_ptrs.push_back(tiers.back().get());
     popts.tier_threads.push_back(t.threads);
   }
-  popts.staging_capacity = config.cache.staging_capacity;
-  popts.staging_threads = config.cache.staging_threads;
-  popts.demand_threads = config.cache.demand_threads;
-  popts.fetch_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(config.cache.fetch_timeout * 1000));
-  popts.chunk_size = config.cache.chunk_size;
-  popts.record_chunk_size = config.cache.record_chunk_size;
-  popts.consumption_lag = config.fuse.open_mode == clairfs::OpenMode::kNone
-                              ? std::min(config.cache.consumption_lag, config.cache.page_cache_lag)
-                              : config.cache.consumption_lag;
-  popts.watch.no_plan_after =
-      std::chrono::milliseconds(static_cast<int64_t>(config.warn.no_plan_after * 1000));
-  popts.watch.check_reads = config.warn.check_reads;
-  popts.watch.order_slack = config.warn.order_slack;
-  popts.stream_idle =
-      std::chrono::milliseconds(static_cast<int64_t>(config.cache.stream_idle * 1000));
-  popts.max_streams = config.cache.max_streams;
-  popts.keep_copies = config.cache.keep_copies;
+  // fuse.open_mode none: a read the page cache answered is never seen, so positions are also
+  // given up page_cache_lag reads behind.
+  if (config.fuse.open_mode == clairfs::OpenMode::kNone) {
+    popts.consumption_lag = std::min(popts.consumption_lag, config.cache.page_cache_lag);
+  }
   clairfs::Prefetcher prefetcher(*backing.value(), tier_ptrs, popts, &stats);
   std::vector<std::string> aliases = {data_abs};
   if (mount_abs != data_abs) aliases.push_back(mount_abs);
@@ -337,14 +323,7 @@ int main(int argc, char** argv) {
   clairfs::ControlFs control_fs(control, access, config.fuse);
   std::unique_ptr<clairfs::cluster::PeerTier> peer;
   if (transport) {
-    const auto ms = [](double secs) {
-      return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
-    };
-    clairfs::cluster::PeerOptions po;
-    po.plan_timeout = ms(config.cluster.plan_timeout);
-    po.peer_timeout = ms(config.cluster.peer_timeout);
-    po.down_for = ms(config.cluster.down_for);
-    po.serve_threads = config.cluster.serve_threads;
+    const clairfs::cluster::PeerOptions po = config.cluster.peer;
     peer = std::make_unique<clairfs::cluster::PeerTier>(*transport, po, &stats);
     clairfs::ClusterHooks hooks;
     hooks.place = [&](clairfs::Plan& plan, const clairfs::PlacementLimits& limits, bool replan) {
