@@ -40,8 +40,8 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
   d->backing_ = std::move(backing.value());
 
   MemoryFit memory_fit;  // the capacities against the memory limit, logged below
-  if (auto s = ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1,
-                                 &memory_fit);
+  if (auto s =
+          ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1, &memory_fit);
       !s.ok()) {
     return fail(ExitCode::kConfig, (config_path.empty() ? "" : config_path + ": ") + s.message());
   }

@@ -132,7 +132,8 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
     control_mount->Stop();
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    return Fail(ExitCode::kMountFailed, "cannot mount on '" + mount_abs + "' (see the message above)");
+    return Fail(ExitCode::kMountFailed,
+                "cannot mount on '" + mount_abs + "' (see the message above)");
   }
   if (const auto mounted = FindMount(mount_abs)) mount_dev = mounted->devno;
   fuse_fd = fuse_session_fd(se);
@@ -163,9 +164,7 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
           return prefetcher.GetLocal(path, version);
         },
         [&] { prefetcher.Replan(); },
-        [&](const std::string& path, BlobPtr blob) {
-          prefetcher.Adopt(path, std::move(blob));
-        });
+        [&](const std::string& path, BlobPtr blob) { prefetcher.Adopt(path, std::move(blob)); });
   }
   prefetcher.Start();
   guard.reset();

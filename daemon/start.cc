@@ -93,12 +93,15 @@ std::variant<Start, int> PrepareStart(CommandLine& cl) {
     const int local = cluster::LauncherLocalSize();
     if (local > 1 && mountpoint.find("{rank}") == std::string::npos) {
       return Fail(ExitCode::kUsage,
-                  std::to_string(local) + " ranks of this launch run on this machine and would "
-                  "all mount on '" + (mountpoint.empty() ? dataset : mountpoint) +
-                  "'; give each its own mountpoint with {rank}, e.g. mpiexec ... clairfs "
-                  "--cluster " + dataset + " '/mnt/data{rank}'");
+                  std::to_string(local) +
+                      " ranks of this launch run on this machine and would "
+                      "all mount on '" +
+                      (mountpoint.empty() ? dataset : mountpoint) +
+                      "'; give each its own mountpoint with {rank}, e.g. mpiexec ... clairfs "
+                      "--cluster " +
+                      dataset + " '/mnt/data{rank}'");
     }
-    foreground = true;  // the launcher owns the process
+    foreground = true;                            // the launcher owns the process
     if (int code; Supervise(&code)) return code;  // the parent, after its child
   }
   if (launched) {

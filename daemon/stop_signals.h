@@ -1,4 +1,5 @@
-// ThreadsWithoutStopSignals: keeps the stop signals on the main thread (daemon/serve.cc, daemon/compose.cc).
+// ThreadsWithoutStopSignals: keeps the stop signals on the main thread (daemon/serve.cc,
+// daemon/compose.cc).
 #pragma once
 
 #include <pthread.h>
