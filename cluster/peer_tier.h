@@ -1,5 +1,4 @@
-// PeerTier: the other nodes' caches, as one more tier (after the local tiers, before the
-// backing store: docs/architecture.md, "The peer tier"), over a Transport.
+// PeerTier: the other nodes' caches, as one more tier (design.md section 3), over a Transport.
 //
 // Plans. When this node registers a manifest, Place() sends its plan digest to every rank,
 // with the node's catalog (its object keys and versions: protocol.h) only where that rank was
@@ -38,19 +37,12 @@
 #include "cache/base/string_map.h"
 #include "cache/base/stats.h"
 #include "cache/tiers/tier.h"
+#include "cluster/peer_options.h"
 #include "cluster/placement.h"
 #include "cluster/protocol.h"
 #include "cluster/transport.h"
 
 namespace clairfs::cluster {
-
-struct PeerOptions {
-  std::chrono::milliseconds plan_timeout{30'000};  // longest wait for the other nodes' plans
-  std::chrono::milliseconds peer_timeout{2'000};   // longest wait for one peer's reply
-  std::chrono::milliseconds down_for{60'000};      // a peer that missed a reply is skipped so long
-  int serve_threads = 2;                           // threads answering peers' requests
-  std::chrono::milliseconds announce_every{20};    // announcements are batched this long
-};
 
 class PeerTier : public Tier {
  public:

@@ -1,25 +1,17 @@
 #include "conf/config.h"
 
-#include "conf/memory_budget.h"
-#include "conf/memory_limit.h"
-
-#include <grp.h>
-#include <pwd.h>
-#include <sys/statvfs.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
-#include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -114,6 +106,65 @@ Status GetOpenMode(const YAML::Node& node, bool keep_cache, OpenMode* out) {
     if (!_s.ok()) return _s; \
   } while (0)
 
+template <typename T>
+std::string Show(T v) {
+  if constexpr (std::is_integral_v<T>) {
+    return std::to_string(v);
+  } else {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  }
+}
+
+// Fails unless lo <= value <= hi (NaN fails too), naming the key, the value and the range.
+template <typename T>
+Status InRange(const std::string& key, T value, T lo, T hi, const char* unit = "") {
+  if (value >= lo && value <= hi) return Status::Ok();
+  const std::string u = *unit ? std::string(" ") + unit : "";
+  return Bad(key, Show(value) + " is out of range (" + Show(lo) + " .. " + Show(hi) + u + ")");
+}
+
+constexpr double kDay = 86400;              // seconds: the longest duration any key takes
+constexpr uint64_t kMaxBytes = 1ull << 50;  // 1 PiB: the largest capacity any key takes
+
+// The range of a duration key, in seconds as the file gives it. Durations are whole
+// milliseconds in the code, so a timeout below 10 ms (rounding to 0) or above a day
+// (overflowing a deadline) is refused.
+struct Seconds {
+  double lo, hi;
+  bool zero_ok = false;  // 0 (never) is allowed besides [lo, hi]
+};
+constexpr Seconds kFetchTimeout{0.01, kDay};
+// Below 0.1 s a busy disk would fail healthy calls; above an hour a stall is never noticed.
+constexpr Seconds kBackingTimeout{0.1, 3600.0};
+constexpr Seconds kStreamIdle{0.1, 365 * kDay, true};
+constexpr Seconds kPlanTimeout{0.0, kDay};
+constexpr Seconds kPeerTimeout{0.01, kDay};
+constexpr Seconds kDownFor{0.0, kDay};
+constexpr Seconds kNoPlanAfter{0.0, kDay};
+
+Status InSeconds(const std::string& key, double seconds, const Seconds& range) {
+  if (range.zero_ok && seconds == 0) return Status::Ok();
+  return InRange(key, seconds, range.lo, range.hi, "seconds");
+}
+
+Status InSeconds(const std::string& key, std::chrono::milliseconds ms, const Seconds& range) {
+  return InSeconds(key, static_cast<double>(ms.count()) / 1000, range);
+}
+
+// A duration key, in seconds in the file: checked against range as given (the message carries
+// the value as written), then held as whole milliseconds, as the components take it.
+Status GetSeconds(const YAML::Node& node, const char* name, const std::string& key,
+                  const Seconds& range, std::chrono::milliseconds* out) {
+  if (!node[name]) return Status::Ok();
+  double seconds = 0;
+  CLAIRFS_TRY(Get(node, name, key, &seconds));
+  CLAIRFS_TRY(InSeconds(key, seconds, range));
+  *out = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  return Status::Ok();
+}
+
 Status ParseInto(const YAML::Node& root, Config* c) {
   if (!root || root.IsNull()) return Status::Ok();
   CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log", "control", "warn"}));
@@ -122,18 +173,20 @@ Status ParseInto(const YAML::Node& root, Config* c) {
                           {"enabled", "plan_timeout", "peer_timeout", "down_for", "serve_threads",
                            "backing_advantage"}));
     CLAIRFS_TRY(Get(k, "enabled", "cluster.enabled", &c->cluster.enabled));
-    CLAIRFS_TRY(Get(k, "plan_timeout", "cluster.plan_timeout", &c->cluster.plan_timeout));
-    CLAIRFS_TRY(Get(k, "peer_timeout", "cluster.peer_timeout", &c->cluster.peer_timeout));
-    CLAIRFS_TRY(Get(k, "down_for", "cluster.down_for", &c->cluster.down_for));
-    CLAIRFS_TRY(Get(k, "serve_threads", "cluster.serve_threads", &c->cluster.serve_threads));
+    CLAIRFS_TRY(GetSeconds(k, "plan_timeout", "cluster.plan_timeout", kPlanTimeout,
+                           &c->cluster.peer.plan_timeout));
+    CLAIRFS_TRY(GetSeconds(k, "peer_timeout", "cluster.peer_timeout", kPeerTimeout,
+                           &c->cluster.peer.peer_timeout));
+    CLAIRFS_TRY(GetSeconds(k, "down_for", "cluster.down_for", kDownFor, &c->cluster.peer.down_for));
+    CLAIRFS_TRY(Get(k, "serve_threads", "cluster.serve_threads", &c->cluster.peer.serve_threads));
     CLAIRFS_TRY(
         Get(k, "backing_advantage", "cluster.backing_advantage", &c->cluster.backing_advantage));
   }
   if (const auto f = root["fuse"]) {
-    CLAIRFS_TRY(CheckKeys(f, "fuse",
-                          {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check",
-                           "open_mode", "watch_backing", "stat_ahead", "stat_max_age",
-                           "revalidate_interval", "immutable"}));
+    CLAIRFS_TRY(CheckKeys(
+        f, "fuse",
+        {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check", "open_mode",
+         "watch_backing", "stat_ahead", "stat_max_age", "revalidate_interval", "immutable"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
     CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
     CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
@@ -141,8 +194,8 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(f, "watch_backing", "fuse.watch_backing", &c->fuse.watch_backing));
     CLAIRFS_TRY(Get(f, "stat_ahead", "fuse.stat_ahead", &c->fuse.stat_ahead));
     CLAIRFS_TRY(Get(f, "stat_max_age", "fuse.stat_max_age", &c->fuse.stat_max_age));
-    CLAIRFS_TRY(Get(f, "revalidate_interval", "fuse.revalidate_interval",
-                    &c->fuse.revalidate_interval));
+    CLAIRFS_TRY(
+        Get(f, "revalidate_interval", "fuse.revalidate_interval", &c->fuse.revalidate_interval));
     CLAIRFS_TRY(Get(f, "immutable", "fuse.immutable", &c->fuse.immutable));
     CLAIRFS_TRY(GetAccessCheck(f, &c->fuse.access_check));
     CLAIRFS_TRY(GetOpenMode(f, c->fuse.keep_cache, &c->fuse.open_mode));
@@ -183,27 +236,28 @@ Status ParseInto(const YAML::Node& root, Config* c) {
       CLAIRFS_TRY(CheckKeys(s, "cache.staging", {"capacity", "threads"}));
       if (s["capacity"] && !IsAuto(s["capacity"])) {
         CLAIRFS_TRY(
-            GetSize(s, "capacity", "cache.staging.capacity", &c->cache.staging_capacity));
+            GetSize(s, "capacity", "cache.staging.capacity", &c->cache.prefetch.staging_capacity));
         c->cache.staging_auto = false;
       }
-      CLAIRFS_TRY(Get(s, "threads", "cache.staging.threads", &c->cache.staging_threads));
+      CLAIRFS_TRY(Get(s, "threads", "cache.staging.threads", &c->cache.prefetch.staging_threads));
     }
-    CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &c->cache.demand_threads));
-    CLAIRFS_TRY(Get(k, "fetch_timeout", "cache.fetch_timeout", &c->cache.fetch_timeout));
-    CLAIRFS_TRY(GetSize(k, "chunk_size", "cache.chunk_size", &c->cache.chunk_size));
-    if (!k["chunk_size"])
-      c->cache.chunk_size = std::min(c->cache.chunk_size, c->cache.staging_capacity);
+    PrefetchOptions& p = c->cache.prefetch;
+    CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &p.demand_threads));
     CLAIRFS_TRY(
-        GetSize(k, "record_chunk_size", "cache.record_chunk_size", &c->cache.record_chunk_size));
+        GetSeconds(k, "fetch_timeout", "cache.fetch_timeout", kFetchTimeout, &p.fetch_timeout));
+    CLAIRFS_TRY(GetSize(k, "chunk_size", "cache.chunk_size", &p.chunk_size));
+    if (!k["chunk_size"]) p.chunk_size = std::min(p.chunk_size, p.staging_capacity);
+    CLAIRFS_TRY(GetSize(k, "record_chunk_size", "cache.record_chunk_size", &p.record_chunk_size));
     if (!k["record_chunk_size"]) {
-      c->cache.record_chunk_size = std::min(c->cache.record_chunk_size, c->cache.staging_capacity);
+      p.record_chunk_size = std::min(p.record_chunk_size, p.staging_capacity);
     }
-    CLAIRFS_TRY(Get(k, "consumption_lag", "cache.consumption_lag", &c->cache.consumption_lag));
+    CLAIRFS_TRY(Get(k, "consumption_lag", "cache.consumption_lag", &p.consumption_lag));
     CLAIRFS_TRY(Get(k, "page_cache_lag", "cache.page_cache_lag", &c->cache.page_cache_lag));
-    CLAIRFS_TRY(Get(k, "backing_timeout", "cache.backing_timeout", &c->cache.backing_timeout));
-    CLAIRFS_TRY(Get(k, "stream_idle", "cache.stream_idle", &c->cache.stream_idle));
-    CLAIRFS_TRY(Get(k, "max_streams", "cache.max_streams", &c->cache.max_streams));
-    CLAIRFS_TRY(Get(k, "keep_copies", "cache.keep_copies", &c->cache.keep_copies));
+    CLAIRFS_TRY(GetSeconds(k, "backing_timeout", "cache.backing_timeout", kBackingTimeout,
+                           &c->cache.io.timeout));
+    CLAIRFS_TRY(GetSeconds(k, "stream_idle", "cache.stream_idle", kStreamIdle, &p.stream_idle));
+    CLAIRFS_TRY(Get(k, "max_streams", "cache.max_streams", &p.max_streams));
+    CLAIRFS_TRY(Get(k, "keep_copies", "cache.keep_copies", &p.keep_copies));
   }
   if (const auto l = root["log"]) {
     CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file", "max_size", "max_files"}));
@@ -214,9 +268,11 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   }
   if (const auto w = root["warn"]) {
     CLAIRFS_TRY(CheckKeys(w, "warn", {"no_plan_after", "check_reads", "order_slack"}));
-    CLAIRFS_TRY(Get(w, "no_plan_after", "warn.no_plan_after", &c->warn.no_plan_after));
-    CLAIRFS_TRY(Get(w, "check_reads", "warn.check_reads", &c->warn.check_reads));
-    CLAIRFS_TRY(Get(w, "order_slack", "warn.order_slack", &c->warn.order_slack));
+    ReadWatchOptions& watch = c->cache.prefetch.watch;
+    CLAIRFS_TRY(
+        GetSeconds(w, "no_plan_after", "warn.no_plan_after", kNoPlanAfter, &watch.no_plan_after));
+    CLAIRFS_TRY(Get(w, "check_reads", "warn.check_reads", &watch.check_reads));
+    CLAIRFS_TRY(Get(w, "order_slack", "warn.order_slack", &watch.order_slack));
   }
   return c->Validate();
 }
@@ -277,34 +333,7 @@ Result<uint64_t> ParseSize(std::string_view text) {
                                                    "' (use KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
 }
 
-namespace {
-
-template <typename T>
-std::string Show(T v) {
-  if constexpr (std::is_integral_v<T>) {
-    return std::to_string(v);
-  } else {
-    std::ostringstream out;
-    out << v;
-    return out.str();
-  }
-}
-
-// Fails unless lo <= value <= hi (NaN fails too), naming the key, the value and the range.
-template <typename T>
-Status InRange(const std::string& key, T value, T lo, T hi, const char* unit = "") {
-  if (value >= lo && value <= hi) return Status::Ok();
-  const std::string u = *unit ? std::string(" ") + unit : "";
-  return Bad(key, Show(value) + " is out of range (" + Show(lo) + " .. " + Show(hi) + u + ")");
-}
-
-constexpr double kDay = 86400;              // seconds: the longest duration any key takes
-constexpr uint64_t kMaxBytes = 1ull << 50;  // 1 PiB: the largest capacity any key takes
-
-}  // namespace
-
-// Every numeric key has a range here. Durations are whole milliseconds in the code, so a
-// timeout below 10 ms (rounding to 0) or above a day (overflowing a deadline) is refused.
+// Every numeric key has a range here (durations: also checked as written, by GetSeconds).
 Status Config::Validate() const {
   CLAIRFS_TRY(InRange("fuse.threads", fuse.threads, 1, 1024));
   CLAIRFS_TRY(InRange("fuse.entry_timeout", fuse.entry_timeout, 0.0, kDay, "seconds"));
@@ -326,39 +355,37 @@ Status Config::Validate() const {
     // 0 is the machine default (ResolveForDataset); anything else is a real capacity.
     CLAIRFS_TRY(InRange<uint64_t>(at + ".capacity", t.capacity, 0, kMaxBytes, "bytes"));
   }
-  CLAIRFS_TRY(InRange("cache.staging.threads", cache.staging_threads, 0, 256));
-  CLAIRFS_TRY(InRange<uint64_t>("cache.staging.capacity", cache.staging_capacity, 64ull << 10,
+  const PrefetchOptions& p = cache.prefetch;
+  CLAIRFS_TRY(InRange("cache.staging.threads", p.staging_threads, 0, 256));
+  CLAIRFS_TRY(InRange<uint64_t>("cache.staging.capacity", p.staging_capacity, 64ull << 10,
                                 kMaxBytes, "bytes"));
-  CLAIRFS_TRY(InRange("cache.demand_threads", cache.demand_threads, 1, 256));
-  CLAIRFS_TRY(InRange("cache.fetch_timeout", cache.fetch_timeout, 0.01, kDay, "seconds"));
-  // Below 0.1 s a busy disk would fail healthy calls; above an hour a stall is never noticed.
-  CLAIRFS_TRY(InRange("cache.backing_timeout", cache.backing_timeout, 0.1, 3600.0, "seconds"));
+  CLAIRFS_TRY(InRange("cache.demand_threads", p.demand_threads, 1, 256));
+  CLAIRFS_TRY(InSeconds("cache.fetch_timeout", p.fetch_timeout, kFetchTimeout));
+  CLAIRFS_TRY(InSeconds("cache.backing_timeout", cache.io.timeout, kBackingTimeout));
   CLAIRFS_TRY(
-      InRange<uint64_t>("cache.chunk_size", cache.chunk_size, 64ull << 10, 1ull << 30, "bytes"));
-  if (cache.chunk_size > cache.staging_capacity) {
+      InRange<uint64_t>("cache.chunk_size", p.chunk_size, 64ull << 10, 1ull << 30, "bytes"));
+  if (p.chunk_size > p.staging_capacity) {
     return Bad("cache.chunk_size", "is larger than cache.staging.capacity (" +
-                                       std::to_string(cache.staging_capacity) +
+                                       std::to_string(p.staging_capacity) +
                                        " bytes): the staging window must hold a chunk");
   }
-  CLAIRFS_TRY(InRange<uint64_t>("cache.record_chunk_size", cache.record_chunk_size, 64ull << 10,
+  CLAIRFS_TRY(InRange<uint64_t>("cache.record_chunk_size", p.record_chunk_size, 64ull << 10,
                                 1ull << 30, "bytes"));
-  if (cache.record_chunk_size > cache.staging_capacity) {
+  if (p.record_chunk_size > p.staging_capacity) {
     return Bad("cache.record_chunk_size", "is larger than cache.staging.capacity (" +
-                                              std::to_string(cache.staging_capacity) +
+                                              std::to_string(p.staging_capacity) +
                                               " bytes): the staging window must hold a chunk");
   }
   CLAIRFS_TRY(
       InRange<uint32_t>("cache.page_cache_lag", cache.page_cache_lag, 1, 1u << 30, "object reads"));
-  CLAIRFS_TRY(InRange<uint32_t>("cache.consumption_lag", cache.consumption_lag, 1, 1u << 30,
-                                "object reads"));
-  if (cache.stream_idle != 0) {
-    CLAIRFS_TRY(InRange("cache.stream_idle", cache.stream_idle, 0.1, 365 * kDay, "seconds"));
-  }
-  CLAIRFS_TRY(InRange<uint32_t>("cache.max_streams", cache.max_streams, 1, 4096, "streams"));
-  CLAIRFS_TRY(InRange("cluster.plan_timeout", cluster.plan_timeout, 0.0, kDay, "seconds"));
-  CLAIRFS_TRY(InRange("cluster.peer_timeout", cluster.peer_timeout, 0.01, kDay, "seconds"));
-  CLAIRFS_TRY(InRange("cluster.down_for", cluster.down_for, 0.0, kDay, "seconds"));
-  CLAIRFS_TRY(InRange("cluster.serve_threads", cluster.serve_threads, 1, 256));
+  CLAIRFS_TRY(
+      InRange<uint32_t>("cache.consumption_lag", p.consumption_lag, 1, 1u << 30, "object reads"));
+  CLAIRFS_TRY(InSeconds("cache.stream_idle", p.stream_idle, kStreamIdle));
+  CLAIRFS_TRY(InRange<uint32_t>("cache.max_streams", p.max_streams, 1, 4096, "streams"));
+  CLAIRFS_TRY(InSeconds("cluster.plan_timeout", cluster.peer.plan_timeout, kPlanTimeout));
+  CLAIRFS_TRY(InSeconds("cluster.peer_timeout", cluster.peer.peer_timeout, kPeerTimeout));
+  CLAIRFS_TRY(InSeconds("cluster.down_for", cluster.peer.down_for, kDownFor));
+  CLAIRFS_TRY(InRange("cluster.serve_threads", cluster.peer.serve_threads, 1, 256));
   CLAIRFS_TRY(InRange("cluster.backing_advantage", cluster.backing_advantage, 0.0, 1e6));
   static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                 "error", "critical", "off"};
@@ -367,127 +394,9 @@ Status Config::Validate() const {
     CLAIRFS_TRY(InRange<uint64_t>("log.max_size", log.max_size, 4096, kMaxBytes, "bytes"));
   }
   CLAIRFS_TRY(InRange("log.max_files", log.max_files, 1, 1000));
-  CLAIRFS_TRY(InRange("warn.no_plan_after", warn.no_plan_after, 0.0, kDay, "seconds"));
-  CLAIRFS_TRY(InRange<uint32_t>("warn.check_reads", warn.check_reads, 0, 1u << 30, "reads"));
-  CLAIRFS_TRY(InRange<uint32_t>("warn.order_slack", warn.order_slack, 1, 1u << 30, "reads"));
-  return Status::Ok();
-}
-
-namespace {
-
-// control.group -> its id, through the system's group database (files, LDAP, ...).
-Status ResolveControlGroup(FsOptions* fuse) {
-  if (fuse->control_group.empty()) return Status::Ok();
-  std::vector<char> buf(16384);
-  struct group entry;
-  struct group* found = nullptr;
-  int err;
-  while ((err = getgrnam_r(fuse->control_group.c_str(), &entry, buf.data(), buf.size(), &found)) ==
-             ERANGE &&
-         buf.size() < (1u << 24)) {
-    buf.resize(buf.size() * 2);
-  }
-  if (err != 0) {
-    return Bad("control.group",
-               "cannot look up '" + fuse->control_group + "': " + std::strerror(err));
-  }
-  if (!found) return Bad("control.group", "no group named '" + fuse->control_group + "'");
-  fuse->control_gid = found->gr_gid;
-  return Status::Ok();
-}
-
-uint64_t DirBytes(const std::filesystem::path& dir) {
-  uint64_t total = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file(ec)) total += it->file_size(ec);
-  }
-  return total;
-}
-
-// Free bytes of the file system dir is (or would be) on: its nearest existing ancestor's.
-uint64_t FreeBytes(std::filesystem::path dir) {
-  std::error_code ec;
-  while (!dir.empty() && !std::filesystem::exists(dir, ec)) dir = dir.parent_path();
-  struct statvfs st;
-  if (statvfs(dir.empty() ? "/" : dir.c_str(), &st) != 0) return 0;
-  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-}
-
-std::string Human(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
-  return buf;
-}
-
-}  // namespace
-
-void SubstituteRank(Config* c, int rank) {
-  for (TierConfig& t : c->cache.tiers) {
-    for (size_t at; (at = t.dir.find("{rank}")) != std::string::npos;) {
-      t.dir.replace(at, 6, std::to_string(rank));
-    }
-  }
-}
-
-// The default SSD cache directory of a dataset (absolute, normalized path): under
-// /var/tmp/clairfs for root, else under the user's own cache directory ($XDG_CACHE_HOME/clairfs,
-// or ~/.cache/clairfs), named <dataset name>-<XXH3-64 of the path, 16 hex digits>[-rank<N>].
-// XXH3 is stable across builds and machines (std::hash is not, and a new name loses the cache).
-std::string DefaultSsdDir(const std::string& dataset, int instance) {
-  std::string base = "/var/tmp/clairfs";
-  if (geteuid() != 0) {
-    const char* xdg = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    std::string home_dir = home && home[0] == '/' ? home : "";
-    if (home_dir.empty()) {
-      if (const struct passwd* pw = getpwuid(geteuid()); pw && pw->pw_dir) home_dir = pw->pw_dir;
-    }
-    if (xdg && xdg[0] == '/') {
-      base = std::string(xdg) + "/clairfs";
-    } else if (!home_dir.empty() && home_dir != "/") {
-      base = home_dir + "/.cache/clairfs";
-    }
-  }
-  std::string name = std::filesystem::path(dataset).filename().string();
-  if (name.empty()) name = "root";
-  char hash[17];
-  std::snprintf(hash, sizeof(hash), "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(dataset.data(), dataset.size())));
-  return base + "/" + name + "-" + hash + (instance >= 0 ? "-rank" + std::to_string(instance) : "");
-}
-
-Status ResolveForDataset(Config* c, const std::string& dataset, int instance, MemoryFit* fit) {
-  if (Status s = ResolveControlGroup(&c->fuse); !s.ok()) return s;
-  struct sysinfo si {};
-  sysinfo(&si);
-  const uint64_t memory = static_cast<uint64_t>(si.totalram) * si.mem_unit;
-  // The memory the daemon may use: the machine's, or its cgroup's limit if lower.
-  const CgroupMemory group = CgroupMemoryLimit();
-  MemoryFit local;
-  if (fit == nullptr) fit = &local;
-  for (const std::string& note : group.notes) fit->warnings.push_back("memory limit: " + note);
-  std::string what = "the machine's memory (" + HumanBytes(memory) + ")";
-  uint64_t limit = memory;
-  if (group.limited() && group.limit < memory) {
-    limit = group.limit;
-    what = "the memory limit of the daemon's cgroup (" + HumanBytes(limit) + ", " +
-           group.source + ")";
-  }
-  if (Status s = FitMemory(c, limit, what, fit); !s.ok()) return s;
-  for (size_t i = 0; i < c->cache.tiers.size(); ++i) {
-    TierConfig& t = c->cache.tiers[i];
-    const std::string at = "cache.tiers[" + std::to_string(i) + "]";
-    if (t.kind == "ram") continue;  // FitMemory sized or checked it
-    if (t.dir.empty()) t.dir = DefaultSsdDir(dataset, instance);
-    const uint64_t available = FreeBytes(t.dir) + DirBytes(t.dir);
-    if (t.capacity == 0) t.capacity = available / 2;
-    if (t.capacity > available) {
-      return Bad(at + ".capacity", Human(t.capacity) + " is more than '" + t.dir + "' can hold (" +
-                                       Human(available) + " free)");
-    }
-  }
+  CLAIRFS_TRY(InSeconds("warn.no_plan_after", p.watch.no_plan_after, kNoPlanAfter));
+  CLAIRFS_TRY(InRange<uint32_t>("warn.check_reads", p.watch.check_reads, 0, 1u << 30, "reads"));
+  CLAIRFS_TRY(InRange<uint32_t>("warn.order_slack", p.watch.order_slack, 1, 1u << 30, "reads"));
   return Status::Ok();
 }
 

@@ -6,59 +6,58 @@
 #include <string_view>
 #include <vector>
 
+// conf/ includes, of the other layers, only cache/base/status.h and the components' option headers
+// (*_options.h: plain structs with only standard headers, no code to link; docs/configuration.md,
+// "Defaults"), so that it parses straight into the structs the components take.
+#include "cache/backing/io_options.h"
+#include "cache/prefetch/prefetch_options.h"
 #include "cache/base/status.h"
+#include "cluster/peer_options.h"
 #include "fs/core/fs_options.h"
 
 namespace clairfs {
 
+// A tier of cache.tiers; the daemon builds it (daemon/compose.h) and gives its threads to the
+// prefetcher (PrefetchOptions::tier_threads).
 struct TierConfig {
   std::string kind = "ram";  // "ram" (daemon memory) or "ssd" (RocksDB in dir)
   uint64_t capacity = 0;     // bytes of file data; 0 (omitted, "auto"): ram sized to the
                              // memory limit, at most 1GiB (conf/memory_budget.h); ssd half
                              // the free space
-  int threads = 2;           // prefetch threads filling it in first-reference order
-  std::string dir;           // ssd: cache directory; empty: DefaultSsdDir()
+  int threads = PrefetchOptions::kTierThreads;  // prefetch threads filling it in first-reference
+                                                // order
+  std::string dir;                              // ssd: cache directory; empty: DefaultSsdDir()
+
+  bool operator==(const TierConfig&) const = default;
+
+  // A tier of this kind with the defaults above.
+  static TierConfig OfKind(const char* kind) {
+    TierConfig t;
+    t.kind = kind;
+    return t;
+  }
 };
 
+// The cache.* keys (and warn.*, which the prefetcher's read watch takes).
 struct CacheConfig {
-  std::vector<TierConfig> tiers{TierConfig{"ram", 0, 2, ""},
-                                TierConfig{"ssd", 0, 2, ""}};  // fastest first
-  uint64_t staging_capacity = 256ull << 20;                    // bytes the staging window may hold
+  std::vector<TierConfig> tiers{TierConfig::OfKind("ram"),
+                                TierConfig::OfKind("ssd")};  // fastest first
+  // cache.staging.*, cache.demand_threads, cache.fetch_timeout, cache.chunk_size,
+  // cache.record_chunk_size, cache.consumption_lag, cache.stream_idle, cache.max_streams,
+  // cache.keep_copies and warn.*. tier_threads stays empty here (the tiers' threads).
+  // chunk_size and record_chunk_size left out of the file are at most the staging capacity.
+  PrefetchOptions prefetch;
   // cache.staging.capacity omitted (or "auto"): sized to the memory limit at start, at most
-  // 256 MiB (conf/memory_budget.h); false once the file or -o gives a size.
+  // prefetch.staging_capacity (conf/memory_budget.h); false once the file or -o gives a size.
   bool staging_auto = true;
-  int staging_threads = 4;                // threads filling the window in read order
-  int demand_threads = 4;                 // threads fetching what readers reached first
-  double fetch_timeout = 60;              // seconds a reader waits on a fetch
-  // Files larger than this are cut into chunks of this size, each cached on its own
-  // (cache/base/object_key.h); at most the staging capacity. Unset: 4 MiB, or the staging
-  // capacity if that is smaller.
-  uint64_t chunk_size = 4ull << 20;
-  // The same for files that range entries name (records read in a shuffled order): a record
-  // costs one such chunk to fetch from the store, a peer or the SSD tier. Unset: 256 KiB, or
-  // the staging capacity if that is smaller.
-  uint64_t record_chunk_size = 256ull << 10;
-  // How far (in object reads) readers may run out of order before a position they skipped is
-  // given up (cache/plan/consumption.h).
-  uint32_t consumption_lag = 1u << 16;
   // fuse.open_mode none: reads the kernel answers from its page cache never reach the daemon,
   // so a planned read more than this many reads behind the furthest one that did is taken as
   // served from it (given up, as consumption_lag gives up) and the staging window moves on.
+  // The daemon gives the prefetcher the smaller of the two lags in that mode.
   uint32_t page_cache_lag = 4096;
-  // Seconds after which a stream nobody reads or registers is removed (a crashed job must not
-  // pin its plan); 0: never.
-  double stream_idle = 3600;
-  // Streams the plan may hold at once: each costs about 12 bytes per object of the plan for
-  // its consumption record, so a user registering stream after stream cannot exhaust memory.
-  uint32_t max_streams = 64;
-  // The SSD tier also keeps copies of the RAM tier's objects, in the room the plan leaves it,
-  // so that a remount or the next job finds them there (docs/architecture.md, "Warm
-  // restarts"); false: each object in one tier only.
-  bool keep_copies = true;
+  IoOptions io;  // cache.backing_timeout: io.timeout
 
-  // Seconds one backing-store call (stat, open, a 4 MiB read step) may take; then it fails
-  // with ETIMEDOUT and is abandoned (cache/backing/io_executor.h).
-  double backing_timeout = 30;
+  bool operator==(const CacheConfig&) const = default;
 };
 
 // The peer tier, when clairfs runs under an MPI launcher (one daemon per rank).
@@ -66,14 +65,15 @@ struct ClusterConfig {
   // Join the other ranks of an MPI launcher (one daemon per rank, sharing their tiers); also
   // clairfs --cluster. Off: an MPI environment the process inherited is ignored.
   bool enabled = false;
-  double plan_timeout = 30;      // seconds a node waits for the other nodes' plans
-  double peer_timeout = 2;       // seconds a reader waits for one peer's reply
-  double down_for = 60;          // seconds a peer that missed a reply is skipped
-  int serve_threads = 2;         // threads answering other nodes' requests
-  double backing_advantage = 0;  // read the backing store instead of a holding peer only when
-                                 // it is measured this many times faster; 0: never
+  cluster::PeerOptions peer;  // plan_timeout, peer_timeout, down_for, serve_threads
+  // Read the backing store instead of a holding peer only when it is measured this many times
+  // faster; 0: never (ClusterHooks::backing_advantage, which the daemon sets from it).
+  double backing_advantage = 0;
+
+  bool operator==(const ClusterConfig&) const = default;
 };
 
+// The daemon's log (daemon/daemon_log.h); conf/ is its one home, as no component takes it.
 struct LogConfig {
   std::string level = "info";  // trace, debug, info, warn, error, critical, off
   std::string file;            // empty: stderr in the foreground, syslog as a daemon
@@ -82,23 +82,22 @@ struct LogConfig {
   // and SIGHUP still work).
   uint64_t max_size = 64ull << 20;
   int max_files = 4;
+
+  bool operator==(const LogConfig&) const = default;
 };
 
-// Warnings for a job whose reads do not match its plan (cache/prefetch/read_watch.h).
-struct WarnConfig {
-  double no_plan_after = 60;   // seconds of reads with no plan registered; 0: never warn
-  uint32_t check_reads = 512;  // reads after a registration judged against it; 0: never
-  uint32_t order_slack = 8192;  // reads a job may run ahead of its plan's position
-};
-
+// The whole file. Every default is a member initialiser of the components' option structs
+// (FsOptions, PrefetchOptions, IoOptions, PeerOptions) or of the structs above, written
+// nowhere else; tests/unit/config_test checks that conf/clairfs.yaml parses to Config{}.
 struct Config {
-  FsOptions fuse;
+  FsOptions fuse;  // fuse.* and control.group
   CacheConfig cache;
   ClusterConfig cluster;
   LogConfig log;
-  WarnConfig warn;
   // Checks ranges; the message names the bad key.
   Status Validate() const;
+
+  bool operator==(const Config&) const = default;
 };
 
 // Replaces "{rank}" in every SSD tier directory with rank.

@@ -35,7 +35,7 @@ uint64_t MemoryHeadroom(uint64_t limit) { return std::max<uint64_t>(16 * kMiB, l
 MemoryNeed EstimateMemory(const Config& c) {
   MemoryNeed n;
   n.fixed = kFixed;
-  n.staging = c.cache.staging_capacity;
+  n.staging = c.cache.prefetch.staging_capacity;
   uint64_t fill_threads = 0;
   for (const TierConfig& t : c.cache.tiers) {
     fill_threads += static_cast<uint64_t>(std::max(t.threads, 0));
@@ -45,8 +45,9 @@ MemoryNeed EstimateMemory(const Config& c) {
       n.ssd += kSsdTier;
     }
   }
-  n.in_flight = (fill_threads + static_cast<uint64_t>(std::max(c.cache.demand_threads, 0))) *
-                c.cache.chunk_size;
+  const PrefetchOptions& p = c.cache.prefetch;
+  n.in_flight =
+      (fill_threads + static_cast<uint64_t>(std::max(p.demand_threads, 0))) * p.chunk_size;
   if (c.fuse.open_mode == OpenMode::kNone) n.node_reads = c.fuse.node_read_bytes;
   return n;
 }
@@ -67,7 +68,8 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
     }
   }
   const uint64_t min_staging =
-      std::max({c->cache.chunk_size, c->cache.record_chunk_size, uint64_t{64} << 10});
+      std::max({c->cache.prefetch.chunk_size, c->cache.prefetch.record_chunk_size,
+                uint64_t{64} << 10});
   const uint64_t fixed_part =
       need.own() + need.ram_tiers + (c->cache.staging_auto ? min_staging : need.staging);
   const std::string own = HumanBytes(need.own()) + " for the daemon's own memory (" +
@@ -113,7 +115,7 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
       fit->warnings.push_back("cache.staging.capacity sized to " + HumanBytes(staging) +
                               " (default " + HumanBytes(kDefaultStaging) + ") to fit " + what);
     }
-    c->cache.staging_capacity = staging;
+    c->cache.prefetch.staging_capacity = staging;
   }
   if (!auto_ram.empty()) {
     const uint64_t each = std::min(kDefaultRam, left / auto_ram.size());

@@ -31,7 +31,7 @@ class ClairFs final : public KernelCache {
  public:
   // All references must outlive the session. root_aliases are the absolute paths that name the
   // dataset root (dataset and mountpoint), for symlink checks. control_target: the absolute
-  // path `.clairfs` leads to (the control mount, tools/control_mount.h).
+  // path `.clairfs` leads to (the control mount, daemon/control_mount.h).
   ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
           AccessPolicy& access, Stats& stats, FsOptions options,
           std::vector<std::string> root_aliases, std::string control_target);

@@ -1,6 +1,6 @@
 // ControlFs: the FUSE low-level file system of the control files (docs/control-interface.md).
 // It serves its own connection, mounted at a runtime directory of the daemon
-// (tools/control_mount.h) that `<mount>/.clairfs` (a symbolic link, fs/clairfs_fs.cc) leads
+// (daemon/control_mount.h) that `<mount>/.clairfs` (a symbolic link, fs/clairfs_fs.cc) leads
 // to. A connection of its own, because the control files need OPEN, FLUSH and RELEASE (per
 // writer buffers, EINVAL at close(), snapshots per open) whatever the dataset connection does
 // with them (issue 11). The root directory holds manifest, stats, plan, errors and metrics; the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the manual pages: each renders with man(1) without a warning; clairfs(1) documents
-every option `clairfs --help` lists and every exit status of tools/command_line.h;
+every option `clairfs --help` lists and every exit status of daemon/command_line.h;
 clairfs.yaml(5) holds every key of conf/clairfs.yaml.
 
 Usage: check_man.py CLAIRFS_1 CLAIRFS_YAML_5 CLAIRFS_BIN. Exit 0 when all hold, 1 otherwise,
@@ -38,10 +38,10 @@ def main():
     for flag in sorted(set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", help_text))):
         if flag not in page1:
             failures.append(f"clairfs(1) does not mention {flag} (from --help)")
-    with open(os.path.join(REPO, "tools", "command_line.h")) as f:
+    with open(os.path.join(REPO, "daemon", "command_line.h")) as f:
         codes = re.findall(r"^\s*k\w+ = (\d+),", f.read(), re.M)
     if len(codes) < 5:
-        failures.append(f"found only {codes} in tools/command_line.h")
+        failures.append(f"found only {codes} in daemon/command_line.h")
     status = page1.split("EXIT STATUS", 1)[-1]
     for code in codes:
         if not re.search(rf"^\s+{code}\s+\S", status, re.M):

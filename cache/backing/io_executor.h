@@ -28,22 +28,11 @@
 #include <optional>
 #include <string>
 
+#include "cache/backing/io_options.h"
 #include "cache/base/stats.h"
 #include "cache/base/status.h"
 
 namespace clairfs {
-
-struct IoOptions {
-  // Longest a call may go without progress, from its submission or its last Touch().
-  std::chrono::milliseconds timeout{30'000};
-  // Most I/O threads at once, including those held by abandoned calls.
-  int max_threads = 64;
-  // While the store looks stalled (a call was abandoned at its deadline and no call has
-  // returned since), new calls wait at most this long: a dead or stalled store costs each
-  // caller about this much, not the full timeout. One stuck file among answering ones does
-  // not make the store look stalled.
-  std::chrono::milliseconds stalled_timeout{1'000};
-};
 
 // Handed to each call. A call that works in steps (a read in chunks) touches it after each step.
 class IoProgress {

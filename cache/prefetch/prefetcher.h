@@ -43,6 +43,7 @@
 #include "cache/prefetch/keep_writer.h"
 #include "cache/base/log_limit.h"
 #include "cache/plan/plan.h"
+#include "cache/prefetch/prefetch_options.h"
 #include "cache/prefetch/read_watch.h"
 #include "cache/prefetch/staging_window.h"
 #include "cache/base/stats.h"
@@ -50,30 +51,6 @@
 #include "cache/tiers/tier_stack.h"
 
 namespace clairfs {
-
-struct PrefetchOptions {
-  uint64_t staging_capacity = 256ull << 20;         // bytes the staging window may hold
-  int staging_threads = 4;                          // threads filling the staging window
-  std::vector<int> tier_threads;                    // threads filling each tier (default 2)
-  int demand_threads = 4;                           // threads fetching what readers reached first
-  std::chrono::milliseconds fetch_timeout{60'000};  // longest a wait on a fetch lasts
-  uint32_t consumption_lag = 1u << 16;              // positions (Consumption)
-  uint64_t chunk_size = 4ull << 20;  // files read whole larger than this are cut in such chunks
-  // Files range entries name (records) larger than this are cut in chunks of this size (0:
-  // chunk_size): a record then costs a small chunk, not a large one, to fetch and to serve.
-  uint64_t record_chunk_size = 256ull << 10;
-  // A stream with no read and no registration for this long is removed (0: never).
-  std::chrono::milliseconds stream_idle{3'600'000};
-  // Streams a plan may hold (ControlPlane refuses a registration that would add one more).
-  uint32_t max_streams = 64;
-  // The fastest persistent tier below a volatile one keeps copies of the faster tiers'
-  // objects, in the room the placement leaves it (cache/plan/kept_copies.h).
-  bool keep_copies = true;
-  // How long Stop lets the kept copies still queued be written (the daemon's stop grace is 5 s).
-  std::chrono::milliseconds keep_drain{1'500};
-  // When the job's reads do not match its plan, or it reads with none (cache/prefetch/read_watch.h).
-  ReadWatchOptions watch;
-};
 
 // One stream's progress (Consumption).
 struct StreamProgress {

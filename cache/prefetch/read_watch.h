@@ -25,13 +25,9 @@
 #include <string_view>
 #include <vector>
 
-namespace clairfs {
+#include "cache/prefetch/prefetch_options.h"
 
-struct ReadWatchOptions {
-  std::chrono::milliseconds no_plan_after{60'000};  // 0: never warn of a missing plan
-  uint32_t check_reads = 512;                       // 0: never judge a plan
-  uint32_t order_slack = 8192;                      // positions
-};
+namespace clairfs {
 
 enum class WatchKind { kNoPlan, kNotInPlan, kOutOfOrder };
 const char* WatchKindName(WatchKind kind);  // "no_plan", "not_in_plan", "out_of_order"

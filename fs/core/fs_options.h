@@ -1,10 +1,11 @@
-// Options of the FUSE adapter. Plain struct; conf/ fills it from YAML.
+// Options of the FUSE adapter. A plain struct with only standard headers (docs/configuration.md,
+// "Defaults"): its member initialisers are the one place each default is written; conf/ fills
+// it from the fuse.* and control.* keys, and conf/clairfs.yaml must equal it (config_test).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
-
 #include <optional>
 #include <string>
 
@@ -39,7 +40,7 @@ struct FsOptions {
   // compared with what the kernel holds (fs/revalidate.h); 0 positions: each read checks its
   // own, and nothing is compared ahead.
   uint32_t stat_ahead = 256;
-  double stat_max_age = 1.0;         // seconds
+  double stat_max_age = 1.0;  // seconds
   // fuse.revalidate_interval: seconds within which a change no watch sees (another node of a
   // network file system) reaches the kernel's caches of what the plan does not read next
   // (fs/revalidate.h, the sweep); fuse.immutable: the dataset never changes while mounted (no
@@ -52,6 +53,8 @@ struct FsOptions {
   uint64_t node_read_bytes = 32ull << 20;
   std::string control_group;         // control.group: its members may write .clairfs/manifest too
   std::optional<gid_t> control_gid;  // control_group's id, resolved at start; none: owner only
+
+  bool operator==(const FsOptions&) const = default;
 };
 
 }  // namespace clairfs

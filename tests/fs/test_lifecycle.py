@@ -106,7 +106,7 @@ class StartupErrorTest(ClairfsCase):
         bad_unit = write_config(os.path.join(base, "bad_unit.yaml"), bad_unit)
         missing_ds = os.path.join(base, "nope_dataset")
         # Exit status: 66 for a dataset that is not there, 78 for a configuration error
-        # (tools/command_line.h).
+        # (daemon/command_line.h).
         cases = [
             ("nonexistent dataset", ["-c", good, missing_ds, mnt], ["nope_dataset"], 66),
             ("unknown key", ["-c", unknown, ds, mnt], ["treads"], 78),

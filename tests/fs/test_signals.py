@@ -89,7 +89,7 @@ class NoDescriptorPerFileTest(ClairfsCase):
 
 # ---------------------------------------------------------------------------- process life
 
-STOP_GRACE = 5.0  # the daemon's kStopGrace (tools/clairfs_main.cc)
+STOP_GRACE = 5.0  # the daemon's kStopGrace (daemon/serve.cc)
 
 
 def blocked_in_fuse_request(pid):

@@ -522,8 +522,8 @@ TEST(PosixBacking, HandlesOnAStalledStoreFailAtTheDeadlineAndCloseWithoutWaiting
 TEST(BackingConfig, TimeoutIsRangeChecked) {
   auto c = ParseConfig("cache: {backing_timeout: 2.5}");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->cache.backing_timeout, 2.5);
-  EXPECT_EQ(Config().cache.backing_timeout, 30);
+  EXPECT_EQ(c->cache.io.timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(Config().cache.io.timeout, std::chrono::seconds(30));
   for (const char* bad : {"cache: {backing_timeout: 0}", "cache: {backing_timeout: 0.05}",
                           "cache: {backing_timeout: 3601}", "cache: {backing_timeout: soon}"}) {
     auto r = ParseConfig(bad);

@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -211,7 +213,7 @@ TEST(Config, EmptyGivesRamAndSsdWithMachineDefaults) {
   EXPECT_EQ(c->cache.tiers[0].kind, "ram");
   EXPECT_EQ(c->cache.tiers[1].kind, "ssd");
   EXPECT_TRUE(c->fuse.keep_cache);
-  EXPECT_TRUE(c->cache.keep_copies);
+  EXPECT_TRUE(c->cache.prefetch.keep_copies);
   ASSERT_TRUE(ResolveForDataset(&c.value(), "/data/imagenet").ok());
   EXPECT_EQ(c->cache.tiers[0].capacity, 1ull << 30);
   EXPECT_EQ(c->cache.tiers[1].dir.rfind("/var/tmp/clairfs/imagenet-", 0), 0u)
@@ -223,6 +225,66 @@ TEST(Config, EmptyGivesRamAndSsdWithMachineDefaults) {
   Config other = ParseConfig("").value();
   ASSERT_TRUE(ResolveForDataset(&other, "/other/imagenet").ok());
   EXPECT_NE(other.cache.tiers[1].dir, c->cache.tiers[1].dir);
+}
+
+// conf/clairfs.yaml, as shipped (tests/unit/meson.build sets CLAIRFS_SOURCE_ROOT).
+std::string ShippedConfigPath() {
+  const char* root = std::getenv("CLAIRFS_SOURCE_ROOT");
+  return std::string(root != nullptr ? root : ".") + "/conf/clairfs.yaml";
+}
+
+// The one source of defaults (docs/configuration.md, "Defaults"): the shipped file says
+// exactly what the option structs' member initialisers say. Config's operator== is defaulted
+// down to every option struct, so a member added anywhere is compared without touching this
+// test; the per-part checks only say where a difference is.
+TEST(Config, ShippedFileEqualsTheBuiltInDefaults) {
+  auto shipped = LoadConfigFile(ShippedConfigPath());
+  ASSERT_TRUE(shipped.ok()) << shipped.status().message();
+  const Config defaults;
+  EXPECT_TRUE(shipped->fuse == defaults.fuse) << "fuse.* or control.*";
+  EXPECT_TRUE(shipped->cache.tiers == defaults.cache.tiers) << "cache.tiers";
+  EXPECT_TRUE(shipped->cache.prefetch.watch == defaults.cache.prefetch.watch) << "warn.*";
+  EXPECT_TRUE(shipped->cache.prefetch == defaults.cache.prefetch) << "cache.*";
+  EXPECT_TRUE(shipped->cache.io == defaults.cache.io) << "cache.backing_timeout";
+  EXPECT_EQ(shipped->cache.staging_auto, defaults.cache.staging_auto) << "cache.staging.capacity";
+  EXPECT_EQ(shipped->cache.page_cache_lag, defaults.cache.page_cache_lag);
+  EXPECT_TRUE(shipped->cluster == defaults.cluster) << "cluster.*";
+  EXPECT_TRUE(shipped->log == defaults.log) << "log.*";
+  EXPECT_TRUE(*shipped == defaults);
+  EXPECT_TRUE(*shipped == ParseConfig("").value());  // no file: the same
+}
+
+// The comparison above can fail: one value changed in the shipped text is told apart, in every
+// section.
+TEST(Config, ShippedFileComparisonSeesOneChangedValue) {
+  auto text = [] {
+    std::FILE* f = std::fopen(ShippedConfigPath().c_str(), "r");
+    std::string out;
+    if (f == nullptr) return out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+    std::fclose(f);
+    return out;
+  }();
+  ASSERT_FALSE(text.empty()) << ShippedConfigPath();
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"stat_ahead: 256", "stat_ahead: 255"},
+           {"demand_threads: 4", "demand_threads: 5"},
+           {"fetch_timeout: 60", "fetch_timeout: 61"},
+           {"backing_timeout: 30", "backing_timeout: 31"},
+           {"page_cache_lag: 4096", "page_cache_lag: 4095"},
+           {"down_for: 60", "down_for: 61"},
+           {"backing_advantage: 0", "backing_advantage: 1"},
+           {"max_files: 4", "max_files: 5"},
+           {"order_slack: 8192", "order_slack: 8191"}}) {
+    std::string changed = text;
+    const size_t at = changed.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    changed.replace(at, from.size(), to);
+    auto c = ParseConfig(changed);
+    ASSERT_TRUE(c.ok()) << to << ": " << c.status().message();
+    EXPECT_FALSE(*c == Config{}) << to;
+  }
 }
 
 TEST(Config, ImpossibleCapacitiesNameTheKey) {
@@ -287,16 +349,16 @@ warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
   EXPECT_TRUE(c->fuse.immutable);
   EXPECT_EQ(c->cache.tiers[0].capacity, 2ull << 30);
   EXPECT_EQ(c->cache.tiers[0].threads, 3);
-  EXPECT_EQ(c->cache.staging_capacity, 64u << 20);
-  EXPECT_EQ(c->cache.fetch_timeout, 5);
-  EXPECT_EQ(c->cache.chunk_size, 8u << 20);
-  EXPECT_EQ(c->cache.record_chunk_size, 1u << 20);
-  EXPECT_EQ(c->cache.consumption_lag, 1000u);
-  EXPECT_FALSE(c->cache.keep_copies);
+  EXPECT_EQ(c->cache.prefetch.staging_capacity, 64u << 20);
+  EXPECT_EQ(c->cache.prefetch.fetch_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(c->cache.prefetch.chunk_size, 8u << 20);
+  EXPECT_EQ(c->cache.prefetch.record_chunk_size, 1u << 20);
+  EXPECT_EQ(c->cache.prefetch.consumption_lag, 1000u);
+  EXPECT_FALSE(c->cache.prefetch.keep_copies);
   EXPECT_EQ(c->log.level, "debug");
-  EXPECT_EQ(c->warn.no_plan_after, 5);
-  EXPECT_EQ(c->warn.check_reads, 0u);
-  EXPECT_EQ(c->warn.order_slack, 100u);
+  EXPECT_EQ(c->cache.prefetch.watch.no_plan_after, std::chrono::seconds(5));
+  EXPECT_EQ(c->cache.prefetch.watch.check_reads, 0u);
+  EXPECT_EQ(c->cache.prefetch.watch.order_slack, 100u);
 }
 
 TEST(Config, ChunksMustFitTheStagingWindowAndMaxFileSizeIsGone) {
@@ -319,9 +381,9 @@ cache:
 cluster: {plan_timeout: 5, peer_timeout: 0.5, down_for: 10, serve_threads: 3, backing_advantage: 2}
 )");
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_EQ(c->cluster.plan_timeout, 5);
-  EXPECT_EQ(c->cluster.peer_timeout, 0.5);
-  EXPECT_EQ(c->cluster.serve_threads, 3);
+  EXPECT_EQ(c->cluster.peer.plan_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(c->cluster.peer.peer_timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->cluster.peer.serve_threads, 3);
   EXPECT_EQ(c->cluster.backing_advantage, 2);
   SubstituteRank(&c.value(), 7);
   EXPECT_EQ(c->cache.tiers[1].dir, "/x/7/c7");
@@ -390,8 +452,8 @@ TEST(LoadConfig, CommandLineKeysOverTheFile) {
                              {"cache.tiers.1.capacity", "2GiB"},
                              {"fuse.keep_cache", "false"}});
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_EQ(c->cache.staging_capacity, 16u << 20);
-  EXPECT_EQ(c->cache.demand_threads, 3);  // from the file, untouched
+  EXPECT_EQ(c->cache.prefetch.staging_capacity, 16u << 20);
+  EXPECT_EQ(c->cache.prefetch.demand_threads, 3);  // from the file, untouched
   EXPECT_EQ(c->log.level, "debug");
   EXPECT_FALSE(c->fuse.keep_cache);
   // An index into tiers the file does not list reaches the built-in ones.
@@ -447,7 +509,7 @@ TEST(Config, AutoCapacities) {
   auto e = LoadConfig("", {{"cache.staging.capacity", "32MiB"}, {"cache.tiers.0.capacity", "auto"}});
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_FALSE(e->cache.staging_auto);
-  EXPECT_EQ(e->cache.staging_capacity, 32u << 20);
+  EXPECT_EQ(e->cache.prefetch.staging_capacity, 32u << 20);
   EXPECT_EQ(e->cache.tiers[0].capacity, 0u);
   auto f = ParseConfig("cache: {tiers: [{kind: ram, capacity: automatic}]}");
   ASSERT_FALSE(f.ok());

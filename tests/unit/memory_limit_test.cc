@@ -216,8 +216,8 @@ TEST(FitMemory, DefaultCapacitiesAreSizedToHalfTheLimitWithAWarning) {
     EXPECT_LE(need.total(), (limit - MemoryHeadroom(limit)) / 2) << yaml;
     EXPECT_GT(need.total(), (limit - MemoryHeadroom(limit)) / 2 - kMiB) << yaml;
     EXPECT_GT(c.cache.tiers[0].capacity, 64 * kMiB) << yaml;
-    EXPECT_LT(c.cache.staging_capacity, 256 * kMiB) << yaml;
-    EXPECT_GE(c.cache.staging_capacity, c.cache.chunk_size) << yaml;
+    EXPECT_LT(c.cache.prefetch.staging_capacity, 256 * kMiB) << yaml;
+    EXPECT_GE(c.cache.prefetch.staging_capacity, c.cache.prefetch.chunk_size) << yaml;
     EXPECT_EQ(fit.warnings.size(), 2u) << yaml;
     EXPECT_NE(fit.summary.find("within the limit"), std::string::npos) << fit.summary;
   }
@@ -227,7 +227,7 @@ TEST(FitMemory, DefaultCapacitiesAreSizedToHalfTheLimitWithAWarning) {
   MemoryFit fit;
   ASSERT_TRUE(FitMemory(&c, 256 * kMiB, "the limit", &fit).ok());
   EXPECT_EQ(c.cache.tiers[0].capacity, 0u);
-  EXPECT_EQ(c.cache.staging_capacity, c.cache.chunk_size);
+  EXPECT_EQ(c.cache.prefetch.staging_capacity, c.cache.prefetch.chunk_size);
   EXPECT_EQ(fit.warnings.size(), 2u);
 }
 
@@ -236,7 +236,7 @@ TEST(FitMemory, DefaultsAreUnchangedWhenTheyFit) {
   MemoryFit fit;
   ASSERT_TRUE(FitMemory(&c, 64ull << 30, "the machine's memory (64.0 GiB)", &fit).ok());
   EXPECT_EQ(c.cache.tiers[0].capacity, 1ull << 30);
-  EXPECT_EQ(c.cache.staging_capacity, 256 * kMiB);
+  EXPECT_EQ(c.cache.prefetch.staging_capacity, 256 * kMiB);
   EXPECT_TRUE(fit.warnings.empty());
 }
 

@@ -1,4 +1,4 @@
-#include "tools/daemon_log.h"
+#include "daemon/daemon_log.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

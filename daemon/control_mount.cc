@@ -1,4 +1,4 @@
-#include "tools/control_mount.h"
+#include "daemon/control_mount.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tools/mounts.h"
+#include "daemon/mounts.h"
 
 namespace clairfs {
 namespace {

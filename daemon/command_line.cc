@@ -1,4 +1,4 @@
-#include "tools/command_line.h"
+#include "daemon/command_line.h"
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -52,7 +52,7 @@ int TakeOption(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
     return 0;
   }
   if (name == "ro") {
-    // The dataset's mount is read-only whatever the options say (tools/clairfs_main.cc), and
+    // The dataset's mount is read-only whatever the options say (daemon/serve.cc), and
     // .clairfs/manifest lives on the control files' own mount, which stays writable.
     ctx->cl->notes.push_back(
         "-o ro: the dataset is always mounted read-only; .clairfs/manifest stays writable on "

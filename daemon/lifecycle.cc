@@ -1,5 +1,5 @@
 #define FUSE_USE_VERSION 314
-#include "tools/lifecycle.h"
+#include "daemon/lifecycle.h"
 
 #include <fcntl.h>
 #include <fuse_lowlevel.h>

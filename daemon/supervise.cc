@@ -1,4 +1,4 @@
-#include "tools/supervise.h"
+#include "daemon/supervise.h"
 
 #include <poll.h>
 #include <sys/prctl.h>

@@ -1,4 +1,4 @@
-#include "tools/mounts.h"
+#include "daemon/mounts.h"
 
 #include <fcntl.h>
 #include <libmount/libmount.h>

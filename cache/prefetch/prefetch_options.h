@@ -1,0 +1,53 @@
+// Options of the prefetcher (cache/prefetch/prefetcher.h) and its read watch (cache/prefetch/read_watch.h).
+// Plain structs with only standard headers (docs/configuration.md, "Defaults"): the member
+// initialisers are the one place each default is written; conf/ parses the YAML keys named
+// beside each member into them, and conf/clairfs.yaml must equal them (tests/unit/config_test).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace clairfs {
+
+struct ReadWatchOptions {
+  std::chrono::milliseconds no_plan_after{60'000};  // warn.no_plan_after; 0: never warn
+  uint32_t check_reads = 512;                       // warn.check_reads; 0: never judge a plan
+  uint32_t order_slack = 8192;                      // warn.order_slack, positions
+
+  bool operator==(const ReadWatchOptions&) const = default;
+};
+
+struct PrefetchOptions {
+  // Threads filling a tier that tier_threads does not list (cache.tiers[i].threads).
+  static constexpr int kTierThreads = 2;
+  uint64_t staging_capacity = 256ull << 20;         // cache.staging.capacity: bytes of the window
+  int staging_threads = 4;                          // cache.staging.threads: threads filling it
+  std::vector<int> tier_threads;                    // threads filling each tier (from the tiers)
+  int demand_threads = 4;                           // cache.demand_threads: see FetchPool
+  std::chrono::milliseconds fetch_timeout{60'000};  // cache.fetch_timeout: longest fetch wait
+  uint32_t consumption_lag = 1u << 16;              // cache.consumption_lag, positions
+  uint64_t chunk_size = 4ull << 20;  // cache.chunk_size: files read whole larger are chunked
+  // cache.record_chunk_size: files range entries name (records) larger than this are cut in chunks
+  // of this size (0: chunk_size): a record then costs a small chunk, not a large one, to fetch and
+  // to serve.
+  uint64_t record_chunk_size = 256ull << 10;
+  // cache.stream_idle: a stream with no read and no registration for this long is removed
+  // (0: never).
+  std::chrono::milliseconds stream_idle{3'600'000};
+  // cache.max_streams: streams a plan may hold (ControlPlane refuses a registration that would add
+  // one more).
+  uint32_t max_streams = 64;
+  // cache.keep_copies: the fastest persistent tier below a volatile one keeps copies of the faster
+  // tiers' objects, in the room the placement leaves it (cache/plan/kept_copies.h).
+  bool keep_copies = true;
+  // Not a config key: how long Stop lets the kept copies still queued be written (the daemon's stop
+  // grace is 5 s).
+  std::chrono::milliseconds keep_drain{1'500};
+  // warn.*: when the job's reads do not match its plan, or it reads with none (read_watch.h).
+  ReadWatchOptions watch;
+
+  bool operator==(const PrefetchOptions&) const = default;
+};
+
+}  // namespace clairfs

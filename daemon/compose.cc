@@ -1,0 +1,128 @@
+#include "daemon/compose.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "cache/tiers/ram_tier.h"
+#include "conf/memory_budget.h"
+#include "daemon/daemon_log.h"
+#include "daemon/stop_signals.h"
+
+namespace clairfs {
+
+std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine& cl,
+                                                int* exit_code) {
+  const auto fail = [&](ExitCode code, const std::string& message) {
+    *exit_code = Fail(code, message);
+    return nullptr;
+  };
+  std::unique_ptr<DaemonParts> d(new DaemonParts());
+  d->config_ = start.config;
+  Config& config = d->config_;
+  const std::string& config_path = start.config_path;
+  const std::string& data_abs = start.dataset;
+  const std::string& mount_abs = start.mount;
+  const bool foreground = cl.foreground;
+  cluster::MpiTransport* transport = start.transport.get();
+
+  // The dataset stays reachable through this descriptor after the mount hides its path.
+  // A dead dataset file system remounted at its path is read again, unless that path leads
+  // through this very mount (mounted over the dataset, or above it).
+  const bool beneath_mount =
+      data_abs == mount_abs || data_abs.rfind(mount_abs == "/" ? "/" : mount_abs + "/", 0) == 0;
+  auto backing = PosixBacking::Open(
+      data_abs, config.cache.io, &d->stats_,
+      beneath_mount ? PosixBacking::OnDisconnect::kKeep : PosixBacking::OnDisconnect::kReopen);
+  if (!backing.ok()) return fail(ExitCode::kNoInput, backing.status().message());
+  d->backing_ = std::move(backing.value());
+
+  MemoryFit memory_fit;  // the capacities against the memory limit, logged below
+  if (auto s =
+          ResolveForDataset(&config, data_abs, transport ? transport->rank() : -1, &memory_fit);
+      !s.ok()) {
+    return fail(ExitCode::kConfig, (config_path.empty() ? "" : config_path + ": ") + s.message());
+  }
+  if (auto s = SetUpLogging(config.log, foreground); !s.ok()) {
+    return fail(ExitCode::kConfig, (config_path.empty() ? "" : config_path + ": ") + s.message());
+  }
+  spdlog::info("configuration: {}", config_path.empty() ? "built-in defaults" : config_path);
+  for (const auto& o : cl.overrides) spdlog::info("configuration: -o {}={}", o.key, o.value);
+  for (const auto& note : cl.notes) spdlog::warn("{}", note);
+  spdlog::info("{}", memory_fit.summary);
+  for (const auto& w : memory_fit.warnings) spdlog::warn("{}", w);
+
+  PrefetchOptions popts = config.cache.prefetch;  // tier_threads from the tiers
+  for (const auto& t : config.cache.tiers) {
+    if (t.kind == "ssd") {
+      // A daemon opens RocksDB only after the fork (see SsdTier::Prepare).
+      ThreadsWithoutStopSignals guard;  // RocksDB's
+      SsdOptions ssd_opts;
+      ssd_opts.dataset = data_abs;  // recorded in the directory's description (cache_info.h)
+      auto ssd = foreground ? SsdTier::Open(t.kind, t.dir, t.capacity, ssd_opts)
+                            : SsdTier::Prepare(t.kind, t.dir, t.capacity, ssd_opts);
+      if (!ssd.ok()) {
+        // Another daemon holds the directory's lock (cache/tiers/ssd_dir.h): worth a retry later.
+        const bool locked = ssd.status().os_errno() == EWOULDBLOCK;
+        return fail(locked ? ExitCode::kCacheLocked : ExitCode::kConfig, ssd.status().message());
+      }
+      spdlog::info("ssd tier in {}: {} objects, {} of {} bytes", t.dir, ssd.value()->objects(),
+                   ssd.value()->used_bytes(), t.capacity);
+      d->ssd_tiers_.push_back(ssd.value().get());
+      d->tiers_.push_back(std::move(ssd.value()));
+    } else {
+      d->tiers_.push_back(std::make_unique<RamTier>(t.kind, t.capacity));
+    }
+    d->tier_ptrs_.push_back(d->tiers_.back().get());
+    popts.tier_threads.push_back(t.threads);
+  }
+  // fuse.open_mode none: a read the page cache answered is never seen, so positions are also
+  // given up page_cache_lag reads behind.
+  if (config.fuse.open_mode == OpenMode::kNone) {
+    popts.consumption_lag = std::min(popts.consumption_lag, config.cache.page_cache_lag);
+  }
+  d->prefetcher_ = std::make_unique<Prefetcher>(*d->backing_, d->tier_ptrs_, popts, &d->stats_);
+  std::vector<std::string> aliases = {data_abs};
+  if (mount_abs != data_abs) aliases.push_back(mount_abs);
+  d->control_ = std::make_unique<ControlPlane>(*d->backing_, *d->prefetcher_, d->stats_, aliases);
+  d->access_ = std::make_unique<AccessPolicy>(*d->backing_, config.fuse, d->stats_);
+  d->fs_ = std::make_unique<ClairFs>(*d->backing_, *d->prefetcher_, *d->control_, *d->access_,
+                                     d->stats_, config.fuse, aliases, start.control);
+  d->control_fs_ = std::make_unique<ControlFs>(*d->control_, *d->access_, config.fuse);
+  if (transport) {
+    DaemonParts* p = d.get();
+    p->peer_ = std::make_unique<cluster::PeerTier>(*transport, config.cluster.peer, &p->stats_);
+    ClusterHooks hooks;
+    hooks.place = [p](Plan& plan, const PlacementLimits& limits, bool replan) {
+      return p->peer_->Place(plan, limits, replan);
+    };
+    hooks.held = [p](const std::string& path, const FileVersion& version) {
+      p->peer_->Held(path, version);
+    };
+    hooks.fetched = [p](const std::string& path, const BlobPtr& blob) {
+      p->peer_->Fetched(path, blob);
+    };
+    hooks.peer = p->peer_.get();
+    hooks.backing_advantage = config.cluster.backing_advantage;
+    p->prefetcher_->SetCluster(std::move(hooks));
+    p->control_->SetClusterInfo([p] { return p->peer_->InfoJson(); });
+    spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
+  }
+  return d;
+}
+
+Status DaemonParts::ReopenSsdTiers() {
+  ThreadsWithoutStopSignals guard;  // RocksDB's
+  for (auto* ssd : ssd_tiers_) {
+    if (Status s = ssd->Reopen(); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+void DaemonParts::CloseSsdTiers() {
+  for (auto* ssd : ssd_tiers_) ssd->Close();
+}
+
+}  // namespace clairfs
