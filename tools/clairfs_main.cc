@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
                             : clairfs::SsdTier::Prepare(t.kind, t.dir, t.capacity, ssd_opts);
       if (!ssd.ok()) {
         // Another daemon holds the directory's lock (cache/ssd_dir.h): worth a retry later.
-        const bool locked = ssd.status().os_errno() == EWOULDBLOCK;
+        const bool locked = ssd.status().code() == clairfs::Code::kLocked;
         return Fail(locked ? ExitCode::kCacheLocked : ExitCode::kConfig, ssd.status().message());
       }
       spdlog::info("ssd tier in {}: {} objects, {} of {} bytes", t.dir, ssd.value()->objects(),
