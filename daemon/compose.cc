@@ -65,7 +65,7 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
                             : SsdTier::Prepare(t.kind, t.dir, t.capacity, ssd_opts);
       if (!ssd.ok()) {
         // Another daemon holds the directory's lock (cache/tiers/ssd_dir.h): worth a retry later.
-        const bool locked = ssd.status().os_errno() == EWOULDBLOCK;
+        const bool locked = ssd.status().code() == Code::kLocked;
         return fail(locked ? ExitCode::kCacheLocked : ExitCode::kConfig, ssd.status().message());
       }
       spdlog::info("ssd tier in {}: {} objects, {} of {} bytes", t.dir, ssd.value()->objects(),

@@ -139,7 +139,7 @@ void BackingWatch::AddPending() {
     auto wd = backing_.WatchDir(inotify_, d.path, kMask);
     if (!wd.ok()) {
       counters_.refused.fetch_add(1, std::memory_order_relaxed);
-      const bool full = wd.status().os_errno() == ENOSPC;
+      const bool full = wd.status().code() == Code::kNoSpace;  // the watch limit
       if (full && !refused_logged_) {
         refused_logged_ = true;
         spdlog::warn(

@@ -4,8 +4,8 @@
 //            field, paths, stream names and byte sizes included;
 //   kCounts  everyone else: counts, ratios, capacities and states only; no path, no stream
 //            name, no per-stream detail, no byte quantity derived from the dataset's files.
-// The counts view is built from the full one by a whitelist (kStatsCounts, kPlanCounts and
-// kMetricsCounts in control_views.cc): a field, metrics family or JSON key is shown only if
+// The counts view is built from the full one by a whitelist (kStatsCountsText, kPlanCountsText
+// and kCountsFamilies in control_views.cc): a field, metrics family or JSON key is shown only if
 // the whitelist names it, with a value of the type it names, so a field added to the full view
 // stays hidden from other users until it is added here on purpose.
 // Pure functions of their arguments (no FUSE, no locks): thread-safe.

@@ -34,6 +34,10 @@ int ToErrno(const Status& s) {
       return EACCES;
     case Code::kLocked:
       return EWOULDBLOCK;
+    case Code::kDisconnected:
+      return ENOTCONN;
+    case Code::kUnreachable:
+      return EHOSTUNREACH;
   }
   return EIO;
 }

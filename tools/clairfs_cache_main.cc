@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   auto report = clairfs::VerifySsdCache(dir, mode);
   if (!report.ok()) {
     const clairfs::Status& s = report.status();
-    if (s.code() == clairfs::Code::kUnavailable) {
+    if (s.code() == clairfs::Code::kLocked) {
       const long pid = clairfs::LockHolderPid(clairfs::NormalCacheDir(dir));
       std::fprintf(stderr, "clairfs-cache: '%s' is in use by %s; unmount it first\n", dir.c_str(),
                    pid > 0 ? ("pid " + std::to_string(pid)).c_str() : "a process");

@@ -70,7 +70,7 @@ class Fd {
 
 // s, with a refusal for want of permission turned into "missing" (see MaybeAs).
 Status Unseen(Status s) {
-  if (s.os_errno() != EACCES && s.os_errno() != EPERM) return s;
+  if (s.code() != Code::kPermissionDenied) return s;
   std::string what = s.message();
   if (const size_t colon = what.rfind(": "); colon != std::string::npos) what.resize(colon);
   return Status::FromErrno(ENOENT, what);
@@ -118,7 +118,7 @@ void StatBatch(int root_fd, const std::vector<std::string>& paths, bool as,
     std::sort(order.begin(), order.end(), by_dir);
   }
   Fd dfd;
-  Status dstatus;
+  int dir_errno = 0;  // of opening open_dir
   std::string_view open_dir;
   bool have_dir = false;
   for (uint32_t i : order) {
@@ -141,11 +141,11 @@ void StatBatch(int root_fd, const std::vector<std::string>& paths, bool as,
       // "dir/." fails as the whole path would: ELOOP through a symlink, ENOTDIR a file.
       dfd = Fd(OpenBeneath(root_fd, open_dir.empty() ? "" : std::string(open_dir) + "/.",
                            O_PATH));
-      dstatus = dfd.get() < 0 ? Status::FromErrno(errno, std::string(open_dir)) : Status();
+      dir_errno = dfd.get() < 0 ? errno : 0;
     }
     const char* leaf = paths[i].c_str() + (paths[i].size() - name.size());  // name ends it
-    if (!dstatus.ok()) {
-      (*status)[i] = Status::FromErrno(dstatus.os_errno(), paths[i]);
+    if (dir_errno != 0) {
+      (*status)[i] = Status::FromErrno(dir_errno, paths[i]);
     } else if (fstatat(dfd.get(), leaf, &(*st)[i], AT_SYMLINK_NOFOLLOW) != 0) {
       (*status)[i] = Status::FromErrno(errno, paths[i]);
     } else if (int err = as ? ReadableAs(dfd.get(), leaf, (*st)[i]) : 0; err != 0) {
@@ -177,10 +177,10 @@ Status Changed(const std::string& path) {
   return Status::Error(Code::kIoError, path + ": changed while being read");
 }
 
-// A descriptor's file is no longer the version it was opened at (ESTALE: the reader's view of
-// the file went stale).
+// A descriptor's file is no longer the version it was opened at: the reader's view of the file
+// went stale (kStale, which the kernel gets as ESTALE).
 Status ChangedSinceOpen(const std::string& path) {
-  return Status::Error(Code::kIoError, path + ": changed since it was opened", ESTALE);
+  return Status::Error(Code::kStale, path + ": changed since it was opened", ESTALE);
 }
 
 // Clears O_NONBLOCK from a descriptor that turned out to be a regular file (a regular file
@@ -294,20 +294,8 @@ PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_op
       io_(io, stats) {}
 
 bool StoreUnreachable(const Status& s) {
-  if (s.code() == Code::kTimedOut) return true;
-  switch (s.os_errno()) {
-    case ENOTCONN:
-    case ECONNABORTED:
-    case ECONNRESET:
-    case ESHUTDOWN:
-    case EHOSTDOWN:
-    case EHOSTUNREACH:
-    case ENETDOWN:
-    case ENETUNREACH:
-      return true;
-    default:
-      return false;
-  }
+  return s.code() == Code::kTimedOut || s.code() == Code::kDisconnected ||
+         s.code() == Code::kUnreachable;
 }
 
 std::shared_ptr<const PosixBacking::RootDir> PosixBacking::Root() const {
@@ -318,10 +306,13 @@ std::shared_ptr<const PosixBacking::RootDir> PosixBacking::Root() const {
 template <typename T>
 Result<T> PosixBacking::Note(Result<T> r) const {
   if (r.ok()) return r;
-  const int err = r.status().os_errno();
-  if (err == ENOTCONN || err == ECONNABORTED) Reopen(r.status());
-  // Faults of the store itself; answers about a file (ENOENT, EACCES...) are not logged.
-  if (err == EIO || err == ENXIO || err == ENODEV || err == EREMOTEIO || err == ESTALE) {
+  const Status& s = r.status();
+  if (s.code() == Code::kDisconnected) Reopen(s);
+  // Faults of the store itself: a failed system call (os_errno() set) whose code is kIoError or
+  // kStale. Answers about a file (kNotFound, kPermissionDenied...) and failures that are not
+  // the store's (a read that raced a write, a deadline) are not logged.
+  const bool fault = s.code() == Code::kIoError || s.code() == Code::kStale;
+  if (fault && s.os_errno() != 0) {
     if (uint64_t more = 0; fault_log_.Allow(&more)) {
       spdlog::warn("backing store: {}{}", r.status().message(),
                    more ? fmt::format(" ({} more since the last line)", more) : "");

@@ -53,8 +53,9 @@ class Backing {
 // that can block (a FIFO swapped in for a file): files are opened with O_NONBLOCK and refused
 // with kInvalidArgument unless fstat says they are regular. The I/O threads start at the first
 // call: make none before a fork (daemonizing), which they would not survive.
-// Whether s says that the backing store did not answer (a deadline passed; a dead FUSE or
-// network file system: ENOTCONN, ECONNABORTED...), rather than answering about the file.
+// Whether s says that the backing store did not answer (a deadline passed: kTimedOut; a dead
+// FUSE or network file system: kDisconnected, kUnreachable), rather than answering about the
+// file.
 bool StoreUnreachable(const Status& s);
 
 // The dataset root as Open found it: its attributes and POSIX ACLs, read on the calling thread
@@ -68,8 +69,8 @@ struct RootAtOpen {
 
 class PosixBacking final : public Backing {
  public:
-  // What to do when the dataset's file system answers ENOTCONN or ECONNABORTED (a FUSE or
-  // network file system that died). kReopen: open root_dir again by its path, at most once a
+  // What to do when a call fails with kDisconnected (ENOTCONN, ECONNABORTED: a FUSE or network
+  // file system that died). kReopen: open root_dir again by its path, at most once a
   // second, so a store remounted at the same path is read again. Never when clairfs is mounted
   // over root_dir itself: the path then leads to clairfs's own mount.
   enum class OnDisconnect { kKeep, kReopen };
@@ -114,9 +115,9 @@ class PosixBacking final : public Backing {
   Result<Bytes> ReadAt(const StoreHandlePtr& h, const std::string& path, size_t n,
                        uint64_t off) const;
   // The same, from a descriptor of the file at `version`, all in one call on an I/O thread:
-  // exactly the bytes [off, off+n) clipped to version.size, all of that version, or kIoError
-  // with errno ESTALE ("changed since it was opened") when they may not be. Proof of a change:
-  // fewer bytes than the version holds there (truncated: never padded), an fstat after the
+  // exactly the bytes [off, off+n) clipped to version.size, all of that version, or kStale
+  // (the kernel gets ESTALE; "changed since it was opened") when they may not be. Proof of a
+  // change: fewer bytes than the version holds there (truncated: never padded), an fstat after the
   // read that differs from version, or a version modified too recently to rule out a write in
   // progress (its stamps were set before it copied), which is read again once the clock has
   // passed it (a wait of at most ~10 ms, only for files modified that recently).
@@ -160,10 +161,10 @@ class PosixBacking final : public Backing {
   // ReadLink run as this object's, each on an I/O thread that takes the identity of `as`
   // around the call (a LstatMany batch: once around the batch). So every directory from the
   // root down needs that identity's search permission, and a regular file its read permission
-  // too. What the identity may not see (EACCES, EPERM) fails as a missing file does (ENOENT,
-  // the same message), so that a writer learns nothing of names it could not stat. Read is
-  // refused (EACCES): nothing is fetched through a view. The view refers to this object,
-  // which must outlive it.
+  // too. What the identity may not see (kPermissionDenied: EACCES, EPERM) fails as a missing
+  // file does (kNotFound, ENOENT, the same message), so that a writer learns nothing of names
+  // it could not stat. Read is refused (kPermissionDenied, EACCES): nothing is fetched through
+  // a view. The view refers to this object, which must outlive it.
   std::shared_ptr<const Backing> AsCaller(AsIdentity as) const;
 
   // The root's attributes and ACLs as read by Open (see RootAtOpen). Never changes.
@@ -179,8 +180,9 @@ class PosixBacking final : public Backing {
   PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_open, IoOptions io, Stats* stats,
                std::string root_path, OnDisconnect on_disconnect);
   std::shared_ptr<const RootDir> Root() const;
-  // Passes r through; logs a device fault (EIO, rate-limited); a disconnected store first gets
-  // its root reopened (OnDisconnect).
+  // Passes r through; logs a fault of the store itself (a failed system call with kIoError or
+  // kStale: EIO, ESTALE..., rate-limited); a kDisconnected store first gets its root reopened
+  // (OnDisconnect).
   template <typename T>
   Result<T> Note(Result<T> r) const;
   // Lstat, LstatMany and ReadLink, under identity *as when as is not null (AsCaller).

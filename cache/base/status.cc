@@ -32,6 +32,10 @@ const char* CodeName(Code code) {
       return "permission denied";
     case Code::kLocked:
       return "locked";
+    case Code::kDisconnected:
+      return "disconnected";
+    case Code::kUnreachable:
+      return "unreachable";
   }
   return "unknown";
 }
@@ -41,6 +45,7 @@ Status Status::FromErrno(int err, std::string context) {
   switch (err) {
     case ENOENT:
     case ENOTDIR:
+    case ENODATA:  // no such extended attribute
       code = Code::kNotFound;
       break;
     case EXDEV:
@@ -67,8 +72,20 @@ Status Status::FromErrno(int err, std::string context) {
     case EPERM:
       code = Code::kPermissionDenied;
       break;
-    case EWOULDBLOCK:
+    case EWOULDBLOCK:  // == EAGAIN
       code = Code::kLocked;
+      break;
+    case ENOTCONN:
+    case ECONNABORTED:
+      code = Code::kDisconnected;
+      break;
+    case ECONNRESET:
+    case ESHUTDOWN:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENETDOWN:
+    case ENETUNREACH:
+      code = Code::kUnreachable;
       break;
     default:
       break;

@@ -1,5 +1,8 @@
 // Status and Result: how every layer below fs/ reports failure. No exception crosses a layer
-// boundary; fs/status_errno.h is the one place a Status becomes an errno.
+// boundary. The error contract (docs/architecture.md, "Errors"): a caller tells failures apart
+// by their Code, never by an errno value. Status::FromErrno is the one place an errno becomes a
+// code; fs/status_errno.h (ToErrno) is the one place a Status becomes an errno. A Status keeps
+// the errno of the system call that failed, only so that ToErrno gives the kernel that errno.
 #pragma once
 
 #include <cerrno>
@@ -11,19 +14,26 @@ namespace clairfs {
 
 enum class Code {
   kOk = 0,
-  kNotFound,         // no such file, or not in this tier
-  kInvalidArgument,  // bad input (manifest, config, path)
-  kOutsideRoot,      // a path or symlink leads out of the dataset root
-  kIoError,          // the backing store or a tier failed
-  kTimedOut,         // a deadline passed
-  kNoSpace,          // a capacity would be exceeded
-  kCorruption,       // stored bytes do not match their hash
-  kReadOnly,         // a mutation of the dataset was attempted
-  kUnavailable,      // shutting down, or not started
-  kStale,            // the object changed or was replaced since it was named or opened
-  kPermissionDenied, // the caller may not do this (mode bits, ACLs, ownership)
-  kLocked,           // another process holds the lock (a cache directory in use)
+  kNotFound,          // no such file or attribute, or not in this tier
+  kInvalidArgument,   // bad input (manifest, config, path); not a regular file (ELOOP: a
+                      // symlink where none may be)
+  kOutsideRoot,       // a path or symlink leads out of the dataset root
+  kIoError,           // the backing store or a tier failed
+  kTimedOut,          // a deadline passed
+  kNoSpace,           // a capacity would be exceeded
+  kCorruption,        // stored bytes do not match their hash
+  kReadOnly,          // a mutation of the dataset was attempted
+  kUnavailable,       // shutting down, or not started
+  kStale,             // the object changed or was replaced since it was named or opened
+  kPermissionDenied,  // the caller may not do this (mode bits, ACLs, ownership)
+  kLocked,            // another process holds the lock (a cache directory in use)
+  kDisconnected,      // the store's file system is gone (a dead FUSE or network mount): its
+                      // root may be opened again
+  kUnreachable,       // the store's server cannot be reached (network down, connection reset)
 };
+// The last code: a new code goes before it or becomes it (tests/unit/status_test.cc walks
+// every code from kOk to here).
+inline constexpr Code kLastCode = Code::kUnreachable;
 
 class [[nodiscard]] Status {
  public:
@@ -32,7 +42,8 @@ class [[nodiscard]] Status {
   static Status Error(Code code, std::string message, int os_errno = 0) {
     return Status(code, std::move(message), os_errno);
   }
-  // Maps an errno from a system call to a code, keeping the errno for fs/.
+  // Maps an errno from a system call to a code (the table in status.cc; an errno it does not
+  // name is kIoError), keeping the errno for ToErrno.
   static Status FromErrno(int err, std::string context);
 
   bool ok() const { return code_ == Code::kOk; }

@@ -180,7 +180,7 @@ Result<CacheDirLock> CacheDirLock::Acquire(const std::string& dir) {
       const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
       pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
     }
-    return Status::Error(Code::kUnavailable,
+    return Status::Error(Code::kLocked,
                          "SSD cache directory '" + dir + "' is in use by another clairfs" +
                              (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "") +
                              "; stop it first, or give this daemon another directory "

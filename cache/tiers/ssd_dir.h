@@ -36,7 +36,7 @@ long LockHolderPid(const std::string& dir);
 // inherits the descriptor across fork() keeps holding it after the parent exits.
 class CacheDirLock {
  public:
-  // kUnavailable, naming the holder's pid, if another process (or another CacheDirLock in
+  // kLocked, naming the holder's pid, if another process (or another CacheDirLock in
   // this one) holds the lock.
   static Result<CacheDirLock> Acquire(const std::string& dir);
   CacheDirLock() = default;

@@ -267,8 +267,8 @@ void SsdTier::Disable(const Status& cause) {
     std::lock_guard lock(state_mu_);
     if (off_ || stop_) return;
     off_ = true;
-    no_space_ = cause.code() == Code::kNoSpace || cause.os_errno() == ENOSPC ||
-                cause.message().find("No space") != std::string::npos;
+    no_space_ =
+        cause.code() == Code::kNoSpace || cause.message().find("No space") != std::string::npos;
     cause_ = cause.message();
     disables_.fetch_add(1, std::memory_order_relaxed);
     spdlog::error(

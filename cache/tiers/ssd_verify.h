@@ -31,7 +31,7 @@ struct VerifyReport {
 };
 
 // dir: an existing SSD cache directory (it holds RocksDB's CURRENT file). Takes its lock
-// (cache/tiers/ssd_dir.h) for the whole walk: kUnavailable, naming the holder's pid, when a daemon
+// (cache/tiers/ssd_dir.h) for the whole walk: kLocked, naming the holder's pid, when a daemon
 // (or another check) holds it. kNotFound when dir is not a cache (a symbolic link, not a
 // directory, no database in it); the database's own failures as its Status (kIoError,
 // kCorruption). A bad object is not a failure: it is in the report.

@@ -70,7 +70,7 @@ inline bool NotTheVersionBound(const Status& s) {
 
 // The bytes [off, off+size) of f (fewer only at the end of the version opened), into *out, all
 // of that version. Errors: the backing store's (direct reads through backing, kTimedOut at its
-// deadline), a chunk fetch's, or kIoError with errno ESTALE when bytes read from the backing
+// deadline), a chunk fetch's, or kStale (ESTALE) when bytes read from the backing
 // descriptor are not of the version opened (PosixBacking::ReadAtVersion: truncated, changed,
 // or a write may be in progress), counted in errors.stale: never a short read or a mix.
 Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,

@@ -17,6 +17,7 @@
 
 #include "cache/plan/path_check.h"
 #include "conf/config.h"
+#include "fs/status_errno.h"
 #include "tests/unit/test_util.h"
 
 extern char** environ;
@@ -228,13 +229,15 @@ TEST(PosixBacking, ReadAtVersionServesTheVersionOpenedOrEstale) {
   WriteFile(path, std::string(4096, 'B'));
   r = backing->ReadAtVersion(f.value().handle, "f", 8192, 0, opened);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().os_errno(), ESTALE) << r.status().ToString();
+  EXPECT_EQ(r.status().code(), Code::kStale) << r.status().ToString();
+  EXPECT_EQ(ToErrno(r.status()), ESTALE);
   // Written back to the same size (an fstat shows the change, the bytes are whole but of
   // another version than the one opened).
   WriteFile(path, std::string(8192, 'B'));
   r = backing->ReadAtVersion(f.value().handle, "f", 4096, 0, opened);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().os_errno(), ESTALE) << r.status().ToString();
+  EXPECT_EQ(r.status().code(), Code::kStale) << r.status().ToString();
+  EXPECT_EQ(ToErrno(r.status()), ESTALE);
   // The version it is now reads (once its stamps are no longer recent: within ~10 ms).
   struct stat st;
   ASSERT_TRUE(backing->Fstat(f.value().handle, "f", &st).ok());
@@ -277,7 +280,7 @@ TEST(PosixBacking, ReadAtVersionNeverReturnsAMixOrAShortRead) {
     const uint64_t off = static_cast<uint64_t>(ok + stale) % 4 * 65536;
     auto r = backing->ReadAtVersion(f.value().handle, "f", 65536, off, VersionOf(st));
     if (!r.ok()) {
-      ASSERT_EQ(r.status().os_errno(), ESTALE) << r.status().ToString();
+      ASSERT_EQ(r.status().code(), Code::kStale) << r.status().ToString();
       ++stale;
       continue;
     }
@@ -517,6 +520,46 @@ TEST(PosixBacking, HandlesOnAStalledStoreFailAtTheDeadlineAndCloseWithoutWaiting
   start = Clock::now();
   backing.reset();  // nor does destruction wait for the stuck calls or closes
   EXPECT_LT(Since(start), 1000ms);
+}
+
+// A store that did not answer is told apart by the code alone: a deadline, a dead mount
+// (reopened), a server out of reach; an answer about the file is not.
+TEST(PosixBacking, StoreUnreachableIsDecidedByTheCode) {
+  for (int err : {ENOTCONN, ECONNABORTED, ECONNRESET, ESHUTDOWN, EHOSTDOWN, EHOSTUNREACH, ENETDOWN,
+                  ENETUNREACH, ETIMEDOUT}) {
+    EXPECT_TRUE(StoreUnreachable(Status::FromErrno(err, "f"))) << err;
+  }
+  EXPECT_TRUE(StoreUnreachable(Status::Error(Code::kTimedOut, "deadline")));
+  EXPECT_TRUE(StoreUnreachable(Status::Error(Code::kDisconnected, "gone")));
+  for (int err : {ENOENT, EACCES, EIO, ESTALE, ELOOP, ENOSPC}) {
+    EXPECT_FALSE(StoreUnreachable(Status::FromErrno(err, "f"))) << err;
+  }
+  EXPECT_FALSE(StoreUnreachable(Status::Error(Code::kIoError, "x")));
+}
+
+// A caller's view reports what its identity may not see (kPermissionDenied) as missing: the
+// identity that cannot be taken here stands for a directory it may not search.
+TEST(PosixBacking, CallersViewReportsARefusalAsMissing) {
+  TempDir dir;
+  WriteFile(dir.path() + "/f", "x");
+  auto backing = OpenBacking(dir.path());
+  auto view = backing->AsCaller([](const std::function<Status()>&) {
+    return Status::FromErrno(EACCES, "cannot take the identity");
+  });
+  struct stat st;
+  const Status s = view->Lstat("f", &st);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  EXPECT_EQ(ToErrno(s), ENOENT);
+  std::vector<std::string> paths = {"f", "g/h"};
+  std::vector<struct stat> sts;
+  std::vector<Status> status;
+  view->LstatMany(&paths, &sts, &status);
+  ASSERT_EQ(status.size(), 2u);
+  for (const Status& one : status) EXPECT_EQ(ToErrno(one), ENOENT) << one.ToString();
+  // Any other failure passes through as it is.
+  auto failing = backing->AsCaller(
+      [](const std::function<Status()>&) { return Status::FromErrno(EIO, "device"); });
+  EXPECT_EQ(failing->Lstat("f", &st).code(), Code::kIoError);
 }
 
 TEST(BackingConfig, TimeoutIsRangeChecked) {

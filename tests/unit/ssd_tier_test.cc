@@ -206,7 +206,7 @@ TEST_F(SsdDirTest, SecondOpenOrPrepareFailsWhileLocked) {
       auto second =
           i == 0 ? SsdTier::Open("ssd", dir, 1 << 20) : SsdTier::Prepare("ssd", dir, 1 << 20);
       ASSERT_FALSE(second.ok());
-      EXPECT_EQ(second.status().code(), Code::kUnavailable);
+      EXPECT_EQ(second.status().code(), Code::kLocked);
       EXPECT_NE(second.status().message().find("in use by another clairfs (pid " +
                                                std::to_string(getpid()) + ")"),
                 std::string::npos)
@@ -244,8 +244,7 @@ TEST_F(SsdDirTest, LoserOfARaceLeavesTheWinnersDirectory) {
     const int winners = results[0].ok() + results[1].ok();
     ASSERT_EQ(winners, 1) << "round " << round;
     const int loser = results[0].ok() ? 1 : 0;
-    EXPECT_EQ(results[loser].status().code(), Code::kUnavailable)
-        << results[loser].status().message();
+    EXPECT_EQ(results[loser].status().code(), Code::kLocked) << results[loser].status().message();
     auto& tier = results[1 - loser].value();
     EXPECT_TRUE(fs::exists(dir + "/clairfs.lock")) << "round " << round;
     EXPECT_GT(LockHolderPid(dir), 0) << "round " << round;

@@ -96,7 +96,7 @@ TEST_F(SsdVerifyTest, RefusesACacheInUse) {
   auto t = Open(dir_);
   ASSERT_TRUE(t);
   auto r = VerifySsdCache(dir_, VerifyMode::kCheck);
-  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_EQ(r.status().code(), Code::kLocked);
   EXPECT_EQ(LockHolderPid(dir_), static_cast<long>(getpid()));
 }
 
