@@ -18,9 +18,8 @@ std::pair<std::string, std::string> Split(const std::string& path) {
 // The store answered that the path leads to nothing (or through something that is not a
 // directory any more, or through a symlink now).
 bool Gone(const Status& s) {
-  const int e = s.os_errno();
-  return e == ENOENT || e == ENOTDIR || e == ELOOP || s.code() == Code::kOutsideRoot ||
-         (e == 0 && s.code() == Code::kNotFound);
+  return s.code() == Code::kNotFound || s.code() == Code::kSymlink ||
+         s.code() == Code::kOutsideRoot;
 }
 
 }  // namespace

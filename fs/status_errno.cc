@@ -38,6 +38,10 @@ int ToErrno(const Status& s) {
       return ENOTCONN;
     case Code::kUnreachable:
       return EHOSTUNREACH;
+    case Code::kNoAttribute:
+      return ENODATA;
+    case Code::kSymlink:
+      return ELOOP;
   }
   return EIO;
 }

@@ -36,6 +36,10 @@ const char* CodeName(Code code) {
       return "disconnected";
     case Code::kUnreachable:
       return "unreachable";
+    case Code::kNoAttribute:
+      return "no such attribute";
+    case Code::kSymlink:
+      return "a symbolic link";
   }
   return "unknown";
 }
@@ -45,16 +49,20 @@ Status Status::FromErrno(int err, std::string context) {
   switch (err) {
     case ENOENT:
     case ENOTDIR:
-    case ENODATA:  // no such extended attribute
       code = Code::kNotFound;
+      break;
+    case ENODATA:  // no such extended attribute
+      code = Code::kNoAttribute;
       break;
     case EXDEV:
       code = Code::kOutsideRoot;
       break;
     case EINVAL:
     case ENAMETOOLONG:
-    case ELOOP:
       code = Code::kInvalidArgument;
+      break;
+    case ELOOP:
+      code = Code::kSymlink;
       break;
     case ENOSPC:
       code = Code::kNoSpace;

@@ -14,9 +14,8 @@ namespace clairfs {
 
 enum class Code {
   kOk = 0,
-  kNotFound,          // no such file or attribute, or not in this tier
-  kInvalidArgument,   // bad input (manifest, config, path); not a regular file (ELOOP: a
-                      // symlink where none may be)
+  kNotFound,          // no such file, or not in this tier
+  kInvalidArgument,   // bad input (manifest, config, path); not a regular file
   kOutsideRoot,       // a path or symlink leads out of the dataset root
   kIoError,           // the backing store or a tier failed
   kTimedOut,          // a deadline passed
@@ -30,10 +29,13 @@ enum class Code {
   kDisconnected,      // the store's file system is gone (a dead FUSE or network mount): its
                       // root may be opened again
   kUnreachable,       // the store's server cannot be reached (network down, connection reset)
+  kNoAttribute,       // no such extended attribute (an answer about the file, not a fault)
+  kSymlink,           // a symbolic link where none is followed (ELOOP): the path leads
+                      // elsewhere now
 };
 // The last code: a new code goes before it or becomes it (tests/unit/status_test.cc walks
 // every code from kOk to here).
-inline constexpr Code kLastCode = Code::kUnreachable;
+inline constexpr Code kLastCode = Code::kSymlink;
 
 class [[nodiscard]] Status {
  public:

@@ -62,11 +62,8 @@ struct ReadReply {
   size_t bytes = 0;
 };
 
-// True iff s says that the bytes are not of the version bound any more (kStale). PosixBacking
-// reported that as kIoError with errno ESTALE before the code existed: both are read here.
-inline bool NotTheVersionBound(const Status& s) {
-  return s.code() == Code::kStale || s.os_errno() == ESTALE;
-}
+// True iff s says that the bytes are not of the version bound any more.
+inline bool NotTheVersionBound(const Status& s) { return s.code() == Code::kStale; }
 
 // The bytes [off, off+size) of f (fewer only at the end of the version opened), into *out, all
 // of that version. Errors: the backing store's (direct reads through backing, kTimedOut at its

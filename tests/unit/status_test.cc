@@ -46,6 +46,8 @@ constexpr Row kTable[] = {
     {Code::kLocked, EWOULDBLOCK, Code::kLocked},
     {Code::kDisconnected, ENOTCONN, Code::kDisconnected},
     {Code::kUnreachable, EHOSTUNREACH, Code::kUnreachable},
+    {Code::kNoAttribute, ENODATA, Code::kNoAttribute},
+    {Code::kSymlink, ELOOP, Code::kSymlink},
 };
 
 TEST(Status, EveryCodeHasAName) {
@@ -100,11 +102,11 @@ TEST(Status, FromErrnoGivesTheCodeCallersBranchOn) {
   } kMapped[] = {
       {ENOENT, Code::kNotFound},
       {ENOTDIR, Code::kNotFound},
-      {ENODATA, Code::kNotFound},
+      {ENODATA, Code::kNoAttribute},
       {EXDEV, Code::kOutsideRoot},
       {EINVAL, Code::kInvalidArgument},
       {ENAMETOOLONG, Code::kInvalidArgument},
-      {ELOOP, Code::kInvalidArgument},
+      {ELOOP, Code::kSymlink},
       {ENOSPC, Code::kNoSpace},
       {EROFS, Code::kReadOnly},
       {ETIMEDOUT, Code::kTimedOut},
