@@ -19,6 +19,7 @@
 
 #include "cache/log_limit.h"
 #include "cache/status.h"
+#include "cluster/message_queue.h"
 #include "cluster/transport.h"
 
 namespace clairfs::cluster {
@@ -61,11 +62,11 @@ class MpiTransport : public Transport {
 
   std::unique_ptr<Impl> impl_;
   const int rank_, size_;
-  std::mutex mu_;  // guards the queues below; leaf
-  std::condition_variable out_cv_, in_cv_;
+  std::mutex mu_;  // guards outbox_ and stop_; leaf
+  std::condition_variable out_cv_;
   std::deque<Message> outbox_;  // source field holds the destination
-  std::deque<Message> inbox_;
   bool stop_ = false;
+  MessageQueue inbox_;  // filled by the progress thread; closed by Shutdown
   std::atomic<uint64_t> abandoned_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<std::atomic<uint64_t>*> error_counter_{nullptr};
