@@ -28,8 +28,8 @@
 #include "cache/prefetcher.h"
 #include "cache/ram_tier.h"
 #include "cache/ssd_tier.h"
+#include "cluster/cluster_node.h"
 #include "cluster/mpi_transport.h"
-#include "cluster/peer_tier.h"
 #include "conf/config.h"
 #include "conf/memory_budget.h"
 #include "fs/access.h"
@@ -335,7 +335,7 @@ int main(int argc, char** argv) {
   clairfs::ClairFs fs(*backing.value(), prefetcher, control, access, stats, config.fuse, aliases,
                       control_path.value());
   clairfs::ControlFs control_fs(control, access, config.fuse);
-  std::unique_ptr<clairfs::cluster::PeerTier> peer;
+  std::unique_ptr<clairfs::cluster::ClusterNode> peer;
   if (transport) {
     const auto ms = [](double secs) {
       return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
@@ -345,20 +345,8 @@ int main(int argc, char** argv) {
     po.peer_timeout = ms(config.cluster.peer_timeout);
     po.down_for = ms(config.cluster.down_for);
     po.serve_threads = config.cluster.serve_threads;
-    peer = std::make_unique<clairfs::cluster::PeerTier>(*transport, po, &stats);
-    clairfs::ClusterHooks hooks;
-    hooks.place = [&](clairfs::Plan& plan, const clairfs::PlacementLimits& limits, bool replan) {
-      return peer->Place(plan, limits, replan);
-    };
-    hooks.held = [&](const std::string& path, const clairfs::FileVersion& version) {
-      peer->Held(path, version);
-    };
-    hooks.fetched = [&](const std::string& path, const clairfs::BlobPtr& blob) {
-      peer->Fetched(path, blob);
-    };
-    hooks.peer = peer.get();
-    hooks.backing_advantage = config.cluster.backing_advantage;
-    prefetcher.SetCluster(std::move(hooks));
+    peer = std::make_unique<clairfs::cluster::ClusterNode>(*transport, po, &stats);
+    prefetcher.SetCluster(peer->Hooks(config.cluster.backing_advantage));
     control.SetClusterInfo([&] { return peer->InfoJson(); });
     spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
   }
