@@ -16,6 +16,7 @@
 #include "cluster/loopback_transport.h"
 #include "cluster/placement.h"
 #include "cluster/protocol.h"
+#include "tests/unit/cluster_test_util.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 
@@ -158,42 +159,17 @@ TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   EXPECT_EQ(local.from_peers_files, 0u);
 }
 
-// Wraps a transport and flips one byte in every reply it receives.
-class CorruptingTransport : public Transport {
+using clairfs::testing::ForwardingTransport;
+
+// Flips one byte in every reply it receives.
+class CorruptingTransport : public ForwardingTransport {
  public:
-  explicit CorruptingTransport(Transport& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  void Send(int dst, int tag, std::vector<char> bytes) override {
-    inner_.Send(dst, tag, std::move(bytes));
-  }
+  using ForwardingTransport::ForwardingTransport;
   std::optional<Message> Receive(std::chrono::milliseconds wait) override {
-    auto m = inner_.Receive(wait);
+    auto m = ForwardingTransport::Receive(wait);
     if (m && m->tag == kReply && !m->bytes.empty()) m->bytes.back() ^= 0x40;
     return m;
   }
-  void Shutdown() override { inner_.Shutdown(); }
-
- private:
-  Transport& inner_;
-};
-
-// A transport that forwards everything to inner; subclasses change what Send sends.
-class ForwardingTransport : public Transport {
- public:
-  explicit ForwardingTransport(Transport& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  void Send(int dst, int tag, std::vector<char> bytes) override {
-    inner_.Send(dst, tag, std::move(bytes));
-  }
-  std::optional<Message> Receive(std::chrono::milliseconds wait) override {
-    return inner_.Receive(wait);
-  }
-  void Shutdown() override { inner_.Shutdown(); }
-
- private:
-  Transport& inner_;
 };
 
 // Sends every message as a clairfs of another protocol version would; version 0: without the
