@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "cluster/message_codec.h"
 #include "cluster/protocol.h"
 #include "cluster/wire.h"
 
@@ -44,7 +45,7 @@ bool GetDelta(wire::Reader& r, uint64_t previous, uint64_t* value) {
 
 // The entries of an encoded catalog, checked as protocol.h says (but not its hash).
 bool DecodeEntries(std::string_view bytes, std::vector<DigestFile>* out, uint64_t* count) {
-  wire::Reader r = wire::Reader::Raw(bytes);
+  wire::Reader r(bytes);
   uint64_t n;
   if (!r.GetVarint(&n) || n > r.left() / kMinEntryBytes) return false;
   out->clear();
@@ -131,7 +132,7 @@ std::optional<std::vector<DigestFile>> DecodeCatalog(const Catalog& c) {
 }
 
 std::vector<char> EncodeDigest(const Digest& d, const Catalog& c, bool with_catalog) {
-  wire::Writer w;
+  wire::Writer w = MessageWriter();
   w.Put<int32_t>(d.rank);
   w.Put(d.generation);
   w.Put(c.hash);
@@ -155,7 +156,7 @@ std::vector<char> EncodeDigest(const Digest& d, const Catalog& c, bool with_cata
 
 std::optional<Digest> DecodeDigest(std::string_view bytes, std::optional<Catalog>* held,
                                    std::string* error) {
-  wire::Reader r(bytes);
+  wire::Reader r = MessageReader(bytes);
   Digest d;
   int32_t rank;
   uint64_t hash;

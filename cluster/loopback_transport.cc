@@ -1,5 +1,7 @@
 #include "cluster/loopback_transport.h"
 
+#include "cluster/message_queue.h"
+
 namespace clairfs::cluster {
 
 class LoopbackNetwork::Endpoint : public Transport {
@@ -8,40 +10,19 @@ class LoopbackNetwork::Endpoint : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void Send(int dst, int tag, std::vector<char> bytes) override {
-    {
-      std::lock_guard lock(mu_);
-      if (closed_) return;
-    }
+    if (inbox_.closed()) return;
     net_.Deliver(rank_, dst, tag, std::move(bytes));
   }
   std::optional<Message> Receive(std::chrono::milliseconds wait) override {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, wait, [&] { return closed_ || !inbox_.empty(); });
-    if (closed_ || inbox_.empty()) return std::nullopt;
-    Message m = std::move(inbox_.front());
-    inbox_.pop_front();
-    return m;
+    return inbox_.Pop(wait);
   }
-  void Shutdown() override {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-    inbox_.clear();
-    cv_.notify_all();
-  }
-  void Push(Message m) {
-    std::lock_guard lock(mu_);
-    if (closed_) return;
-    inbox_.push_back(std::move(m));
-    cv_.notify_one();
-  }
+  void Shutdown() override { inbox_.Close(); }
+  void Push(Message m) { inbox_.Push(std::move(m)); }
 
  private:
   LoopbackNetwork& net_;
   const int rank_, size_;
-  std::mutex mu_;  // leaf
-  std::condition_variable cv_;
-  std::deque<Message> inbox_;
-  bool closed_ = false;
+  MessageQueue inbox_;  // closed by Shutdown: the endpoint neither sends nor receives
 };
 
 LoopbackNetwork::LoopbackNetwork(int size) : dead_(size, false) {

@@ -1,8 +1,6 @@
 // LoopbackNetwork: N in-process transports, for testing the cluster logic without MPI.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>

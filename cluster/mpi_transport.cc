@@ -117,12 +117,7 @@ void MpiTransport::Send(int dst, int tag, std::vector<char> bytes) {
 }
 
 std::optional<Message> MpiTransport::Receive(std::chrono::milliseconds wait) {
-  std::unique_lock lock(mu_);
-  in_cv_.wait_for(lock, wait, [&] { return stop_ || !inbox_.empty(); });
-  if (stop_ || inbox_.empty()) return std::nullopt;
-  Message m = std::move(inbox_.front());
-  inbox_.pop_front();
-  return m;
+  return inbox_.Pop(wait);
 }
 
 void MpiTransport::Shutdown() {
@@ -130,8 +125,8 @@ void MpiTransport::Shutdown() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
+  inbox_.Close();
   out_cv_.notify_all();
-  in_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -196,9 +191,7 @@ void MpiTransport::Progress() {
         continue;
       }
       busy = true;
-      std::lock_guard lock(mu_);
-      inbox_.push_back(std::move(m));
-      in_cv_.notify_one();
+      inbox_.Push(std::move(m));
     }
     idle = busy ? std::chrono::microseconds(20)
                 : std::min<std::chrono::microseconds>(idle * 2, std::chrono::milliseconds(1));

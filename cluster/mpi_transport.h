@@ -1,5 +1,4 @@
-// MpiTransport: the Transport over MPI. The only code that calls MPI; the rest talks to peers
-// through Transport (transport.h), so it is tested without MPI (LoopbackNetwork).
+// MpiTransport: the Transport over MPI. The only code that calls MPI (design.md section 2).
 //
 // One progress thread makes every MPI call after initialization: it posts queued sends with
 // MPI_Isend, tests them, and matches incoming messages with MPI_Improbe/MPI_Mrecv on a private
@@ -20,6 +19,7 @@
 
 #include "cache/base/log_limit.h"
 #include "cache/base/status.h"
+#include "cluster/message_queue.h"
 #include "cluster/transport.h"
 
 namespace clairfs::cluster {
@@ -62,11 +62,11 @@ class MpiTransport : public Transport {
 
   std::unique_ptr<Impl> impl_;
   const int rank_, size_;
-  std::mutex mu_;  // guards the queues below; leaf
-  std::condition_variable out_cv_, in_cv_;
+  std::mutex mu_;  // guards outbox_ and stop_; leaf
+  std::condition_variable out_cv_;
   std::deque<Message> outbox_;  // source field holds the destination
-  std::deque<Message> inbox_;
   bool stop_ = false;
+  MessageQueue inbox_;  // filled by the progress thread; closed by Shutdown
   std::atomic<uint64_t> abandoned_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<std::atomic<uint64_t>*> error_counter_{nullptr};

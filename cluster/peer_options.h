@@ -1,4 +1,4 @@
-// Options of the peer tier (cluster/peer_tier.h).
+// Options of this node's part in the cluster (cluster/cluster_node.h and its parts).
 // Plain structs with only standard headers (docs/configuration.md, "Defaults"): the member
 // initialisers are the one place each default is written; conf/ parses the YAML keys named
 // beside each member into them, and conf/clairfs.yaml must equal them (tests/unit/config_test).

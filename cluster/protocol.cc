@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cluster/message_codec.h"
 #include "cluster/wire.h"
 
 namespace clairfs::cluster {
@@ -9,8 +10,6 @@ namespace clairfs::cluster {
 using wire::GetVersion;
 using wire::kVersionBytes;
 using wire::PutVersion;
-using wire::Reader;
-using wire::Writer;
 
 HeaderCheck CheckHeader(std::string_view bytes, uint16_t* version) {
   uint32_t magic;
@@ -21,10 +20,10 @@ HeaderCheck CheckHeader(std::string_view bytes, uint16_t* version) {
   return *version == kProtocolVersion ? HeaderCheck::kOk : HeaderCheck::kOtherVersion;
 }
 
-std::vector<char> EncodeBye() { return Writer().Take(); }
+std::vector<char> EncodeBye() { return MessageWriter().Take(); }
 
 std::vector<char> EncodeHave(const Have& h) {
-  Writer w;
+  wire::Writer w = MessageWriter();
   w.Put<uint64_t>(h.files.size());
   for (const auto& [path, version] : h.files) {
     w.PutString(path);
@@ -34,7 +33,7 @@ std::vector<char> EncodeHave(const Have& h) {
 }
 
 std::optional<Have> DecodeHave(std::string_view bytes) {
-  Reader r(bytes);
+  wire::Reader r = MessageReader(bytes);
   Have h;
   uint64_t n;
   if (!r.Get(&n) || n > bytes.size()) return {};
@@ -47,7 +46,7 @@ std::optional<Have> DecodeHave(std::string_view bytes) {
 }
 
 std::vector<char> EncodeRequest(const Request& q) {
-  Writer w;
+  wire::Writer w = MessageWriter();
   w.Put(q.id);
   PutVersion(w, q.version);
   w.PutString(q.path);
@@ -55,7 +54,7 @@ std::vector<char> EncodeRequest(const Request& q) {
 }
 
 std::optional<Request> DecodeRequest(std::string_view bytes) {
-  Reader r(bytes);
+  wire::Reader r = MessageReader(bytes);
   Request q;
   if (!r.Get(&q.id) || !GetVersion(r, &q.version) || !r.GetString(&q.path) || !r.Done()) {
     return {};
@@ -64,7 +63,7 @@ std::optional<Request> DecodeRequest(std::string_view bytes) {
 }
 
 std::vector<char> EncodeReply(const ReplyHeader& h, const char* data, size_t size) {
-  Writer w;
+  wire::Writer w = MessageWriter();
   w.Put(h.id);
   w.Put(h.found);
   w.Put(h.hash);
@@ -74,7 +73,7 @@ std::vector<char> EncodeReply(const ReplyHeader& h, const char* data, size_t siz
 }
 
 std::optional<ReplyHeader> DecodeReply(std::string_view bytes, const char** data, size_t* size) {
-  Reader r(bytes);
+  wire::Reader r = MessageReader(bytes);
   ReplyHeader h;
   if (!r.Get(&h.id) || !r.Get(&h.found) || !r.Get(&h.hash) || !GetVersion(r, &h.version)) {
     return {};

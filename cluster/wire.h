@@ -1,6 +1,8 @@
-// Internal to the peer protocol (protocol.cc, digest_wire.cc): building and reading message
-// bytes. Fixed-width values are little-endian in native layout; varints are unsigned LEB128
-// (7 bits a byte, low bits first), signed values zigzag-mapped first.
+// Internal to the peer protocol (protocol.cc, digest_wire.cc): the low-level encoding of
+// values as bytes, below the protocol: it knows no message, tag or header (those are
+// protocol.h's; message_codec.h joins the two). Fixed-width values are little-endian in native
+// layout; varints are unsigned LEB128 (7 bits a byte, low bits first), signed values
+// zigzag-mapped first.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cluster/protocol.h"
+#include "cache/base/object.h"
 
 namespace clairfs::cluster::wire {
 
@@ -21,7 +23,7 @@ inline int64_t UnZigZag(uint64_t v) {
   return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
 }
 
-// Appends to a byte buffer; Message() starts it with this protocol's header.
+// Appends to a byte buffer.
 template <typename Buffer>
 class BasicWriter {
  public:
@@ -50,34 +52,14 @@ class BasicWriter {
   Buffer out_;
 };
 
-class Writer : public BasicWriter<std::vector<char>> {
- public:
-  // A message: begins with the header (magic, version, two zero bytes).
-  Writer() {
-    Put(kMagic);
-    Put(kProtocolVersion);
-    Put<uint16_t>(0);
-  }
-};
+using Writer = BasicWriter<std::vector<char>>;
 
 // Reads a byte range; every Get checks the bounds, so a truncated or garbled input fails
 // (returns false) instead of reading past its end.
 class Reader {
  public:
-  // Raw bytes, without a header.
-  static Reader Raw(std::string_view in) {
-    Reader r;
-    r.in_ = in;
-    return r;
-  }
-  // A message: without this protocol's header it reads as empty, every Get fails.
-  explicit Reader(std::string_view in) {
-    uint16_t version;
-    if (CheckHeader(in, &version) == HeaderCheck::kOk) {
-      in_ = in;
-      pos_ = kHeaderBytes;
-    }
-  }
+  Reader() = default;  // empty: every Get fails
+  explicit Reader(std::string_view in) : in_(in) {}
   template <typename T>
   bool Get(T* v) {
     if (in_.size() - pos_ < sizeof(T)) return false;
@@ -119,14 +101,14 @@ class Reader {
   bool Done() const { return pos_ == in_.size(); }
 
  private:
-  Reader() = default;
   std::string_view in_;
   size_t pos_ = 0;
 };
 
 inline constexpr size_t kVersionBytes = 32;  // size, mtime, ctime, inode number
 
-inline void PutVersion(Writer& w, const FileVersion& v) {
+template <typename Buffer>
+void PutVersion(BasicWriter<Buffer>& w, const FileVersion& v) {
   w.Put(v.size);
   w.Put(v.mtime_ns);
   w.Put(v.ctime_ns);

@@ -93,20 +93,8 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
   d->control_fs_ = std::make_unique<ControlFs>(*d->control_, *d->access_, config.fuse);
   if (transport) {
     DaemonParts* p = d.get();
-    p->peer_ = std::make_unique<cluster::PeerTier>(*transport, config.cluster.peer, &p->stats_);
-    ClusterHooks hooks;
-    hooks.place = [p](Plan& plan, const PlacementLimits& limits, bool replan) {
-      return p->peer_->Place(plan, limits, replan);
-    };
-    hooks.held = [p](const std::string& path, const FileVersion& version) {
-      p->peer_->Held(path, version);
-    };
-    hooks.fetched = [p](const std::string& path, const BlobPtr& blob) {
-      p->peer_->Fetched(path, blob);
-    };
-    hooks.peer = p->peer_.get();
-    hooks.backing_advantage = config.cluster.backing_advantage;
-    p->prefetcher_->SetCluster(std::move(hooks));
+    p->peer_ = std::make_unique<cluster::ClusterNode>(*transport, config.cluster.peer, &p->stats_);
+    p->prefetcher_->SetCluster(p->peer_->Hooks(config.cluster.backing_advantage));
     p->control_->SetClusterInfo([p] { return p->peer_->InfoJson(); });
     spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
   }

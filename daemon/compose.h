@@ -3,7 +3,7 @@
 // they depend on each other: the dataset (PosixBacking), the config fitted to the machine
 // (ResolveForDataset) and the log, the tiers, the Prefetcher, the ControlPlane, the
 // AccessPolicy, the FUSE adapter (ClairFs) and the control files (ControlFs), and in cluster
-// mode the PeerTier wired into the prefetcher. Nothing is started: daemon/serve.h mounts,
+// mode the ClusterNode wired into the prefetcher. Nothing is started: daemon/serve.h mounts,
 // daemonizes and starts the threads. Parts are destroyed in the reverse order of their
 // construction (the members' order below).
 #pragma once
@@ -16,7 +16,7 @@
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ssd_tier.h"
 #include "cache/base/stats.h"
-#include "cluster/peer_tier.h"
+#include "cluster/cluster_node.h"
 #include "conf/config.h"
 #include "daemon/command_line.h"
 #include "daemon/start.h"
@@ -45,7 +45,7 @@ class DaemonParts {
   Prefetcher& prefetcher() { return *prefetcher_; }
   ClairFs& fs() { return *fs_; }
   ControlFs& control_fs() { return *control_fs_; }
-  cluster::PeerTier* peer() { return peer_.get(); }  // null outside cluster mode
+  cluster::ClusterNode* peer() { return peer_.get(); }  // null outside cluster mode
 
   // After fuse_daemonize: opens the SSD tiers that were only prepared (a no-op in the
   // foreground). Fails with the first tier that cannot be opened.
@@ -90,7 +90,7 @@ class DaemonParts {
   std::unique_ptr<AccessPolicy> access_;
   std::unique_ptr<ClairFs> fs_;
   std::unique_ptr<ControlFs> control_fs_;
-  std::unique_ptr<cluster::PeerTier> peer_;
+  std::unique_ptr<cluster::ClusterNode> peer_;
 };
 
 }  // namespace clairfs

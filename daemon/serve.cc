@@ -65,7 +65,7 @@ void AbortFuseConnection(int fd) { close(fd); }
 int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* argv0) {
   const std::string& mount_abs = start.mount;
   Prefetcher& prefetcher = parts.prefetcher();
-  cluster::PeerTier* peer = parts.peer();
+  cluster::ClusterNode* peer = parts.peer();
   std::unique_ptr<char, void (*)(void*)> opts_raw(MountOptions(start.dataset, cl.fuse_options),
                                                   std::free);
   if (!opts_raw) return Fail(ExitCode::kFailure, "out of memory");

@@ -4,12 +4,28 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "cache/base/object.h"
 #include "cache/plan/plan.h"
-#include "cache/tiers/tier.h"
+#include "cache/base/status.h"
 
 namespace clairfs {
+
+// PeerSource: the other nodes' tiers, read-only (cluster::PeerReader). Peers fill their own
+// tiers: this node never writes to them.
+class PeerSource {
+ public:
+  virtual ~PeerSource() = default;
+  // Whether a live peer announced key at version. Answers from memory, without blocking on
+  // the network; its locks are leaves (it is called under Prefetcher::mu_).
+  virtual bool Contains(std::string_view key, const FileVersion& version) = 0;
+  // The object of key at version from a peer that announced it, checked (size, version,
+  // hash) before it is returned: kNotFound when no live peer holds it or what came back
+  // failed its checks, kUnavailable when the peer did not answer in time or the source is
+  // stopping. Blocks for at most the peer deadline.
+  virtual Result<BlobPtr> Get(std::string_view key, const FileVersion& version) = 0;
+};
 
 struct ClusterHooks {
   // Replaces HDMLP placement (PlaceFiles). It may append files to plan.files (existing ids
@@ -24,9 +40,8 @@ struct ClusterHooks {
   // path was just read from the backing store (by the prefetch or for a reader). Called with
   // no prefetcher lock held.
   std::function<void(const std::string& path, const BlobPtr& blob)> fetched;
-  // Consulted after the local tiers and before the backing store; Contains() must answer
-  // from memory (it is called under Prefetcher::mu_, so its locks are leaves). Not owned.
-  Tier* peer = nullptr;
+  // Consulted after the local tiers and before the backing store. Not owned.
+  PeerSource* peer = nullptr;
   // Source choice: a peer that holds a file is read unless the backing store's measured
   // throughput is more than this many times the peers'; 0 never prefers the backing store.
   double backing_advantage = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cache/prefetch/cluster_hooks.h"
+
 namespace clairfs {
 
 void StagingWindow::Reset(const Plan& plan, const std::vector<Consumption>& streams) {
@@ -43,7 +45,7 @@ bool StagingWindow::Follow(size_t s, const Consumption& c) {
 }
 
 StagingWindow::Step StagingWindow::Next(const Plan& plan, const std::vector<Consumption>& streams,
-                                        Tier* peer, Job* job) {
+                                        PeerSource* peer, Job* job) {
   std::vector<bool> waiting(cursors_.size(), false);  // streams awaiting a peer
   bool any_waiting = false;
   for (uint32_t steps = 0;; ++steps) {

@@ -36,6 +36,8 @@
 
 namespace clairfs {
 
+class PeerSource;  // cache/prefetch/cluster_hooks.h
+
 class StagingWindow {
  public:
   explicit StagingWindow(uint64_t capacity) : capacity_(capacity) {}
@@ -69,7 +71,7 @@ class StagingWindow {
     FileVersion version;
   };
   // Advances the cursors as the contract says. streams: as for Reset; peer: may be null.
-  Step Next(const Plan& plan, const std::vector<Consumption>& streams, Tier* peer, Job* job);
+  Step Next(const Plan& plan, const std::vector<Consumption>& streams, PeerSource* peer, Job* job);
   // The fetch that fills id's entry (set right after Next returned kFetch).
   void Attach(uint32_t id, FlightPtr flight);
   // flight's fetch for id ended with r: kept in the entry, or on failure the entry is dropped

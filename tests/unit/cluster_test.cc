@@ -1,5 +1,5 @@
 // The peer tier without MPI: protocol encodings, cluster placement, and whole nodes
-// (MemBacking + RamTier + Prefetcher + PeerTier) talking over a LoopbackNetwork.
+// (MemBacking + RamTier + Prefetcher + ClusterNode) talking over a LoopbackNetwork.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -12,10 +12,11 @@
 
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
+#include "cluster/cluster_node.h"
 #include "cluster/loopback_transport.h"
-#include "cluster/peer_tier.h"
 #include "cluster/placement.h"
 #include "cluster/protocol.h"
+#include "tests/unit/cluster_test_util.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 
@@ -158,42 +159,17 @@ TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   EXPECT_EQ(local.from_peers_files, 0u);
 }
 
-// Wraps a transport and flips one byte in every reply it receives.
-class CorruptingTransport : public Transport {
+using clairfs::testing::ForwardingTransport;
+
+// Flips one byte in every reply it receives.
+class CorruptingTransport : public ForwardingTransport {
  public:
-  explicit CorruptingTransport(Transport& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  void Send(int dst, int tag, std::vector<char> bytes) override {
-    inner_.Send(dst, tag, std::move(bytes));
-  }
+  using ForwardingTransport::ForwardingTransport;
   std::optional<Message> Receive(std::chrono::milliseconds wait) override {
-    auto m = inner_.Receive(wait);
+    auto m = ForwardingTransport::Receive(wait);
     if (m && m->tag == kReply && !m->bytes.empty()) m->bytes.back() ^= 0x40;
     return m;
   }
-  void Shutdown() override { inner_.Shutdown(); }
-
- private:
-  Transport& inner_;
-};
-
-// A transport that forwards everything to inner; subclasses change what Send sends.
-class ForwardingTransport : public Transport {
- public:
-  explicit ForwardingTransport(Transport& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  void Send(int dst, int tag, std::vector<char> bytes) override {
-    inner_.Send(dst, tag, std::move(bytes));
-  }
-  std::optional<Message> Receive(std::chrono::milliseconds wait) override {
-    return inner_.Receive(wait);
-  }
-  void Shutdown() override { inner_.Shutdown(); }
-
- private:
-  Transport& inner_;
 };
 
 // Sends every message as a clairfs of another protocol version would; version 0: without the
@@ -230,7 +206,7 @@ class CatalogStrippingTransport : public ForwardingTransport {
   }
 };
 
-// One node: its own backing view, RAM tier, prefetcher and peer tier.
+// One node: its own backing view, RAM tier, prefetcher and cluster node.
 struct Node {
   Node(MemBacking& backing, Transport& t, uint64_t ram, PeerOptions po, Stats* stats,
        uint64_t staging = 64 << 10, int tier_threads = 2)
@@ -242,14 +218,7 @@ struct Node {
     o.demand_threads = 2;
     o.fetch_timeout = 10s;
     prefetcher = std::make_unique<Prefetcher>(backing, std::vector<Tier*>{&ram_tier}, o, stats);
-    ClusterHooks hooks;
-    hooks.place = [this](Plan& p, const PlacementLimits& l, bool re) {
-      return peer.Place(p, l, re);
-    };
-    hooks.held = [this](const std::string& path, const FileVersion& v) { peer.Held(path, v); };
-    hooks.fetched = [this](const std::string& path, const BlobPtr& b) { peer.Fetched(path, b); };
-    hooks.peer = &peer;
-    prefetcher->SetCluster(hooks);
+    prefetcher->SetCluster(peer.Hooks(0));
     peer.Start(
         [this](const std::string& path, const FileVersion& v) {
           return prefetcher->GetLocal(path, v);
@@ -263,7 +232,7 @@ struct Node {
     peer.Stop();
   }
   RamTier ram_tier;
-  PeerTier peer;
+  ClusterNode peer;
   std::unique_ptr<Prefetcher> prefetcher;
 };
 
@@ -347,7 +316,7 @@ TEST_F(ClusterTest, BackingStoreIsReadOnceAcrossTheCluster) {
     for (int r = 0; r < n; ++r) held += TierFetched(r);
     return held == kFiles;
   }));
-  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() >= kSize; }));
+  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.directory().bytes() >= kSize; }));
   std::this_thread::sleep_for(100ms);  // the last announcements
   std::vector<std::thread> readers;
   for (int r = 0; r < n; ++r) readers.emplace_back([&, r] { ReadAll(r, orders[r]); });
@@ -387,7 +356,8 @@ TEST_F(ClusterTest, ADeadPeerIsMarkedDownAndReadsFallBackToTheBackingStore) {
   nodes_[0]->prefetcher->Install(PlanOf(all));
   nodes_[1]->prefetcher->Install(PlanOf(all));
   ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == kFiles; }));
-  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() == TierFetched(1) * kSize; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return nodes_[0]->peer.directory().bytes() == TierFetched(1) * kSize; }));
   net_->Kill(1);
   const auto start = std::chrono::steady_clock::now();
   ReadAll(0, all);  // correct bytes although half the files were held by the dead node
@@ -418,8 +388,8 @@ TEST_F(ClusterTest, FilesReadBeforeTheirOwnerHadThemArePushedToIt) {
   const uint64_t reads = backing_.reads();
   EXPECT_EQ(reads, static_cast<uint64_t>(kFiles));
   // Node 0's announcements, and node 1's of what it adopted.
-  ASSERT_TRUE(WaitFor([&] { return nodes_[1]->peer.used_bytes() == kFiles / 2 * kSize; }));
-  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() == kFiles / 2 * kSize; }));
+  ASSERT_TRUE(WaitFor([&] { return nodes_[1]->peer.directory().bytes() == kFiles / 2 * kSize; }));
+  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.directory().bytes() == kFiles / 2 * kSize; }));
   ReadAll(1, all);  // all from its own tier or node 0's: no backing read
   EXPECT_EQ(backing_.reads(), reads);
   EXPECT_GE(stats_[1].peer_bytes_in.load(), uint64_t{kFiles / 2 * kSize});  // the pushes
@@ -437,7 +407,8 @@ TEST_F(ClusterTest, DamagedRepliesAreNeverServed) {
   nodes_[0]->prefetcher->Install(PlanOf(all));
   nodes_[1]->prefetcher->Install(PlanOf(all));
   ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == kFiles; }));
-  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.used_bytes() == TierFetched(1) * kSize; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return nodes_[0]->peer.directory().bytes() == TierFetched(1) * kSize; }));
   ReadAll(0, all);
   EXPECT_GE(stats_[0].peer_errors.load(), 1u);
   EXPECT_EQ(stats_[0].peer_bytes_in.load(), 0u);
@@ -492,7 +463,7 @@ TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
 TEST_F(ClusterTest, TheCatalogIsSentOnlyWhenItChanges) {
   net_ = std::make_unique<LoopbackNetwork>(2);
   Stats stats;
-  PeerTier peer(net_->at(0), PeerOptions{}, &stats);  // not started: Place() alone sends
+  ClusterNode peer(net_->at(0), PeerOptions{}, &stats);  // not started: Place() alone sends
   const PlacementLimits limits{{"ram"}, {kFiles * kSize}, 64 << 10};
   std::optional<Catalog> held;  // what rank 1 keeps
   // Registers plan and returns the kPlan rank 1 got.

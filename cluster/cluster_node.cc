@@ -1,0 +1,142 @@
+#include "cluster/cluster_node.h"
+
+#include <string_view>
+
+#include "cluster/protocol.h"
+
+namespace clairfs::cluster {
+
+ClusterNode::ClusterNode(Transport& transport, PeerOptions options, Stats* stats)
+    : transport_(transport),
+      options_(options),
+      stats_(stats),
+      liveness_(transport.rank(), transport.size(), options_),
+      directory_(liveness_),
+      damage_(stats),
+      reader_(transport, directory_, liveness_, options_.peer_timeout, stats, damage_),
+      server_(transport, stats, damage_),
+      coordinator_(transport, liveness_, options_, stats, [this] { Wake(); }) {
+  liveness_.OnChange([this] { coordinator_.Invalidate(); });
+  transport_.CountErrorsIn(&stats_->mpi_errors);
+}
+
+ClusterNode::~ClusterNode() { Stop(); }
+
+void ClusterNode::Start(LocalLookup lookup, std::function<void()> replan, Adopt adopt) {
+  std::lock_guard lock(wake_mu_);
+  if (started_ || stop_) return;
+  started_ = true;
+  replan_ = std::move(replan);
+  server_.Start(std::move(lookup), std::move(adopt), options_.serve_threads);
+  threads_.emplace_back([this] { ReceiveLoop(); });
+  threads_.emplace_back([this] { PlanLoop(); });
+}
+
+void ClusterNode::Stop() {
+  if (stop_.exchange(true)) return;
+  reader_.Stop();
+  Broadcast(kBye, EncodeBye());
+  server_.Stop();
+  Wake();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+ClusterHooks ClusterNode::Hooks(double backing_advantage) {
+  ClusterHooks hooks;
+  hooks.place = [this](Plan& plan, const PlacementLimits& limits, bool replan) {
+    return Place(plan, limits, replan);
+  };
+  hooks.held = [this](const std::string& key, const FileVersion& version) { Held(key, version); };
+  hooks.fetched = [this](const std::string& key, const BlobPtr& blob) { Fetched(key, blob); };
+  hooks.peer = &reader_;
+  hooks.backing_advantage = backing_advantage;
+  return hooks;
+}
+
+bool ClusterNode::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
+  return coordinator_.Place(plan, limits, replan);
+}
+
+void ClusterNode::Held(const std::string& key, const FileVersion& version) {
+  if (directory_.Announce(key, version)) Wake();
+}
+
+void ClusterNode::Fetched(const std::string& key, const BlobPtr& blob) {
+  const std::optional<int> owner = coordinator_.PeerOwner(key);
+  if (!owner || stop_ || !liveness_.Live(*owner)) return;
+  if (directory_.AnnouncedBy(key, *owner)) return;  // it has it already
+  transport_.Send(*owner, kPush, EncodePush(key, *blob));
+  stats_->peer_bytes_out.fetch_add(blob->size(), std::memory_order_relaxed);
+}
+
+void ClusterNode::Wake() {
+  {
+    std::lock_guard lock(wake_mu_);
+    woken_ = true;
+  }
+  wake_cv_.notify_all();
+}
+
+void ClusterNode::Broadcast(int tag, const std::vector<char>& bytes) {
+  for (int r = 0; r < transport_.size(); ++r) {
+    if (liveness_.Reachable(r)) transport_.Send(r, tag, bytes);
+  }
+}
+
+void ClusterNode::PlanLoop() {
+  for (;;) {
+    {
+      std::unique_lock lock(wake_mu_);
+      wake_cv_.wait_for(lock, options_.announce_every, [&] { return stop_ || woken_; });
+      woken_ = false;
+    }
+    if (stop_) return;
+    std::vector<std::pair<std::string, FileVersion>> batch = directory_.TakeAnnouncements();
+    const bool replan = coordinator_.ReplanDue();
+    if (!batch.empty()) Broadcast(kHave, EncodeHave(Have{std::move(batch)}));
+    if (replan && replan_) replan_();
+  }
+}
+
+void ClusterNode::ReceiveLoop() {
+  while (!stop_) {
+    std::optional<Message> m = transport_.Receive(std::chrono::milliseconds(50));
+    if (m) Dispatch(std::move(*m));
+  }
+}
+
+void ClusterNode::Dispatch(Message m) {
+  const std::string_view bytes(m.bytes.data(), m.bytes.size());
+  const int src = m.source;
+  if (src < 0 || src >= transport_.size() || src == transport_.rank()) return;
+  if (uint16_t version = 0; CheckHeader(bytes, &version) != HeaderCheck::kOk) {
+    // Every such message counted; its sender refused for good, logged once.
+    stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    liveness_.Refuse(src, CheckHeader(bytes, &version), version);
+    return;
+  }
+  if (liveness_.Refused(src)) return;  // one good-looking message does not make it fit
+  switch (m.tag) {
+    case kRequest:
+    case kPush:
+      server_.Enqueue(std::move(m));
+      break;
+    case kReply:
+      reader_.OnReply(std::move(m));
+      break;
+    case kHave:
+      if (auto have = DecodeHave(bytes)) directory_.Record(src, std::move(*have));
+      break;
+    case kPlan:
+      coordinator_.OnPlan(src, bytes);
+      break;
+    case kBye:
+      liveness_.MarkGone(src);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace clairfs::cluster
