@@ -171,6 +171,9 @@ def write_version(path, version, size, how, rng):
         os.close(fd)
 
 
+PACE = 1500  # rewrites a second at most (a quiet machine does about this many unpaced)
+
+
 class Rewriter(threading.Thread):
     """Rewrites files (path -> size) in place, version after version, until stopped; each
     file keeps one way of rewriting (hows[path])."""
@@ -197,6 +200,10 @@ class Rewriter(threading.Thread):
                 write_version(path, v, self.files[path], self.hows[path], self.rng)
                 self.version += 1
                 self.rewrites += 1
+                # At most about PACE rewrites a second: on a loaded machine the readers (through
+                # the daemon) slow down far more than this thread, and an unpaced writer then
+                # replaces every file before any read of it completes (all ESTALE).
+                self.stop.wait(1.0 / PACE)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             self.failure = e
 
