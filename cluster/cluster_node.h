@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "cache/prefetch/cluster_hooks.h"
-#include "cache/plan/plan.h"
 #include "cache/base/stats.h"
+#include "cache/plan/plan.h"
+#include "cache/prefetch/cluster_hooks.h"
 #include "cluster/peer_bytes.h"
 #include "cluster/peer_directory.h"
 #include "cluster/peer_liveness.h"

@@ -102,8 +102,8 @@ Catalog EncodeCatalog(const Digest& d) {
   for (uint32_t id : PathOrder(d)) {
     const DigestFile& f = d.files[id];
     const std::string_view key = f.path;
-    const size_t shared = std::mismatch(prev.begin(), prev.end(), key.begin(), key.end()).first -
-                          prev.begin();
+    const size_t shared =
+        std::mismatch(prev.begin(), prev.end(), key.begin(), key.end()).first - prev.begin();
     w.PutVarint(shared);
     w.PutVarint(key.size() - shared);
     w.PutBytes(key.data() + shared, key.size() - shared);
@@ -166,8 +166,7 @@ std::optional<Digest> DecodeDigest(std::string_view bytes, std::optional<Catalog
     *error = std::string("malformed digest (") + what + ")";
     return std::nullopt;
   };
-  if (!r.Get(&rank) || !r.Get(&d.generation) || !r.Get(&hash) || !r.Get(&ntiers) ||
-      ntiers > 64) {
+  if (!r.Get(&rank) || !r.Get(&d.generation) || !r.Get(&hash) || !r.Get(&ntiers) || ntiers > 64) {
     return malformed("header");
   }
   d.rank = rank;

@@ -1,4 +1,5 @@
-// MpiTransport: the Transport over MPI. The only code that calls MPI (design.md section 2).
+// MpiTransport: the Transport over MPI. The only code that calls MPI (the cluster/ layer links
+// MPICH for this file alone, docs/architecture.md "Layers").
 //
 // One progress thread makes every MPI call after initialization: it posts queued sends with
 // MPI_Isend, tests them, and matches incoming messages with MPI_Improbe/MPI_Mrecv on a private

@@ -1,5 +1,5 @@
-// PeerReader: the read path to the other nodes (a PeerSource, cache/prefetch/cluster_hooks.h). Get()
-// asks only the live rank that announced the object at the requested version (PeerDirectory)
+// PeerReader: the read path to the other nodes (a PeerSource, cache/prefetch/cluster_hooks.h).
+// Get() asks only the live rank that announced the object at the requested version (PeerDirectory)
 // with a kRequest and waits for its kReply: the bytes and their xxh3, or "not here" (that
 // holder is then forgotten). The bytes are checked (peer_bytes.h) before they are returned. A
 // peer that does not answer within peer_timeout is marked down (PeerLiveness) and the read
@@ -18,8 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/prefetch/cluster_hooks.h"
 #include "cache/base/stats.h"
+#include "cache/prefetch/cluster_hooks.h"
 #include "cluster/peer_bytes.h"
 #include "cluster/peer_directory.h"
 #include "cluster/peer_liveness.h"

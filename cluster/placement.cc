@@ -67,7 +67,8 @@ ClusterPlacement PlaceCluster(const std::vector<const Digest*>& digests) {
     out.bytes += size;
     std::vector<Reader> readers = a->readers;
     const uint64_t h = HashBytes(a->path.data(), a->path.size());
-    for (Reader& rd : readers) rd.spread = static_cast<uint64_t>(rd.rank) * 0x9E3779B97F4A7C15ull ^ h;
+    for (Reader& rd : readers)
+      rd.spread = static_cast<uint64_t>(rd.rank) * 0x9E3779B97F4A7C15ull ^ h;
     std::sort(readers.begin(), readers.end(), [](const Reader& x, const Reader& y) {
       if (x.freq != y.freq) return x.freq > y.freq;
       if (x.first != y.first) return x.first < y.first;

@@ -8,16 +8,16 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/plan/plan.h"
 #include "cache/base/string_map.h"
+#include "cache/plan/plan.h"
 #include "cluster/protocol.h"
 
 namespace clairfs::cluster {
 
 struct ClusterPlacement {
-  StringMap<int> owner;                        // path -> rank whose tiers hold it
-  uint64_t files = 0, bytes = 0;               // distinct files of all plans
-  uint64_t owned_files = 0, owned_bytes = 0;   // of those, with an owner
+  StringMap<int> owner;                       // path -> rank whose tiers hold it
+  uint64_t files = 0, bytes = 0;              // distinct files of all plans
+  uint64_t owned_files = 0, owned_bytes = 0;  // of those, with an owner
   // Bytes the whole cluster will read from the backing store: each owned file once, each
   // other file every time a node reads it.
   uint64_t predicted_backing_bytes = 0;

@@ -26,9 +26,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/plan/plan.h"
 #include "cache/base/stats.h"
 #include "cache/base/string_map.h"
+#include "cache/plan/plan.h"
 #include "cluster/peer_liveness.h"
 #include "cluster/peer_options.h"
 #include "cluster/placement.h"

@@ -24,7 +24,7 @@
 
 namespace clairfs::cluster {
 
-inline constexpr uint32_t kMagic = 0x53464c43;   // "CLFS" in memory order
+inline constexpr uint32_t kMagic = 0x53464c43;  // "CLFS" in memory order
 // 1: unversioned; 2: whole files only; 3: digests list every object's key and version
 inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr size_t kHeaderBytes = 8;

@@ -10,8 +10,8 @@
 // (*_options.h: plain structs with only standard headers, no code to link; docs/configuration.md,
 // "Defaults"), so that it parses straight into the structs the components take.
 #include "cache/backing/io_options.h"
-#include "cache/prefetch/prefetch_options.h"
 #include "cache/base/status.h"
+#include "cache/prefetch/prefetch_options.h"
 #include "cluster/peer_options.h"
 #include "fs/core/fs_options.h"
 

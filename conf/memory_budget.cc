@@ -67,15 +67,14 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
       first_ram = static_cast<int>(i);
     }
   }
-  const uint64_t min_staging =
-      std::max({c->cache.prefetch.chunk_size, c->cache.prefetch.record_chunk_size,
-                uint64_t{64} << 10});
+  const uint64_t min_staging = std::max(
+      {c->cache.prefetch.chunk_size, c->cache.prefetch.record_chunk_size, uint64_t{64} << 10});
   const uint64_t fixed_part =
       need.own() + need.ram_tiers + (c->cache.staging_auto ? min_staging : need.staging);
   const std::string own = HumanBytes(need.own()) + " for the daemon's own memory (" +
                           HumanBytes(need.fixed) + " fixed, " + HumanBytes(need.in_flight) +
-                          " fetches in flight, " + HumanBytes(need.node_reads) +
-                          " read buffers, " + HumanBytes(need.ssd) + " RocksDB)";
+                          " fetches in flight, " + HumanBytes(need.node_reads) + " read buffers, " +
+                          HumanBytes(need.ssd) + " RocksDB)";
   if (fixed_part > usable) {
     // Name the key that made it too much: an explicit RAM tier, else an explicit window.
     std::string key = "cache.tiers";
@@ -84,21 +83,21 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
     } else if (!c->cache.staging_auto) {
       key = "cache.staging.capacity";
     }
-    std::string message = "config key '" + key + "': " + HumanBytes(need.ram_tiers) +
-                          " of RAM tiers + " +
-                          HumanBytes(c->cache.staging_auto ? min_staging : need.staging) +
-                          " of staging window + " + own + " + " + HumanBytes(headroom) +
-                          " headroom is more than " + what;
+    std::string message =
+        "config key '" + key + "': " + HumanBytes(need.ram_tiers) + " of RAM tiers + " +
+        HumanBytes(c->cache.staging_auto ? min_staging : need.staging) + " of staging window + " +
+        own + " + " + HumanBytes(headroom) + " headroom is more than " + what;
     const uint64_t others = fixed_part - need.ram_tiers;
     if (first_ram >= 0 && usable > others) {
-      message += "; with the rest as it is, at most " + HumanBytes(usable - others) +
-                 " of RAM tiers fit";
+      message +=
+          "; with the rest as it is, at most " + HumanBytes(usable - others) + " of RAM tiers fit";
     } else if (need.own() + min_staging <= usable) {
       message += "; at most " + HumanBytes(usable - need.own()) +
                  " of RAM tiers and staging window together fit";
     } else {
-      message += "; fewer threads (cache.demand_threads, cache.tiers[i].threads), a smaller "
-                 "cache.chunk_size or no SSD tier would lower the daemon's own memory";
+      message +=
+          "; fewer threads (cache.demand_threads, cache.tiers[i].threads), a smaller "
+          "cache.chunk_size or no SSD tier would lower the daemon's own memory";
     }
     return Status::Error(Code::kInvalidArgument, message);
   }
@@ -108,8 +107,8 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
   uint64_t left = share > fixed_part ? share - fixed_part : 0;
   if (c->cache.staging_auto) {
     const uint64_t extra = auto_ram.empty() ? left : left / 4;
-    const uint64_t staging = std::clamp(min_staging + extra, min_staging,
-                                        std::max(min_staging, kDefaultStaging));
+    const uint64_t staging =
+        std::clamp(min_staging + extra, min_staging, std::max(min_staging, kDefaultStaging));
     left -= staging - min_staging;
     if (staging < kDefaultStaging) {
       fit->warnings.push_back("cache.staging.capacity sized to " + HumanBytes(staging) +
@@ -131,8 +130,8 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
   need = EstimateMemory(*c);
   fit->summary = "memory: " + HumanBytes(need.ram_tiers) + " of RAM tiers + " +
                  HumanBytes(need.staging) + " of staging window + " + own + " = " +
-                 HumanBytes(need.total()) + ", within " + what + " less " +
-                 HumanBytes(headroom) + " headroom" +
+                 HumanBytes(need.total()) + ", within " + what + " less " + HumanBytes(headroom) +
+                 " headroom" +
                  (auto_ram.empty() && !c->cache.staging_auto
                       ? ""
                       : " (capacities left to the default take at most half of it)");

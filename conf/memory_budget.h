@@ -6,10 +6,10 @@
 // Contract of FitMemory:
 // - need = RAM tiers + staging window + the daemon's own memory (MemoryNeed::own: a fixed part
 //   for code, libraries, thread stacks, FUSE buffers, the allocator's slack, file-data mappings
-//   kept for reuse (cache/base/blob_memory.h) and a plan of a few hundred thousand entries; objects in flight outside the tiers and the window; the bound on
-//   contents held for reads in no-open mode; RocksDB's memtables and block cache per SSD tier)
-//   must fit in limit - Headroom(limit), the headroom being left to the page cache and the
-//   kernel memory charged to the cgroup.
+//   kept for reuse (cache/base/blob_memory.h) and a plan of a few hundred thousand entries; objects
+//   in flight outside the tiers and the window; the bound on contents held for reads in no-open
+//   mode; RocksDB's memtables and block cache per SSD tier) must fit in limit - Headroom(limit),
+//   the headroom being left to the page cache and the kernel memory charged to the cgroup.
 // - A capacity given explicitly (a RAM tier's capacity, cache.staging.capacity) is never
 //   changed: when the need does not fit, the start is refused with a message naming the key,
 //   the limit, where it comes from, and what would fit.
@@ -36,7 +36,7 @@ struct MemoryNeed {
   uint64_t staging = 0;     // cache.staging.capacity
   uint64_t fixed = 0;       // code, libraries, stacks, FUSE buffers, allocator slack, a plan
   uint64_t in_flight = 0;   // objects being fetched outside the window: fill + demand threads
-  uint64_t node_reads = 0;  // contents held for reads in no-open mode (fs/node_reads.h)
+  uint64_t node_reads = 0;  // contents held for reads in no-open mode (fs/core/node_reads.h)
   uint64_t ssd = 0;         // RocksDB per SSD tier
   uint64_t own() const { return fixed + in_flight + node_reads + ssd; }
   uint64_t total() const { return ram_tiers + staging + own(); }

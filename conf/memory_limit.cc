@@ -12,8 +12,8 @@ namespace {
 
 constexpr uint64_t kUnlimitedFrom = 1ull << 62;  // v1 reports "none" as ~2^63 rounded to pages
 
-// Reads a whole small file (at most 16 MiB). Not found: false with *missing set; other failures: false with the
-// reason in *why.
+// Reads a whole small file (at most 16 MiB). Not found: false with *missing set; other failures:
+// false with the reason in *why.
 bool ReadSmall(const std::string& path, std::string* out, bool* missing, std::string* why) {
   *missing = false;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -47,9 +47,10 @@ bool ReadSmall(const std::string& path, std::string* out, bool* missing, std::st
 std::string Unescape(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' &&
-        s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
-      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
+        s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
       i += 3;
     } else {
       out.push_back(s[i]);

@@ -29,8 +29,8 @@
 namespace clairfs {
 
 struct CgroupMemory {
-  uint64_t limit = 0;   // bytes; 0: no limit found
-  std::string source;   // the file that set limit (as read, under root), empty when none
+  uint64_t limit = 0;              // bytes; 0: no limit found
+  std::string source;              // the file that set limit (as read, under root), empty when none
   std::vector<std::string> notes;  // files that exist but could not be used, and why
   bool limited() const { return limit != 0; }
 };

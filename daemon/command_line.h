@@ -15,13 +15,13 @@ namespace clairfs {
 // sysexits.h where one fits; 32 is mount(8)'s own code for a failed mount.
 enum class ExitCode : int {
   kOk = 0,
-  kFailure = 1,        // after the mount: a stop that could not finish, a fault while serving
-  kMountFailed = 32,   // the mountpoint is busy (a running clairfs) or the kernel refused
-  kUsage = 64,         // EX_USAGE: bad arguments or FUSE options
-  kNoInput = 66,       // EX_NOINPUT: the dataset or the mountpoint is missing or unusable
-  kCacheLocked = 75,   // EX_TEMPFAIL: an SSD cache directory is in use by another clairfs
-  kConfig = 78,        // EX_CONFIG: config file unreadable, a bad key or value, a capacity
-                       // the machine cannot give, an unopenable log file
+  kFailure = 1,       // after the mount: a stop that could not finish, a fault while serving
+  kMountFailed = 32,  // the mountpoint is busy (a running clairfs) or the kernel refused
+  kUsage = 64,        // EX_USAGE: bad arguments or FUSE options
+  kNoInput = 66,      // EX_NOINPUT: the dataset or the mountpoint is missing or unusable
+  kCacheLocked = 75,  // EX_TEMPFAIL: an SSD cache directory is in use by another clairfs
+  kConfig = 78,       // EX_CONFIG: config file unreadable, a bad key or value, a capacity
+                      // the machine cannot give, an unopenable log file
 };
 
 inline constexpr const char* kDefaultConfigPath = "/etc/clairfs/clairfs.yaml";

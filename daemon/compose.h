@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
+#include "cache/base/stats.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ssd_tier.h"
-#include "cache/base/stats.h"
 #include "cluster/cluster_node.h"
 #include "conf/config.h"
 #include "daemon/command_line.h"

@@ -1,11 +1,11 @@
 #include "daemon/daemon_log.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>

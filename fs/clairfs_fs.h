@@ -14,15 +14,15 @@
 #include <string>
 
 #include "cache/backing/backing.h"
-#include "cache/prefetch/prefetcher.h"
 #include "cache/backing/stat_ahead.h"
 #include "cache/base/stats.h"
+#include "cache/prefetch/prefetcher.h"
 #include "fs/access.h"
 #include "fs/backing_watch.h"
 #include "fs/control.h"
 #include "fs/core/dataset_core.h"
-#include "fs/core/kernel_cache.h"
 #include "fs/core/fs_options.h"
+#include "fs/core/kernel_cache.h"
 #include "fs/revalidate.h"
 
 namespace clairfs {
@@ -44,8 +44,8 @@ class ClairFs final : public KernelCache {
   // prefetcher starts and the session loop runs: unless fuse.immutable, the revalidation
   // sweep (fs/revalidate.h, any open mode); with open_mode none, the watch of the backing store
   // (fs/backing_watch.h, fuse.watch_backing) and, with fuse.stat_ahead, the stats ahead of the
-  // reads (cache/backing/stat_ahead.h), which the watch vouches for and which, unless immutable, are
-  // compared with what the kernel was given. A failure is logged and leaves the rest going.
+  // reads (cache/backing/stat_ahead.h), which the watch vouches for and which, unless immutable,
+  // are compared with what the kernel was given. A failure is logged and leaves the rest going.
   // StopWatch: after the session loop and backing.Stop().
   void StartWatch();
   void StopWatch();

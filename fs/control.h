@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
+#include "cache/base/stats.h"
 #include "cache/manifest/compact_manifest.h"
 #include "cache/plan/path_check.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
-#include "cache/base/stats.h"
 #include "fs/control_views.h"
 
 namespace clairfs {
@@ -167,9 +167,9 @@ class ControlPlane {
   std::mutex commit_mu_;          // serializes installations; before errors_mu_
   mutable std::mutex errors_mu_;  // leaf
   std::string errors_;
-  uint64_t errors_seq_ = 0;             // the sequence number of what errors_ reports
+  uint64_t errors_seq_ = 0;           // the sequence number of what errors_ reports
   std::atomic<uint64_t> reports_{0};  // validations and commits numbered so far
-  std::mutex pending_mu_;  // leaf
+  std::mutex pending_mu_;             // leaf
   std::condition_variable pending_cv_;
   // Writers validated and accepted at a close(), with nothing written since and not yet
   // installed: since the time of that close, or, releasing, since their release began.

@@ -2,7 +2,8 @@
 // handler in (fs/clairfs_fs.cc, fs/control_fs.cc), so that no exception escapes into libfuse.
 // An exception derived from std::exception is logged as "<what> failed: <message>" and the
 // request, when it still expects a reply (a non-null req: forget and forget_multi pass
-// nullptr, as they have none), gets the errno of an I/O error (ToErrno, kIoError). Anything else thrown propagates (as before).
+// nullptr, as they have none), gets the errno of an I/O error (ToErrno, kIoError). Anything else
+// thrown propagates (as before).
 #pragma once
 
 #define FUSE_USE_VERSION 314

@@ -49,8 +49,8 @@ void Revalidator::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Revalidator::Change Revalidator::Compare(const InodeTable::Shown& shown, bool root,
-                                         const Status& s, const struct stat& st) {
+Revalidator::Change Revalidator::Compare(const InodeTable::Shown& shown, bool root, const Status& s,
+                                         const struct stat& st) {
   if (!shown.known || shown.gone) return Change::kNone;
   if (!s.ok()) return !root && Gone(s) ? Change::kGone : Change::kUnanswered;
   if (!root && !shown.info.Names(st)) return Change::kGone;
@@ -61,8 +61,8 @@ Revalidator::Change Revalidator::Compare(const InodeTable::Shown& shown, bool ro
   return Change::kNone;
 }
 
-void Revalidator::Apply(uint64_t id, const InodeTable::Shown& shown, Change change,
-                        const Status& s, const struct stat& st) {
+void Revalidator::Apply(uint64_t id, const InodeTable::Shown& shown, Change change, const Status& s,
+                        const struct stat& st) {
   switch (change) {
     case Change::kNone:
       return;

@@ -76,8 +76,8 @@ class Revalidator {
   };
 
   // backing, inodes and counters must outlive this.
-  Revalidator(const Backing& backing, InodeTable& inodes, Notify notify,
-              RevalidateOptions options, Stats::Fresh& counters);
+  Revalidator(const Backing& backing, InodeTable& inodes, Notify notify, RevalidateOptions options,
+              Stats::Fresh& counters);
   ~Revalidator();  // Stop()
   Revalidator(const Revalidator&) = delete;
   Revalidator& operator=(const Revalidator&) = delete;

@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/base/stats.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
-#include "cache/base/stats.h"
 
 namespace clairfs {
 

@@ -28,7 +28,7 @@ got = run(root)
 if got.returncode != 0:
     failures.append(f"the repository itself is refused:\n{got.stderr}")
 for rel, include in (("cache/base/x.h", "cache/plan/plan.h"), ("fs/x.cc", "conf/config.h"),
-                     ("cache/tiers/x.cc", "tools/command_line.h")):
+                     ("cache/tiers/x.cc", "daemon/command_line.h")):
     with tempfile.TemporaryDirectory() as tree:
         plant(tree, "cache/plan/plan.h", "#pragma once\n")
         plant(tree, "cache/base/ok.h", '#pragma once\n#include "cache/base/ok2.h"\n')

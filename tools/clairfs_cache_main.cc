@@ -2,7 +2,8 @@
 //
 //   clairfs-cache verify DIR [--json] [--repair]
 //
-// verify reads every object of the cache and checks it against its record (cache/tiers/ssd_verify.h);
+// verify reads every object of the cache and checks it against its record
+// (cache/tiers/ssd_verify.h);
 // --repair also deletes the bad ones (the daemon refetches them). It holds the directory's
 // lock meanwhile, so no daemon can start on it. `clairfs-ctl cache verify` runs it. Exit status
 // (VerifyExit): 0 every object is sound, 1 bad objects found (also when --repair deleted them),

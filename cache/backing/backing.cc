@@ -99,8 +99,7 @@ Status MaybeAs(const PosixBacking::AsIdentity& as, const std::function<Status()>
 // path would report, in one system call instead of three. as: run under a caller's identity
 // (PosixBacking::AsCaller), where a regular file must be readable too (ReadableAs).
 void StatBatch(int root_fd, const std::vector<std::string>& paths, bool as,
-               std::vector<struct stat>* st, std::vector<Status>* status,
-               IoProgress& progress) {
+               std::vector<struct stat>* st, std::vector<Status>* status, IoProgress& progress) {
   st->assign(paths.size(), {});
   status->assign(paths.size(), Status::Ok());
   std::vector<uint32_t> order(paths.size());
@@ -139,8 +138,7 @@ void StatBatch(int root_fd, const std::vector<std::string>& paths, bool as,
       open_dir = dir(i);
       have_dir = true;
       // "dir/." fails as the whole path would: ELOOP through a symlink, ENOTDIR a file.
-      dfd = Fd(OpenBeneath(root_fd, open_dir.empty() ? "" : std::string(open_dir) + "/.",
-                           O_PATH));
+      dfd = Fd(OpenBeneath(root_fd, open_dir.empty() ? "" : std::string(open_dir) + "/.", O_PATH));
       dir_errno = dfd.get() < 0 ? errno : 0;
     }
     const char* leaf = paths[i].c_str() + (paths[i].size() - name.size());  // name ends it
@@ -384,9 +382,8 @@ void PosixBacking::LstatManyAs(std::vector<std::string>* paths_in, std::vector<s
   // and come back with its result.
   auto r = Note(io_.Run<std::shared_ptr<Out>>(
       std::string("\0stat batch", 11),
-      [root = Root(), paths = std::move(*paths_in),
-       as = as_in ? *as_in : AsIdentity()](IoProgress& progress) mutable
-      -> Result<std::shared_ptr<Out>> {
+      [root = Root(), paths = std::move(*paths_in), as = as_in ? *as_in : AsIdentity()](
+          IoProgress& progress) mutable -> Result<std::shared_ptr<Out>> {
         auto out = std::make_shared<Out>();
         const Status switched = MaybeAs(as, [&]() -> Status {
           StatBatch(root->fd, paths, static_cast<bool>(as), &out->st, &out->status, progress);
@@ -416,8 +413,8 @@ Status PosixBacking::Lstat(const std::string& path, struct stat* st) const {
 Status PosixBacking::LstatAs(const std::string& path, struct stat* st,
                              const AsIdentity* as_in) const {
   auto r = Note(io_.Run<struct stat>(
-      path, [root = Root(), path, as = as_in ? *as_in : AsIdentity()](
-                IoProgress&) -> Result<struct stat> {
+      path, [ root = Root(), path,
+              as = as_in ? *as_in : AsIdentity() ](IoProgress&) -> Result<struct stat> {
         struct stat s;
         if (path.empty()) {
           if (fstat(root->fd, &s) != 0) return Status::FromErrno(errno, "stat of dataset root");
@@ -446,22 +443,22 @@ Result<std::string> PosixBacking::ReadLink(const std::string& path) const {
 
 Result<std::string> PosixBacking::ReadLinkAs(const std::string& path,
                                              const AsIdentity* as_in) const {
-  return Note(io_.Run<std::string>(
-      path,
-      [root = Root(), path, as = as_in ? *as_in : AsIdentity()](IoProgress&)
-          -> Result<std::string> {
-        std::string target(PATH_MAX, '\0');
-        const Status done = MaybeAs(as, [&]() -> Status {
-          Fd fd(OpenBeneath(root->fd, path, O_PATH));
-          if (fd.get() < 0) return Status::FromErrno(errno, path);
-          ssize_t n = readlinkat(fd.get(), "", target.data(), target.size());
-          if (n < 0) return Status::FromErrno(errno, path);
-          target.resize(static_cast<size_t>(n));
-          return Status::Ok();
-        });
-        if (!done.ok()) return done;
-        return target;
-      }));
+  return Note(io_.Run<std::string>(path,
+                                   [root = Root(), path, as = as_in ? *as_in : AsIdentity()](
+                                       IoProgress&) -> Result<std::string> {
+                                     std::string target(PATH_MAX, '\0');
+                                     const Status done = MaybeAs(as, [&]() -> Status {
+                                       Fd fd(OpenBeneath(root->fd, path, O_PATH));
+                                       if (fd.get() < 0) return Status::FromErrno(errno, path);
+                                       ssize_t n =
+                                           readlinkat(fd.get(), "", target.data(), target.size());
+                                       if (n < 0) return Status::FromErrno(errno, path);
+                                       target.resize(static_cast<size_t>(n));
+                                       return Status::Ok();
+                                     });
+                                     if (!done.ok()) return done;
+                                     return target;
+                                   }));
 }
 
 // PosixBacking::AsCaller's view: the lookups of the backing under an identity, no reads.
@@ -576,8 +573,8 @@ Result<PosixBacking::Bytes> PosixBacking::ReadAtVersion(const StoreHandlePtr& h,
       const int64_t began = CoarseRealtimeNs();
       got = 0;
       while (got < want) {
-        const ssize_t r = pread(h->fd(), out.bytes.data.get() + got, want - got,
-                                static_cast<off_t>(off + got));
+        const ssize_t r =
+            pread(h->fd(), out.bytes.data.get() + got, want - got, static_cast<off_t>(off + got));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return Status::FromErrno(errno, path);
         if (r == 0) break;  // shorter than the version: truncated

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "cache/backing/io_executor.h"
+#include "cache/backing/store_handle.h"
 #include "cache/base/log_limit.h"
 #include "cache/base/object.h"
 #include "cache/base/object_key.h"
 #include "cache/base/stats.h"
 #include "cache/base/status.h"
-#include "cache/backing/store_handle.h"
 
 namespace clairfs {
 
@@ -46,16 +46,15 @@ class Backing {
 // The dataset on a local or network file system, reached through a directory descriptor opened
 // before the mount, so it works when clairfs is mounted over the dataset path itself.
 //
-// Every system call on the dataset runs on an IoExecutor (cache/backing/io_executor.h) and is waited
-// for with IoOptions::timeout: a call that does not return in time fails with kTimedOut and is
-// abandoned, so a stalled store or one stuck file costs a caller at most the timeout, and a
-// path with a stuck call fails at once. Non-regular files are never opened for reading in a way
-// that can block (a FIFO swapped in for a file): files are opened with O_NONBLOCK and refused
-// with kInvalidArgument unless fstat says they are regular. The I/O threads start at the first
-// call: make none before a fork (daemonizing), which they would not survive.
-// Whether s says that the backing store did not answer (a deadline passed: kTimedOut; a dead
-// FUSE or network file system: kDisconnected, kUnreachable), rather than answering about the
-// file.
+// Every system call on the dataset runs on an IoExecutor (cache/backing/io_executor.h) and is
+// waited for with IoOptions::timeout: a call that does not return in time fails with kTimedOut and
+// is abandoned, so a stalled store or one stuck file costs a caller at most the timeout, and a path
+// with a stuck call fails at once. Non-regular files are never opened for reading in a way that can
+// block (a FIFO swapped in for a file): files are opened with O_NONBLOCK and refused with
+// kInvalidArgument unless fstat says they are regular. The I/O threads start at the first call:
+// make none before a fork (daemonizing), which they would not survive. Whether s says that the
+// backing store did not answer (a deadline passed: kTimedOut; a dead FUSE or network file system:
+// kDisconnected, kUnreachable), rather than answering about the file.
 bool StoreUnreachable(const Status& s);
 
 // The dataset root as Open found it: its attributes and POSIX ACLs, read on the calling thread

@@ -59,10 +59,10 @@
 namespace clairfs {
 
 struct StatAheadOptions {
-  uint32_t ahead = 256;                      // positions of each stream statted ahead
-  std::chrono::milliseconds max_age{1'000};  // oldest stat Recent answers with
-  size_t capacity = 4096;                    // records kept at most
-  bool check_all = false;                    // stat paths of directories not watched too
+  uint32_t ahead = 256;                       // positions of each stream statted ahead
+  std::chrono::milliseconds max_age{1'000};   // oldest stat Recent answers with
+  size_t capacity = 4096;                     // records kept at most
+  bool check_all = false;                     // stat paths of directories not watched too
   std::chrono::milliseconds idle_refresh{0};  // a batch at least this often; 0: only on reads
 };
 

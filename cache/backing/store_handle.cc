@@ -9,9 +9,8 @@
 namespace clairfs {
 
 std::shared_ptr<StoreHandle> StoreHandle::Make(int fd, DIR* dir, IoExecutor::Poster post) {
-  return std::shared_ptr<StoreHandle>(new StoreHandle(fd, dir), [post](StoreHandle* h) {
-    post([h] { delete h; });
-  });
+  return std::shared_ptr<StoreHandle>(new StoreHandle(fd, dir),
+                                      [post](StoreHandle* h) { post([h] { delete h; }); });
 }
 
 StoreHandle::~StoreHandle() {

@@ -48,8 +48,9 @@ std::shared_ptr<Blob> Blob::Allocate(size_t n, FileVersion version) {
 }
 
 FileVersion VersionOf(const struct stat& st) {
-  return {static_cast<uint64_t>(st.st_size), st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
-          st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec, static_cast<uint64_t>(st.st_ino)};
+  return {
+      static_cast<uint64_t>(st.st_size), st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+      st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec, static_cast<uint64_t>(st.st_ino)};
 }
 
 uint64_t HashBytes(const void* data, size_t n) { return XXH3_64bits(data, n); }

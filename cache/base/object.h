@@ -1,12 +1,12 @@
 // Cached file contents and their identity.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <sys/stat.h>
 
 namespace clairfs {
 

@@ -48,8 +48,8 @@ struct Stats {
   // version does not match the key and version asked for.
   Counter peer_protocol_errors{0};
   Counter mpi_errors{0};  // MPI calls that returned an error (logged, rate-limited)
-  // Kept copies (cache/plan/kept_copies.h, cache/prefetch/keep_writer.h): faster tiers' objects copied into
-  // the persistent tier so that a remount finds them.
+  // Kept copies (cache/plan/kept_copies.h, cache/prefetch/keep_writer.h): faster tiers' objects
+  // copied into the persistent tier so that a remount finds them.
   struct Kept {
     Counter queued{0};   // copies queued after a store into a faster tier
     Counter written{0};  // of those, written into the keep tier

@@ -227,8 +227,8 @@ void ManifestParser::Line(std::string_view line) {
 
 void ManifestParser::StreamLine(uint64_t n, std::string_view line) {
   if (stream_line_ != 0) {
-    return Error(n, "a second '#stream' line (the first is line " + std::to_string(stream_line_) +
-                        ")");
+    return Error(
+        n, "a second '#stream' line (the first is line " + std::to_string(stream_line_) + ")");
   }
   stream_line_ = n;
   if (epoch_open_) return Error(n, "'#stream' must come before the first entry and '#epoch'");

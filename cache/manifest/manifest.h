@@ -9,10 +9,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/manifest/key_index.h"
 #include "cache/base/object_key.h"
-#include "cache/manifest/position_list.h"
 #include "cache/base/string_arena.h"
+#include "cache/manifest/key_index.h"
+#include "cache/manifest/position_list.h"
 
 namespace clairfs {
 

@@ -36,9 +36,8 @@ void PositionList::Append(const PositionList& other) {
     // The last shared block may be partial: it is copied before a push_back changes it.
     return;
   }
-  other.ForEachBlock([&](std::span<const uint32_t> s) {
-    Extend(s.size(), [&](size_t k) { return s[k]; });
-  });
+  other.ForEachBlock(
+      [&](std::span<const uint32_t> s) { Extend(s.size(), [&](size_t k) { return s[k]; }); });
 }
 
 size_t PositionList::capacity_bytes() const {

@@ -66,10 +66,10 @@ void CheckPaths(std::span<const std::string_view> paths, std::vector<PathResolve
       const std::string_view p = paths[begin + i];
       const size_t slash = p.rfind('/');
       const size_t t = nthreads == 1 ? 0
-                       : std::hash<std::string_view>{}(slash == std::string_view::npos
-                                                           ? std::string_view()
-                                                           : p.substr(0, slash)) %
-                             nthreads;
+                                     : std::hash<std::string_view>{}(slash == std::string_view::npos
+                                                                         ? std::string_view()
+                                                                         : p.substr(0, slash)) %
+                                           nthreads;
       index[t].push_back(static_cast<uint32_t>(i));
     }
     // A few large directories (a flat dataset) would leave threads idle: then round robin.

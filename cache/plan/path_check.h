@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "cache/base/object.h"
 #include "cache/backing/resolver.h"
+#include "cache/base/object.h"
 #include "cache/base/string_arena.h"
 
 namespace clairfs {

@@ -447,8 +447,7 @@ Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange chan
   if (!adds || taken < max_streams || in_base(name)) return Status::Ok();
   return Status::Error(
       Code::kInvalidArgument,
-      ManifestReport(1, {{0, "stream '" + name + "' would be stream " +
-                                 std::to_string(taken + 1) +
+      ManifestReport(1, {{0, "stream '" + name + "' would be stream " + std::to_string(taken + 1) +
                                  "; the plan holds at most " + std::to_string(max_streams) +
                                  " (cache.max_streams): remove a stream (clairfs.unregister, or a "
                                  "replacement naming it with no entries) or wait until an idle one "

@@ -10,14 +10,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/manifest/key_index.h"
-#include "cache/manifest/manifest.h"
+#include "cache/backing/resolver.h"
 #include "cache/base/object.h"
 #include "cache/base/object_key.h"
-#include "cache/plan/path_check.h"
-#include "cache/backing/resolver.h"
 #include "cache/base/status.h"
 #include "cache/base/string_arena.h"
+#include "cache/manifest/key_index.h"
+#include "cache/manifest/manifest.h"
+#include "cache/plan/path_check.h"
 
 namespace clairfs {
 

@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "cache/base/object.h"
-#include "cache/plan/plan.h"
 #include "cache/base/status.h"
+#include "cache/plan/plan.h"
 
 namespace clairfs {
 

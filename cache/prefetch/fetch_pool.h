@@ -26,9 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include "cache/base/stats.h"
 #include "cache/prefetch/fetcher.h"
 #include "cache/prefetch/single_flight.h"
-#include "cache/base/stats.h"
 
 namespace clairfs {
 

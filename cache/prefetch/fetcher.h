@@ -1,5 +1,5 @@
-// Fetcher: reads one object's bytes (a whole file or a chunk, cache/base/object_key.h) from the best
-// source that has them: a local tier, else a peer that announced it (unless the backing store
+// Fetcher: reads one object's bytes (a whole file or a chunk, cache/base/object_key.h) from the
+// best source that has them: a local tier, else a peer that announced it (unless the backing store
 // is measured to be much faster), else the backing store. What a peer returns is checked
 // against the key (its size) and the version before it is used. It counts backing reads and
 // their failures, and tells the cluster what it read from the backing store
@@ -15,9 +15,9 @@
 #include <string>
 
 #include "cache/backing/backing.h"
+#include "cache/base/stats.h"
 #include "cache/prefetch/cluster_hooks.h"
 #include "cache/prefetch/single_flight.h"
-#include "cache/base/stats.h"
 #include "cache/tiers/tier_stack.h"
 
 namespace clairfs {

@@ -26,12 +26,12 @@ void KeepWriter::Enqueue(std::string key, const FileVersion& version, uint8_t ke
       stats_->kept.dropped.fetch_add(1, std::memory_order_relaxed);
       uint64_t suppressed = 0;
       if (started_ && !stop_ && log_limit_.Allow(&suppressed)) {
-        spdlog::warn("kept copy of {} dropped: {} copies already queued for the persistent tier "
-                     "(it writes slower than the faster tiers fill); the next mount reads it "
-                     "from the backing store{}",
-                     DisplayKey(key), queue_.size(),
-                     suppressed ? " (" + std::to_string(suppressed) + " such lines suppressed)"
-                                : "");
+        spdlog::warn(
+            "kept copy of {} dropped: {} copies already queued for the persistent tier "
+            "(it writes slower than the faster tiers fill); the next mount reads it "
+            "from the backing store{}",
+            DisplayKey(key), queue_.size(),
+            suppressed ? " (" + std::to_string(suppressed) + " such lines suppressed)" : "");
       }
       return;
     }

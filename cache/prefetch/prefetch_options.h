@@ -1,7 +1,8 @@
-// Options of the prefetcher (cache/prefetch/prefetcher.h) and its read watch (cache/prefetch/read_watch.h).
-// Plain structs with only standard headers (docs/configuration.md, "Defaults"): the member
-// initialisers are the one place each default is written; conf/ parses the YAML keys named
-// beside each member into them, and conf/clairfs.yaml must equal them (tests/unit/config_test).
+// Options of the prefetcher (cache/prefetch/prefetcher.h) and its read watch
+// (cache/prefetch/read_watch.h). Plain structs with only standard headers (docs/configuration.md,
+// "Defaults"): the member initialisers are the one place each default is written; conf/ parses the
+// YAML keys named beside each member into them, and conf/clairfs.yaml must equal them
+// (tests/unit/config_test).
 #pragma once
 
 #include <chrono>

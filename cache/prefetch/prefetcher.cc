@@ -58,7 +58,8 @@ void Prefetcher::Start() {
   if (started_ || stop_) return;
   started_ = true;
   for (size_t t = 0; t < tiers_.size(); ++t) {
-    int n = t < options_.tier_threads.size() ? options_.tier_threads[t] : PrefetchOptions::kTierThreads;
+    int n =
+        t < options_.tier_threads.size() ? options_.tier_threads[t] : PrefetchOptions::kTierThreads;
     for (int i = 0; i < n; ++i) threads_.emplace_back([this, t] { TierLoop(t); });
   }
   for (int i = 0; i < options_.staging_threads; ++i) {

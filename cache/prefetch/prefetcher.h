@@ -36,17 +36,17 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
-#include "cache/prefetch/cluster_hooks.h"
+#include "cache/base/log_limit.h"
+#include "cache/base/stats.h"
 #include "cache/plan/consumption.h"
+#include "cache/plan/plan.h"
+#include "cache/prefetch/cluster_hooks.h"
 #include "cache/prefetch/fetch_pool.h"
 #include "cache/prefetch/fetcher.h"
 #include "cache/prefetch/keep_writer.h"
-#include "cache/base/log_limit.h"
-#include "cache/plan/plan.h"
 #include "cache/prefetch/prefetch_options.h"
 #include "cache/prefetch/read_watch.h"
 #include "cache/prefetch/staging_window.h"
-#include "cache/base/stats.h"
 #include "cache/tiers/tier.h"
 #include "cache/tiers/tier_stack.h"
 

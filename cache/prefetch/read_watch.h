@@ -43,11 +43,11 @@ class ReadWatch {
   using Clock = std::chrono::steady_clock;
   // A read's relation to the active plan.
   struct Read {
-    std::string_view path;      // the file read (a chunk's file)
-    bool have_plan = false;     // a plan with at least one stream is active
-    bool planned = false;       // the plan holds this object
-    bool consumed = false;      // it consumed a position of a stream
-    uint64_t ahead = 0;         // with consumed: that position minus the stream's position
+    std::string_view path;   // the file read (a chunk's file)
+    bool have_plan = false;  // a plan with at least one stream is active
+    bool planned = false;    // the plan holds this object
+    bool consumed = false;   // it consumed a position of a stream
+    uint64_t ahead = 0;      // with consumed: that position minus the stream's position
   };
 
   explicit ReadWatch(ReadWatchOptions options = {}) : options_(options) {}
@@ -73,8 +73,8 @@ class ReadWatch {
   // Judging the reads after a registration.
   bool judging_ = false;
   uint32_t judged_ = 0, not_in_plan_ = 0, far_ = 0;
-  std::string first_path_;   // the registered stream's first file
-  std::string stray_path_;   // the first file read that the plan does not hold
+  std::string first_path_;  // the registered stream's first file
+  std::string stray_path_;  // the first file read that the plan does not hold
 };
 
 }  // namespace clairfs

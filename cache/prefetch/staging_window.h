@@ -28,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include "cache/plan/consumption.h"
 #include "cache/base/object.h"
+#include "cache/plan/consumption.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/single_flight.h"
 #include "cache/tiers/tier.h"

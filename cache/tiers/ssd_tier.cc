@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "cache/tiers/cache_info.h"
 #include "cache/base/object_key.h"
+#include "cache/tiers/cache_info.h"
 #include "cache/tiers/rocks_logger.h"
 #include "cache/tiers/ssd_format.h"
 
@@ -94,8 +94,8 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Create(std::string name, const std::st
   if (Status s = RecordCacheUse(normal, options.dataset, &previous); !s.ok()) {
     spdlog::warn("{} tier: cannot describe the cache: {}", tier->name_, s.message());
   } else if (!options.dataset.empty() && !previous.empty() && previous != options.dataset) {
-    spdlog::warn("{} tier: '{}' was a cache of '{}' and is now used for '{}'", tier->name_,
-                 normal, previous, options.dataset);
+    spdlog::warn("{} tier: '{}' was a cache of '{}' and is now used for '{}'", tier->name_, normal,
+                 previous, options.dataset);
   }
   return tier;
 }

@@ -71,8 +71,8 @@ Status TierStack::Store(size_t t, const std::string& path, const BlobPtr& blob,
     const bool placed = o && (o->place == Placement::Tier(t) ||
                               (o->kept_in == t && o->place.InTier() && o->place.tier < t));
     if (!placed || o->version != blob->version() || o->bytes != blob->size()) {
-      return Status::Error(Code::kUnavailable,
-                           "the placement does not give " + DisplayKey(path) + " to " + tiers_[t]->name());
+      return Status::Error(Code::kUnavailable, "the placement does not give " + DisplayKey(path) +
+                                                   " to " + tiers_[t]->name());
     }
     if (Status s = tiers_[t]->Put(path, blob); !s.ok()) return s;
     if (o->kept_in != t) keep = o->kept_in;

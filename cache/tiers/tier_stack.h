@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "cache/base/object.h"
-#include "cache/plan/plan.h"
 #include "cache/base/status.h"
+#include "cache/plan/plan.h"
 #include "cache/tiers/tier.h"
 
 namespace clairfs {

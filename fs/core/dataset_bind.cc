@@ -93,8 +93,8 @@ Result<DatasetCore::Bound> DatasetCore::Bind(uint64_t node, const InodeTable::No
                       opened.value().source != OpenResult::Source::kChunked;
   if (!cached) {
     auto fd = backing_.OpenFile(info.path);
-    if (!fd.ok() && (fd.status().code() == Code::kInvalidArgument ||
-                     fd.status().code() == Code::kSymlink)) {
+    if (!fd.ok() &&
+        (fd.status().code() == Code::kInvalidArgument || fd.status().code() == Code::kSymlink)) {
       struct stat now;  // not a regular file any more: kStale if another object (see above)
       if (Status s = Verify(node, info, &now); !s.ok()) return s;
       return NotRegular(info.path);

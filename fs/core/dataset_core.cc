@@ -74,8 +74,8 @@ Status DatasetCore::CheckIdentity(uint64_t node, const InodeTable::NodeInfo& inf
 Status DatasetCore::PathError(Status s) {
   // The path no longer leads to an object (ENOENT), or leads through one that is not a
   // directory any more (ENOTDIR, ELOOP: a symlink swapped in): the node's object is gone.
-  const bool gone = s.code() == Code::kNotFound || s.code() == Code::kSymlink ||
-                    s.code() == Code::kOutsideRoot;
+  const bool gone =
+      s.code() == Code::kNotFound || s.code() == Code::kSymlink || s.code() == Code::kOutsideRoot;
   if (!gone) return s;
   stats_.errors.stale_node.fetch_add(1, std::memory_order_relaxed);
   return Status::Error(Code::kStale, s.message());

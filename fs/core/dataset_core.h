@@ -42,18 +42,18 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
-#include "cache/base/log_limit.h"
-#include "cache/prefetch/prefetcher.h"
 #include "cache/backing/stat_ahead.h"
+#include "cache/base/log_limit.h"
 #include "cache/base/stats.h"
+#include "cache/prefetch/prefetcher.h"
 #include "fs/core/access_rules.h"
 #include "fs/core/caller.h"
 #include "fs/core/file_read.h"
+#include "fs/core/fs_options.h"
 #include "fs/core/inode_table.h"
 #include "fs/core/kernel_cache.h"
 #include "fs/core/node_reads.h"
 #include "fs/core/page_versions.h"
-#include "fs/core/fs_options.h"
 
 namespace clairfs {
 

@@ -17,9 +17,9 @@
 
 #include "cache/backing/backing.h"
 #include "cache/base/object.h"
-#include "cache/prefetch/prefetcher.h"
 #include "cache/base/stats.h"
 #include "cache/base/status.h"
+#include "cache/prefetch/prefetcher.h"
 
 namespace clairfs {
 

@@ -36,9 +36,9 @@ struct FsOptions {
   // (fs/backing_watch.h)
   bool watch_backing = true;
   // fuse.stat_ahead, fuse.stat_max_age, open_mode none: versions checked ahead of the reads
-  // (cache/backing/stat_ahead.h), used by reads while the watch vouches for them and, unless immutable,
-  // compared with what the kernel holds (fs/revalidate.h); 0 positions: each read checks its
-  // own, and nothing is compared ahead.
+  // (cache/backing/stat_ahead.h), used by reads while the watch vouches for them and, unless
+  // immutable, compared with what the kernel holds (fs/revalidate.h); 0 positions: each read checks
+  // its own, and nothing is compared ahead.
   uint32_t stat_ahead = 256;
   double stat_max_age = 1.0;  // seconds
   // fuse.revalidate_interval: seconds within which a change no watch sees (another node of a

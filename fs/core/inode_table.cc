@@ -129,8 +129,7 @@ void InodeTable::Revalidated(uint64_t id, const struct stat* st, bool gone) {
   n.known = true;
 }
 
-InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version,
-                                      uint64_t* changes) {
+InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version, uint64_t* changes) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(id);
   Seen old;

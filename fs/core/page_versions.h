@@ -66,8 +66,7 @@ class PageVersions {
   };
   // A READ by thread pid of node is about to be answered with bytes of version v, at time
   // now_ns. first_page: the READ is of the file's first page alone (offset 0, one page).
-  Verdict Serve(uint64_t node, const FileVersion& v, uint32_t pid, bool first_page,
-                int64_t now_ns);
+  Verdict Serve(uint64_t node, const FileVersion& v, uint32_t pid, bool first_page, int64_t now_ns);
   // A drop of pages of node begins (all of them, or all but those of one READ being
   // answered); returns its ticket for DropDone.
   uint64_t DropBegin(uint64_t node);
@@ -81,13 +80,13 @@ class PageVersions {
   static constexpr size_t kFresh = 16;
   static constexpr size_t kReaders = 8;  // of more threads, the oldest go (see Saw)
   struct Node {
-    FileVersion pages;          // the version of the pages served since the last drop
-    uint64_t served = 0;        // sequence number of the last page of `pages` served
-    uint64_t drop_begun = 0;    // the latest drop begun
-    int64_t cleared_ns = -1;    // when a drop begun after `served` completed; -1: none yet
-    int64_t switched_ns = -1;   // when the pages of the version before `pages` were cleared
+    FileVersion pages;         // the version of the pages served since the last drop
+    uint64_t served = 0;       // sequence number of the last page of `pages` served
+    uint64_t drop_begun = 0;   // the latest drop begun
+    int64_t cleared_ns = -1;   // when a drop begun after `served` completed; -1: none yet
+    int64_t switched_ns = -1;  // when the pages of the version before `pages` were cleared
     std::array<uint32_t, kFresh> fresh{};  // threads that began a read() after that
-    size_t nfresh = 0;          // entries of fresh used (a ring once full)
+    size_t nfresh = 0;                     // entries of fresh used (a ring once full)
     bool IsFresh(uint32_t pid) const;
     void AddFresh(uint32_t pid);
     // The threads that sent the latest READs of the node (served or not) and when.

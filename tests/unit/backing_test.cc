@@ -285,13 +285,12 @@ TEST(PosixBacking, ReadAtVersionNeverReturnsAMixOrAShortRead) {
       continue;
     }
     ++ok;
-    const size_t want = std::min<uint64_t>(65536, st.st_size > static_cast<off_t>(off)
-                                                      ? static_cast<uint64_t>(st.st_size) - off
-                                                      : 0);
+    const size_t want = std::min<uint64_t>(
+        65536, st.st_size > static_cast<off_t>(off) ? static_cast<uint64_t>(st.st_size) - off : 0);
     if (r.value().size != want) ++short_reads;
     const char* b = r.value().data.get();
-    if (r.value().size && std::find_if(b, b + r.value().size,
-                                       [&](char c) { return c != b[0]; }) != b + r.value().size) {
+    if (r.value().size && std::find_if(b, b + r.value().size, [&](char c) { return c != b[0]; }) !=
+                              b + r.value().size) {
       ++mixed;
     }
   }

@@ -6,13 +6,13 @@
 #include <chrono>
 #include <thread>
 
-#include "cache/plan/consumption.h"
-#include "cache/manifest/manifest.h"
 #include "cache/base/object_key.h"
+#include "cache/manifest/manifest.h"
+#include "cache/plan/consumption.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
-#include "cache/tiers/ram_tier.h"
 #include "cache/prefetch/staging_window.h"
+#include "cache/tiers/ram_tier.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 
@@ -30,7 +30,9 @@ std::string Key(std::string_view path, uint64_t off, uint64_t len) {
 TEST(ObjectKey, WholeFilesAreTheirPathChunksNameTheirRange) {
   EXPECT_EQ(ObjectKey("a/b c", ByteRange::Whole()), "a/b c");
   const std::string k = Key("a/b c", 4096, 100);
-  EXPECT_EQ(k, std::string("a/b c\0" "4096+100", 14));
+  EXPECT_EQ(k, std::string("a/b c\0"
+                           "4096+100",
+                           14));
   auto ref = ParseObjectKey(k);
   ASSERT_TRUE(ref);
   EXPECT_EQ(ref->path, "a/b c");
@@ -57,8 +59,7 @@ TEST(ChunkGrid, CutsLargeFilesOnAFixedGrid) {
   };
   EXPECT_EQ(collect(4, ByteRange::Whole()), (std::vector<ByteRange>{ByteRange::Whole()}));
   EXPECT_EQ(collect(3, {1, 1}), (std::vector<ByteRange>{ByteRange::Whole()}));
-  EXPECT_EQ(collect(10, ByteRange::Whole()),
-            (std::vector<ByteRange>{{0, 4}, {4, 4}, {8, 2}}));
+  EXPECT_EQ(collect(10, ByteRange::Whole()), (std::vector<ByteRange>{{0, 4}, {4, 4}, {8, 2}}));
   EXPECT_EQ(collect(10, {3, 3}), (std::vector<ByteRange>{{0, 4}, {4, 4}}));
   EXPECT_EQ(collect(10, {4, 4}), (std::vector<ByteRange>{{4, 4}}));
   EXPECT_EQ(collect(10, {9, 1}), (std::vector<ByteRange>{{8, 2}}));
@@ -87,9 +88,19 @@ TEST(RangeEntries, ParseWithSpacesTabsAndDuplicates) {
 }
 
 TEST(RangeEntries, HostileRangesAreRefusedWithTheirLine) {
-  const char* bad[] = {"f\t-1+5", "f\t0+0",  "f\t18446744073709551615+1", "f\t1+18446744073709551616",
-                       "f\t01+2", "f\t1-2",  "f\t+5", "f\t5+", "f\ta+b", "f\t", "tab\tpath",
-                       "\t0+1",   "f\t1+2 "};
+  const char* bad[] = {"f\t-1+5",
+                       "f\t0+0",
+                       "f\t18446744073709551615+1",
+                       "f\t1+18446744073709551616",
+                       "f\t01+2",
+                       "f\t1-2",
+                       "f\t+5",
+                       "f\t5+",
+                       "f\ta+b",
+                       "f\t",
+                       "tab\tpath",
+                       "\t0+1",
+                       "f\t1+2 "};
   for (const char* line : bad) {
     auto m = Parse(std::string("ok\n") + line + "\n");
     ASSERT_FALSE(m.ok()) << line;
@@ -165,7 +176,8 @@ TEST_F(ChunkPlanTest, RangesPastTheEndAreRefusedWithLineNumbers) {
   const std::string& m = plan.status().message();
   EXPECT_NE(m.find("4 errors"), std::string::npos) << m;
   EXPECT_NE(m.find("line 2: 'big': range 5+6 ends past the end of the file (size 10)"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find("line 3: 'small': range 3+1"), std::string::npos) << m;
   EXPECT_NE(m.find("line 4: 'missing'"), std::string::npos) << m;
   EXPECT_NE(m.find("line 5: 'big': range 10+1"), std::string::npos) << m;
@@ -175,8 +187,7 @@ TEST_F(ChunkPlanTest, AnAppendedPlanKeepsEachFileGrid) {
   auto base = Build("big\n");
   ASSERT_TRUE(base.ok());
   PathResolver resolver(backing_, {});
-  auto appended =
-      BuildPlan(Parse("big\n"), resolver, base.value().get(), StreamChange::kAppend, 8);
+  auto appended = BuildPlan(Parse("big\n"), resolver, base.value().get(), StreamChange::kAppend, 8);
   ASSERT_TRUE(appended.ok());
   EXPECT_EQ(appended.value()->ChunkedFile("big")->chunk, 4u);
   EXPECT_EQ(appended.value()->objects.size(), 3u);
@@ -188,8 +199,8 @@ TEST_F(ChunkPlanTest, FilesReadAsRecordsGetTheRecordGrid) {
   backing_.AddFile("whole", std::string(9, 'w'));
   PathResolver resolver(backing_, {});
   // big is read whole (grid 8), shard as records (grid 3); small fits any grid.
-  auto plan = BuildPlan(Parse("big\nshard\t4+5\nshard\nsmall\t0+1\nwhole\n"), resolver,
-                        nullptr, StreamChange::kReplace, 8, 3);
+  auto plan = BuildPlan(Parse("big\nshard\t4+5\nshard\nsmall\t0+1\nwhole\n"), resolver, nullptr,
+                        StreamChange::kReplace, 8, 3);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   const Plan& p = *plan.value();
   EXPECT_EQ(p.ChunkedFile("big")->chunk, 8u);

@@ -135,9 +135,9 @@ Digest ImageNetLike(size_t n, uint64_t seed) {
     char name[64];
     for (uint32_t num : nums) {
       snprintf(name, sizeof name, "train/n%08u/n%08u_%u.JPEG", s, s, num);
-      FileVersion v{20'000 + rng() % 230'000, 1'330'000'000'000'000'000 +
-                                                  static_cast<int64_t>(rng() % (30 * 86400ull *
-                                                                                1'000'000'000ull)),
+      FileVersion v{20'000 + rng() % 230'000,
+                    1'330'000'000'000'000'000 +
+                        static_cast<int64_t>(rng() % (30 * 86400ull * 1'000'000'000ull)),
                     0, 0};
       cls.push_back({name, v, static_cast<uint32_t>(1 + rng() % 120),
                      static_cast<double>(rng() & 0xFFFFFFFFu) / 4294967296.0});
@@ -189,14 +189,16 @@ TEST(DigestWireTest, ImageNetLikeDigestCostsAtMostEightBytesPerObject) {
   for (const auto& f : d.files) v3 += 4 + f.path.size() + 32 + 4 + 8;
   const double per_digest = static_cast<double>(lean.size()) / n;
   const double per_catalog = static_cast<double>(c.bytes.size()) / n;
-  printf("digest of %zu objects: %zu bytes (%.3f per object); catalog %zu bytes (%.2f per "
-         "object); both %zu bytes (%.2f per object); protocol 3: %llu bytes (%.1f per object)\n",
-         n, lean.size(), per_digest, c.bytes.size(), per_catalog, full.size(),
-         static_cast<double>(full.size()) / n, static_cast<unsigned long long>(v3),
-         static_cast<double>(v3) / n);
-  printf("times: catalog encode %.3f s, digest encode %.3f s, decode with catalog %.3f s, "
-         "digest alone %.3f s\n",
-         t_catalog, t_digest, t_decode_full, t_decode_lean);
+  printf(
+      "digest of %zu objects: %zu bytes (%.3f per object); catalog %zu bytes (%.2f per "
+      "object); both %zu bytes (%.2f per object); protocol 3: %llu bytes (%.1f per object)\n",
+      n, lean.size(), per_digest, c.bytes.size(), per_catalog, full.size(),
+      static_cast<double>(full.size()) / n, static_cast<unsigned long long>(v3),
+      static_cast<double>(v3) / n);
+  printf(
+      "times: catalog encode %.3f s, digest encode %.3f s, decode with catalog %.3f s, "
+      "digest alone %.3f s\n",
+      t_catalog, t_digest, t_decode_full, t_decode_lean);
   RecordProperty("digest_bytes_per_object", std::to_string(per_digest));
   RecordProperty("catalog_bytes_per_object", std::to_string(per_catalog));
   EXPECT_LE(lean.size(), 8 * n);
@@ -262,15 +264,51 @@ TEST(DigestWireTest, HostileCatalogsAndDigestsAreRefused) {
   // Catalog contents: unsorted or duplicate keys, an empty key, a prefix longer than the
   // previous key, counts beyond the bytes, overlong varints, trailing bytes.
   const std::string v0("\0\0\0\0", 4);  // four zero version deltas
-  EXPECT_TRUE(DecodeCatalog(RawCatalog("\x02\x00\x01" "a"s + v0 + "\x01\x01" "b"s + v0)));
-  EXPECT_FALSE(DecodeCatalog(RawCatalog("\x02\x00\x01" "b"s + v0 + "\x00\x01" "a"s + v0)));
-  EXPECT_FALSE(DecodeCatalog(RawCatalog("\x02\x00\x01" "a"s + v0 + "\x00\x01" "a"s + v0)));
+  EXPECT_TRUE(
+      DecodeCatalog(RawCatalog("\x02\x00\x01"
+                               "a"s +
+                               v0 +
+                               "\x01\x01"
+                               "b"s +
+                               v0)));
+  EXPECT_FALSE(
+      DecodeCatalog(RawCatalog("\x02\x00\x01"
+                               "b"s +
+                               v0 +
+                               "\x00\x01"
+                               "a"s +
+                               v0)));
+  EXPECT_FALSE(
+      DecodeCatalog(RawCatalog("\x02\x00\x01"
+                               "a"s +
+                               v0 +
+                               "\x00\x01"
+                               "a"s +
+                               v0)));
   EXPECT_FALSE(DecodeCatalog(RawCatalog(std::string("\x01\x00\x00", 3) + v0, 1)));
-  EXPECT_FALSE(DecodeCatalog(RawCatalog("\x02\x00\x01" "a"s + v0 + "\x02\x01" "b"s + v0)));
-  EXPECT_FALSE(DecodeCatalog(RawCatalog("\xff\xff\xff\xff\x0f\x00\x01" "a"s + v0, 0xFFFFFFFF)));
+  EXPECT_FALSE(
+      DecodeCatalog(RawCatalog("\x02\x00\x01"
+                               "a"s +
+                               v0 +
+                               "\x02\x01"
+                               "b"s +
+                               v0)));
+  EXPECT_FALSE(
+      DecodeCatalog(RawCatalog("\xff\xff\xff\xff\x0f\x00\x01"
+                               "a"s +
+                                   v0,
+                               0xFFFFFFFF)));
   EXPECT_FALSE(DecodeCatalog(RawCatalog(std::string(11, '\xff'))));
-  EXPECT_FALSE(DecodeCatalog(RawCatalog("\x01\x00\x01" "a"s + v0 + "x"s, 1)));
-  Catalog wrong_count = RawCatalog("\x01\x00\x01" "a"s + v0, 1);
+  EXPECT_FALSE(
+      DecodeCatalog(RawCatalog("\x01\x00\x01"
+                               "a"s +
+                                   v0 + "x"s,
+                               1)));
+  Catalog wrong_count = RawCatalog(
+      "\x01\x00\x01"
+      "a"s +
+          v0,
+      1);
   EXPECT_TRUE(DecodeCatalog(wrong_count));
   wrong_count.count = 2;
   EXPECT_FALSE(DecodeCatalog(wrong_count));

@@ -212,7 +212,9 @@ TEST(PeerServerTest, AnswersFromTheLocalTiersAndKeepsCheckedPushes) {
     ASSERT_TRUE(h);
     EXPECT_EQ(h->id, 7u);
     EXPECT_EQ(h->found != 0, std::string(key) == "have");
-    if (h->found) EXPECT_EQ(std::string(data, n), "bytes");
+    if (h->found) {
+      EXPECT_EQ(std::string(data, n), "bytes");
+    }
   }
   auto push = EncodePush("pushed", *blob);
   auto bad = push;

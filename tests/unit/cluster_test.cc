@@ -140,7 +140,8 @@ TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   ManifestParser parser;
   parser.Feed("f\ng\nh\nf\n");
   PathResolver resolver(backing, {});
-  auto plan = BuildPlan(std::move(parser).Finish(), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
+  auto plan =
+      BuildPlan(std::move(parser).Finish(), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
   ASSERT_TRUE(plan.ok());
   PlacementLimits limits{{"ram"}, {1000}, 1000};
   Digest mine = MakeDigest(*plan.value(), limits, 0, 1);
@@ -153,7 +154,7 @@ TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
   Plan& p = *plan.value();
   EXPECT_EQ(p.objects[p.Find("f")].place, Placement::Tier(0));
   EXPECT_EQ(p.objects[p.Find("g")].place, Placement::Tier(0));  // 1 reads it more but has no room
-  ASSERT_NE(p.Find("k"), kNoPos);                             // owned, not read here: appended
+  ASSERT_NE(p.Find("k"), kNoPos);                               // owned, not read here: appended
   EXPECT_EQ(p.objects[p.Find("k")].place, Placement::Tier(0));
   EXPECT_EQ(local.owned_files, 4u);
   EXPECT_EQ(local.from_peers_files, 0u);
@@ -513,8 +514,8 @@ TEST_F(ClusterTest, ADigestNamingAnUnknownCatalogIsRefusedAndItsRankLeftUnplaced
   net_ = std::make_unique<LoopbackNetwork>(2);
   stats_ = std::vector<Stats>(2);
   wrapper_ = std::make_unique<CatalogStrippingTransport>(net_->at(1));
-  nodes_.push_back(std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, po,
-                                          &stats_[0], 2 * kSize));
+  nodes_.push_back(
+      std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, po, &stats_[0], 2 * kSize));
   nodes_.push_back(
       std::make_unique<Node>(backing_, *wrapper_, kFiles * kSize / 2, po, &stats_[1], 2 * kSize));
   auto all = Order(0, 1, 1);

@@ -171,8 +171,8 @@ TEST_F(CompactTest, DuplicateAndUnreferencedItems) {
             "stream ''\npaths: 'a' 'b/c' 'big'\ntargets: 0@0+0 1@0+0 2@0+1\nsequence: 0 0 2 2\n"
             "epochs: 0 3\n");
   m.items[1] = "missing";
-  auto plan = BuildPlan(ParseCompact(EncodeCompact(m)), resolver_, nullptr, StreamChange::kReplace,
-                        256);
+  auto plan =
+      BuildPlan(ParseCompact(EncodeCompact(m)), resolver_, nullptr, StreamChange::kReplace, 256);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("\nitem 2: 'missing': "), std::string::npos)
       << plan.status().message();

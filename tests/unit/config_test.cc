@@ -1,7 +1,6 @@
 #include "conf/config.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -152,7 +151,12 @@ TEST(Config, RangeBoundaries) {
        "86400",
        {"-1", "86401"},
        "0 .. 86400 seconds"},
-      {"warn.order_slack", "warn: {order_slack: VALUE}", "1", "1073741824", {"0"}, "1 .. 1073741824 reads"},
+      {"warn.order_slack",
+       "warn: {order_slack: VALUE}",
+       "1",
+       "1073741824",
+       {"0"},
+       "1 .. 1073741824 reads"},
       {"cluster.down_for",
        "cluster: {down_for: VALUE}",
        "0",
@@ -433,9 +437,9 @@ TEST(Config, ErrorsNameTheKey) {
 
 // -o key=value on the command line: set over the file as if written in it.
 TEST(LoadConfig, CommandLineKeysOverTheFile) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("clairfs-config-test-" + std::to_string(getpid()) + ".yaml"))
-          .string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("clairfs-config-test-" + std::to_string(getpid()) + ".yaml"))
+                               .string();
   {
     std::FILE* f = std::fopen(path.c_str(), "w");
     ASSERT_NE(f, nullptr);
@@ -463,8 +467,8 @@ TEST(LoadConfig, CommandLineKeysOverTheFile) {
   EXPECT_EQ(c->cache.tiers[1].capacity, 2ull << 30);
 
   // Later keys win; a whole list as a flow value; no file at all.
-  c = LoadConfig("", {{"cache.tiers", "[{kind: ram, capacity: 40MiB}]"},
-                      {"cache.tiers.0.threads", "5"}});
+  c = LoadConfig(
+      "", {{"cache.tiers", "[{kind: ram, capacity: 40MiB}]"}, {"cache.tiers.0.threads", "5"}});
   ASSERT_TRUE(c.ok()) << c.status().message();
   ASSERT_EQ(c->cache.tiers.size(), 1u);
   EXPECT_EQ(c->cache.tiers[0].capacity, 40u << 20);
@@ -506,7 +510,8 @@ TEST(Config, AutoCapacities) {
   auto d = ParseConfig("cache: {staging: {capacity: 64MiB}}");
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->cache.staging_auto);
-  auto e = LoadConfig("", {{"cache.staging.capacity", "32MiB"}, {"cache.tiers.0.capacity", "auto"}});
+  auto e =
+      LoadConfig("", {{"cache.staging.capacity", "32MiB"}, {"cache.tiers.0.capacity", "auto"}});
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_FALSE(e->cache.staging_auto);
   EXPECT_EQ(e->cache.prefetch.staging_capacity, 32u << 20);

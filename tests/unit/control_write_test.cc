@@ -258,8 +258,7 @@ TEST_F(ControlStreams, AnAcceptedCloseHoldsItsPlaceUntilInstalled) {
   // s2 and s3 are not installed yet: s4 finds no place, at its close().
   auto w4 = Closed("s4", &s4);
   ASSERT_FALSE(s4.ok());
-  EXPECT_NE(s4.message().find("stream 's4' would be stream 4"), std::string::npos)
-      << s4.message();
+  EXPECT_NE(s4.message().find("stream 's4' would be stream 4"), std::string::npos) << s4.message();
   EXPECT_EQ(control_.ErrorsText(), s4.message());
   Release(*w4);
   // Nor does a writer that commits in one go while they wait.

@@ -164,7 +164,7 @@ TEST(InodeTable, OlderPagesAfterAnOverriddenHandleRead) {
   EXPECT_EQ(at_v1, before + 1);  // {} -> v1
   t.SwapOpen(a, v1);
   EXPECT_EQ(t.OpenedVersionChanges(), at_v1);  // the same version again is no change
-  t.ServedOlder(a, v1);  // a read of the current version marks nothing
+  t.ServedOlder(a, v1);                        // a read of the current version marks nothing
   EXPECT_FALSE(t.SeenOf(a).older_pages);
   t.SwapOpen(a, v2);
   EXPECT_EQ(t.OpenedVersionChanges(), at_v1 + 1);

@@ -363,10 +363,22 @@ class Gen {
   // A range suffix: mostly inside every file of the tree (13 bytes or more), else hostile.
   std::string Range() {
     if (Chance(70)) return "\t" + std::to_string(Pick(6)) + "+" + std::to_string(1 + Pick(7));
-    static const std::vector<std::string> kHostile = {
-        "\t0+0", "\t-1+5", "\t01+2", "\t1+02", "\t+5", "\t5+", "\ta+b", "\t", "\t1-2",
-        "\t18446744073709551615+1", "\t1+18446744073709551616", "\t0+99999", "\t40+1",
-        "\t3+4 ", "\t 3+4", "\t3+4\t"};
+    static const std::vector<std::string> kHostile = {"\t0+0",
+                                                      "\t-1+5",
+                                                      "\t01+2",
+                                                      "\t1+02",
+                                                      "\t+5",
+                                                      "\t5+",
+                                                      "\ta+b",
+                                                      "\t",
+                                                      "\t1-2",
+                                                      "\t18446744073709551615+1",
+                                                      "\t1+18446744073709551616",
+                                                      "\t0+99999",
+                                                      "\t40+1",
+                                                      "\t3+4 ",
+                                                      "\t 3+4",
+                                                      "\t3+4\t"};
     return Of(kHostile);
   }
 
@@ -550,7 +562,8 @@ TEST_F(ManifestFuzz, ParserAndPlanAgreeWithTheModel) {
     ASSERT_EQ(p.epoch_begin, want.epochs) << ::testing::PrintToString(text);
     ASSERT_EQ(p.sequence.size(), want.entries.size()) << ::testing::PrintToString(text);
     for (size_t k = 0; k < p.sequence.size(); ++k) {
-      ASSERT_EQ(plan_.objects[p.sequence[k]].key, want.entries[k]) << ::testing::PrintToString(text);
+      ASSERT_EQ(plan_.objects[p.sequence[k]].key, want.entries[k])
+          << ::testing::PrintToString(text);
     }
     // The same entries in the compact form plan the same.
     CompactManifestParser compact;

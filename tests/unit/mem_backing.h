@@ -109,7 +109,8 @@ class MemBacking final : public Backing {
     if (it == nodes_.end()) return Status::FromErrno(ENOENT, path);
     if (!S_ISREG(it->second.mode)) return Status::Error(Code::kInvalidArgument, "not regular");
     const std::string& data = it->second.data;
-    if (!range.whole() && (range.offset > data.size() || range.length > data.size() - range.offset)) {
+    if (!range.whole() &&
+        (range.offset > data.size() || range.length > data.size() - range.offset)) {
       return Status::Error(Code::kInvalidArgument, "range not inside the file");
     }
     const size_t begin = range.offset, n = range.whole() ? data.size() : range.length;

@@ -105,8 +105,7 @@ TEST_F(FakeRoot, HybridTakesTheSmallerOfV1AndV2) {
 
 TEST_F(FakeRoot, UnlimitedEverywhereIsNoLimit) {
   Groups("4:memory:/a\n0::/a\n");
-  Mounts(std::string(kV1Mounts) +
-         "31 22 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n");
+  Mounts(std::string(kV1Mounts) + "31 22 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n");
   Write("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712");
   Write("/sys/fs/cgroup/memory/a/memory.limit_in_bytes", "9223372036854771712");
   Write("/sys/fs/cgroup/unified/a/memory.max", "max");
@@ -174,8 +173,9 @@ const char* kOneRamTier = "cache: {tiers: [{kind: ram, capacity: 1GiB}]}";
 TEST(FitMemory, AnExplicitRamTierTheLimitCannotHoldIsRefusedWithWhatFits) {
   Config c = Parsed(kOneRamTier);
   MemoryFit fit;
-  const Status s = FitMemory(&c, 256 * kMiB, "the memory limit of the daemon's cgroup (256.0 MiB, "
-                                             "/sys/fs/cgroup/memory/job/memory.limit_in_bytes)",
+  const Status s = FitMemory(&c, 256 * kMiB,
+                             "the memory limit of the daemon's cgroup (256.0 MiB, "
+                             "/sys/fs/cgroup/memory/job/memory.limit_in_bytes)",
                              &fit);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("'cache.tiers[0].capacity'"), std::string::npos) << s.message();
@@ -207,8 +207,9 @@ TEST(FitMemory, AnExplicitStagingWindowIsNamedWhenItAloneIsTooMuch) {
 
 TEST(FitMemory, DefaultCapacitiesAreSizedToHalfTheLimitWithAWarning) {
   const uint64_t limit = 1024 * kMiB;
-  for (const char* yaml : {"", "cache: {tiers: [{kind: ram, capacity: auto}], staging: "
-                               "{capacity: auto}}"}) {
+  for (const char* yaml : {"",
+                           "cache: {tiers: [{kind: ram, capacity: auto}], staging: "
+                           "{capacity: auto}}"}) {
     Config c = Parsed(yaml);
     MemoryFit fit;
     ASSERT_TRUE(FitMemory(&c, limit, "the limit", &fit).ok()) << yaml;
@@ -249,14 +250,16 @@ TEST(FitMemory, NothingFitsIsRefusedEvenWithDefaults) {
 }
 
 TEST(FitMemory, TheDaemonsOwnMemoryFollowsItsThreadsChunksAndTiers) {
-  Config c = Parsed("cache: {tiers: [{kind: ram, capacity: 8MiB, threads: 1}], demand_threads: 2,"
-                    " chunk_size: 1MiB, staging: {capacity: 8MiB}}");
+  Config c = Parsed(
+      "cache: {tiers: [{kind: ram, capacity: 8MiB, threads: 1}], demand_threads: 2,"
+      " chunk_size: 1MiB, staging: {capacity: 8MiB}}");
   const MemoryNeed a = EstimateMemory(c);
   EXPECT_EQ(a.in_flight, 3 * kMiB);
   EXPECT_EQ(a.ssd, 0u);
   EXPECT_EQ(a.node_reads, c.fuse.node_read_bytes);
-  Config d = Parsed("fuse: {open_mode: per_open}\ncache: {tiers: [{kind: ram, capacity: 8MiB}, "
-                    "{kind: ssd, dir: /x}]}");
+  Config d = Parsed(
+      "fuse: {open_mode: per_open}\ncache: {tiers: [{kind: ram, capacity: 8MiB}, "
+      "{kind: ssd, dir: /x}]}");
   const MemoryNeed b = EstimateMemory(d);
   EXPECT_GT(b.ssd, 0u);
   EXPECT_EQ(b.node_reads, 0u);

@@ -71,7 +71,7 @@ TEST(PageVersions, PagesPastTheFirstWaitWhileAThreadBegunBeforeTheSwitchReads) {
   ASSERT_EQ(p.Serve(1, V(1), kA, true, 0), Verdict::kServe);
   ASSERT_EQ(p.Serve(1, V(1), kB, false, 150), Verdict::kServe);
   p.DropDone(1, p.DropBegin(1), 160);
-  EXPECT_EQ(p.Serve(1, V(2), kC, true, 200), Verdict::kServe);  // the switch
+  EXPECT_EQ(p.Serve(1, V(2), kC, true, 200), Verdict::kServe);    // the switch
   EXPECT_EQ(p.Serve(1, V(2), kC, false, 201), Verdict::kRefuse);  // kB may hold old pages
   // kB reads the first page: its read() began after the switch. kA was last seen more than
   // the grace before it.

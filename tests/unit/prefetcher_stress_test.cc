@@ -264,8 +264,9 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
         if (Fails(i)) continue;
         // A whole file, or one chunk of a chunked one.
         const uint64_t size = contents[i].size();
-        const ByteRange r = size <= kChunk ? ByteRange::Whole()
-                                           : ChunkGrid(kChunk).Chunk(size, rng() % ((size + kChunk - 1) / kChunk));
+        const ByteRange r =
+            size <= kChunk ? ByteRange::Whole()
+                           : ChunkGrid(kChunk).Chunk(size, rng() % ((size + kChunk - 1) / kChunk));
         auto blob = backing.mem().Read(Name(i), r);
         if (blob.ok()) prefetcher.Adopt(ObjectKey(Name(i), r), blob.value());
         std::this_thread::sleep_for(1ms);

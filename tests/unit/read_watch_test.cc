@@ -23,8 +23,7 @@ ReadWatch::Read Unplanned(bool have_plan) {
 }
 
 ReadWatch::Read Planned(uint64_t ahead) {
-  return {.path = "a/f.jpg", .have_plan = true, .planned = true, .consumed = true,
-          .ahead = ahead};
+  return {.path = "a/f.jpg", .have_plan = true, .planned = true, .consumed = true, .ahead = ahead};
 }
 
 TEST(ReadWatch, ReadsWithNoPlanAreSaidOnceAfterTheGraceAndClearedByAPlan) {

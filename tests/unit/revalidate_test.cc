@@ -136,7 +136,7 @@ TEST_F(RevalidateTest, DeletedOrReplacedNamesAreDroppedInTheirParent) {
   auto r = Make();
   mem_.Remove("d/a");
   mem_.Remove("d/b");
-  mem_.AddDir("d/b");  // another object (a directory) under the same name
+  mem_.AddDir("d/b");              // another object (a directory) under the same name
   mem_.AddFile("d/new", "n", 30);  // the directory changes too: its listing is dropped
   r->SweepOnce();
   auto told = Told();

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cache/tiers/cache_info.h"
 #include "cache/base/object_key.h"
+#include "cache/tiers/cache_info.h"
 #include "cache/tiers/ssd_tier.h"
 #include "tests/unit/test_util.h"
 

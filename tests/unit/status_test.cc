@@ -1,5 +1,5 @@
-// The error contract (cache/base/status.h, docs/architecture.md "Errors"): every Code has a name and
-// an errno for the kernel (ToErrno), FromErrno maps that errno back to the code, and an errno
+// The error contract (cache/base/status.h, docs/architecture.md "Errors"): every Code has a name
+// and an errno for the kernel (ToErrno), FromErrno maps that errno back to the code, and an errno
 // carried from a system call reaches the kernel unchanged.
 #include "cache/base/status.h"
 

@@ -8,8 +8,8 @@
 #include "cache/plan/consumption.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
-#include "cache/tiers/ram_tier.h"
 #include "cache/prefetch/staging_window.h"
+#include "cache/tiers/ram_tier.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 

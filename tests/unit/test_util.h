@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
-#include "cache/manifest/manifest.h"
-#include "cache/base/object.h"
-#include "cache/plan/plan.h"
 #include "cache/backing/resolver.h"
+#include "cache/base/object.h"
+#include "cache/manifest/manifest.h"
+#include "cache/plan/plan.h"
 
 namespace clairfs::testing {
 

@@ -66,7 +66,8 @@ class TierStackTest : public ::testing::Test {
     ManifestParser p;
     p.Feed(text);
     PathResolver resolver(backing_, {});
-    auto plan = BuildPlan(std::move(p).Finish(), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
+    auto plan =
+        BuildPlan(std::move(p).Finish(), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
     ASSERT_TRUE(plan.ok());
     prefetcher_->Install(plan.value());
   }
