@@ -13,10 +13,13 @@ meson test -C build --print-errorlogs --num-processes 2 || status=1
 # A sanitizer build in its own directory, configured once. $1 directory, $2 -Db_sanitize value.
 # -O1 with line tables only (-g1), assertions on: what the sanitizers need for their reports,
 # and half the compile time of -O2 -g (cache/prefetch/prefetcher.cc under ASan: 22 s against 51 s).
+# Warnings are errors in the release build above (the project's default); here they are shown
+# but not fatal: GCC's range analysis under instrumentation warns on code the release build
+# compiles clean, and a test run must not hinge on that.
 sanitizer_build() {
   if [ ! -f "$1/build.ninja" ]; then
     meson setup "$1" -Doptimization=1 -Ddebug=true -Db_ndebug=false -Dcpp_args=-g1 \
-      -Db_sanitize="$2" -Db_lundef=false >/dev/null || return 1
+      -Db_sanitize="$2" -Db_lundef=false -Dwerror=false >/dev/null || return 1
   fi
 }
 

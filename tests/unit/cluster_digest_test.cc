@@ -320,7 +320,7 @@ TEST(DigestWireTest, HostileCatalogsAndDigestsAreRefused) {
   Digest bomb{0, 1, {1}, {}};
   const std::string stem(kMaxKeyBytes - 8, 's');
   for (int i = 0; i < 2000; ++i) {
-    char num[8];
+    char num[12];  // five digits for 0..1999; room for any int, as the compiler checks
     snprintf(num, sizeof num, "%05d", i);
     bomb.files.push_back({stem + num, {1, 1}, 1, 0.0});
   }
