@@ -68,7 +68,7 @@ struct ClusterConfig {
   cluster::PeerOptions peer;  // plan_timeout, peer_timeout, down_for, serve_threads
   // Read the backing store instead of a holding peer only when it is measured this many times
   // faster; 0: never (ClusterHooks::backing_advantage, which the daemon sets from it).
-  double backing_advantage = 0;
+  double backing_advantage = kDefaultBackingAdvantage;
 
   bool operator==(const ClusterConfig&) const = default;
 };

@@ -9,6 +9,7 @@
 #include "cache/base/object.h"
 #include "cache/base/status.h"
 #include "cache/plan/plan.h"
+#include "cache/prefetch/prefetch_options.h"
 
 namespace clairfs {
 
@@ -44,7 +45,7 @@ struct ClusterHooks {
   PeerSource* peer = nullptr;
   // Source choice: a peer that holds a file is read unless the backing store's measured
   // throughput is more than this many times the peers'; 0 never prefers the backing store.
-  double backing_advantage = 0;
+  double backing_advantage = kDefaultBackingAdvantage;
 };
 
 }  // namespace clairfs

@@ -11,6 +11,10 @@
 
 namespace clairfs {
 
+// cluster.backing_advantage (ClusterHooks::backing_advantage): a peer that holds a file is read
+// unless the backing store's measured throughput is more than this many times the peers'.
+inline constexpr double kDefaultBackingAdvantage = 0;  // never prefer the backing store
+
 struct ReadWatchOptions {
   std::chrono::milliseconds no_plan_after{60'000};  // warn.no_plan_after; 0: never warn
   uint32_t check_reads = 512;                       // warn.check_reads; 0: never judge a plan
