@@ -124,6 +124,9 @@ void Traffic(Exposition& e, const json& s) {
       "of a file's start the page cache did not hold (open_mode none).");
   One(e, s, "clairfs_read_bytes_total", Type::kCounter, "/bytes_read",
       "Bytes returned by read() of dataset files.");
+  One(e, s, "clairfs_read_requests_total", Type::kCounter, "/read_requests",
+      "FUSE READ requests on dataset files the daemon answered (a read() the page cache "
+      "answers sends none).");
   ByMember(e, s, "clairfs_object_reads_total", Type::kCounter, "/served", "source",
            "Object reads (opens of files read whole, first reads of a chunk) by the source "
            "that served them: a tier's name, staging, peer, or backing (read on demand).");

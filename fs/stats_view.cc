@@ -90,6 +90,7 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
   json j = {
       {"file_reads", get(stats.file_reads)},
       {"bytes_read", get(stats.bytes_read)},
+      {"read_requests", get(stats.read_requests)},
       {"served", served},
       {"object_reads", reads},
       {"hit_rates", hit_rates},

@@ -16,6 +16,9 @@ struct Stats {
   // files_opened, which no longer said what it counts.
   Counter file_reads{0};
   Counter bytes_read{0};  // bytes returned by read() on dataset files
+  // READ requests on dataset files the daemon answered (ok or not): a read() the page cache
+  // answers sends none, a large one several (the kernel's request size, fuse max_pages).
+  Counter read_requests{0};
   // An object read is an open of a file that is one object, or a reader's first read of a
   // chunk (cache/base/object_key.h) since its previous chunk; the served_* counters count them.
   std::array<Counter, kMaxTiers> served_tier{};    // object reads served by each tier

@@ -85,6 +85,7 @@ Status ReadChunked(OpenContents& f, const PosixBacking& backing, Prefetcher& pre
 Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,
                     Stats& stats, size_t size, uint64_t off, ReadReply* out) {
   Status s = Status::Ok();
+  if (f.dataset) stats.read_requests.fetch_add(1, std::memory_order_relaxed);
   if (f.chunked) {
     s = ReadChunked(f, backing, prefetcher, stats, size, off, out);
   } else if (!f.store) {

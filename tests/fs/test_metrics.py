@@ -100,6 +100,8 @@ class MetricsTest(ClairfsCase):
         self.assertEqual(st["file_reads"], 40)
         self.assertEqual(one("clairfs_read_bytes"), st["bytes_read"])
         self.assertEqual(st["bytes_read"], sum(os.path.getsize(os.path.join(ds, p)) for p in files))
+        self.assertEqual(one("clairfs_read_requests"), st["read_requests"])
+        self.assertGreaterEqual(st["read_requests"], st["file_reads"], st)  # one READ at least
         for source, n in st["served"].items():
             self.assertEqual(one("clairfs_object_reads", source=source), n, source)
             self.assertAlmostEqual(one("clairfs_served_ratio", source=source),

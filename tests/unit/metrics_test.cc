@@ -27,7 +27,7 @@ std::vector<std::string> Lines(const std::string& text) {
 
 json SampleStats() {
   return json::parse(R"({
-    "file_reads": 12, "bytes_read": 4096, "object_reads": 10,
+    "file_reads": 12, "bytes_read": 4096, "read_requests": 15, "object_reads": 10,
     "served": {"ram": 6, "staging": 2, "backing": 2, "peer": 0},
     "hit_rates": {"ram": 0.6, "staging": 0.2, "backing": 0.2, "peer": 0.0},
     "hit_rate": 0.8,
@@ -101,14 +101,26 @@ TEST(MetricsTest, EveryFamilyIsDeclaredAndNamed) {
     EXPECT_EQ(line.substr(0, end), current) << "sample outside its family: " << line;
     EXPECT_TRUE(type.count(current)) << line;
   }
-  for (const char* name :
-       {"clairfs_file_reads_total", "clairfs_read_bytes_total", "clairfs_object_reads_total",
-        "clairfs_backing_reads_total", "clairfs_backing_read_bytes_total",
-        "clairfs_peer_bytes_total", "clairfs_errors_total", "clairfs_stall_seconds_total",
-        "clairfs_tier_used_bytes", "clairfs_tier_capacity_bytes", "clairfs_tier_on",
-        "clairfs_plan_position", "clairfs_plan_positions", "clairfs_plan_epoch",
-        "clairfs_staging_used_bytes", "clairfs_staging_capacity_bytes", "clairfs_readiness_ratio",
-        "clairfs_hit_ratio", "clairfs_served_ratio"}) {
+  for (const char* name : {"clairfs_file_reads_total",
+                           "clairfs_read_bytes_total",
+                           "clairfs_read_requests_total",
+                           "clairfs_object_reads_total",
+                           "clairfs_backing_reads_total",
+                           "clairfs_backing_read_bytes_total",
+                           "clairfs_peer_bytes_total",
+                           "clairfs_errors_total",
+                           "clairfs_stall_seconds_total",
+                           "clairfs_tier_used_bytes",
+                           "clairfs_tier_capacity_bytes",
+                           "clairfs_tier_on",
+                           "clairfs_plan_position",
+                           "clairfs_plan_positions",
+                           "clairfs_plan_epoch",
+                           "clairfs_staging_used_bytes",
+                           "clairfs_staging_capacity_bytes",
+                           "clairfs_readiness_ratio",
+                           "clairfs_hit_ratio",
+                           "clairfs_served_ratio"}) {
     EXPECT_TRUE(type.count(name)) << name;
   }
 }
@@ -119,6 +131,7 @@ TEST(MetricsTest, SamplesCarryTheStatsValues) {
   for (const std::string& l : Lines(text)) lines.insert(l);
   for (const char* want : {
            "clairfs_file_reads_total 12",
+           "clairfs_read_requests_total 15",
            "clairfs_object_reads_total{source=\"ram\"} 6",
            "clairfs_object_reads_total{source=\"backing\"} 2",
            "clairfs_backing_read_bytes_total 18446744073709551615",
