@@ -183,11 +183,12 @@ Status ParseInto(const YAML::Node& root, Config* c) {
         Get(k, "backing_advantage", "cluster.backing_advantage", &c->cluster.backing_advantage));
   }
   if (const auto f = root["fuse"]) {
-    CLAIRFS_TRY(CheckKeys(
-        f, "fuse",
-        {"threads", "entry_timeout", "attr_timeout", "keep_cache", "access_check", "open_mode",
-         "watch_backing", "stat_ahead", "stat_max_age", "revalidate_interval", "immutable"}));
+    CLAIRFS_TRY(CheckKeys(f, "fuse",
+                          {"threads", "clone_fd", "entry_timeout", "attr_timeout", "keep_cache",
+                           "access_check", "open_mode", "watch_backing", "stat_ahead",
+                           "stat_max_age", "revalidate_interval", "immutable"}));
     CLAIRFS_TRY(Get(f, "threads", "fuse.threads", &c->fuse.threads));
+    CLAIRFS_TRY(Get(f, "clone_fd", "fuse.clone_fd", &c->fuse.clone_fd));
     CLAIRFS_TRY(Get(f, "entry_timeout", "fuse.entry_timeout", &c->fuse.entry_timeout));
     CLAIRFS_TRY(Get(f, "attr_timeout", "fuse.attr_timeout", &c->fuse.attr_timeout));
     CLAIRFS_TRY(Get(f, "keep_cache", "fuse.keep_cache", &c->fuse.keep_cache));

@@ -171,6 +171,7 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, static_cast<unsigned>(parts.config().fuse.threads));
   fuse_loop_cfg_set_idle_threads(loop, static_cast<unsigned>(parts.config().fuse.threads));
+  fuse_loop_cfg_set_clone_fd(loop, parts.config().fuse.clone_fd ? 1 : 0);
   // Returns once a signal or an unmount ended the session and every worker has finished
   // its request; a signal has started the stop clock already.
   const int rc = fuse_session_loop_mt(se, loop);

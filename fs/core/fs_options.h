@@ -26,10 +26,13 @@ enum class OpenMode {
 };
 
 struct FsOptions {
-  int threads = 8;              // most FUSE worker threads serving requests at once
-  double entry_timeout = 3600;  // seconds the kernel may cache a name lookup
-  double attr_timeout = 3600;   // seconds the kernel may cache attributes
-  bool keep_cache = true;       // keep file pages in the page cache across opens
+  int threads = 8;  // most FUSE worker threads serving requests at once
+  // fuse.clone_fd: each worker thread reads requests from a /dev/fuse descriptor of its own
+  // (libfuse clone_fd): a request and its reply stay on one thread's queue.
+  bool clone_fd = true;
+  double entry_timeout = 3600;                    // seconds the kernel may cache a name lookup
+  double attr_timeout = 3600;                     // seconds the kernel may cache attributes
+  bool keep_cache = true;                         // keep file pages in the page cache across opens
   AccessCheck access_check = AccessCheck::kOpen;  // fuse.access_check
   OpenMode open_mode = OpenMode::kNone;           // fuse.open_mode
   // fuse.watch_backing, with open_mode none: changes made on this node count at the next open

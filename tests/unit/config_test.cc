@@ -273,6 +273,7 @@ TEST(Config, ShippedFileComparisonSeesOneChangedValue) {
   ASSERT_FALSE(text.empty()) << ShippedConfigPath();
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"stat_ahead: 256", "stat_ahead: 255"},
+           {"clone_fd: true", "clone_fd: false"},
            {"demand_threads: 4", "demand_threads: 5"},
            {"fetch_timeout: 60", "fetch_timeout: 61"},
            {"backing_timeout: 30", "backing_timeout: 31"},
@@ -325,7 +326,7 @@ TEST(Config, OpenModeDefaultsToNoneUnlessKeepCacheIsOff) {
 
 TEST(Config, FullFileParses) {
   auto c = ParseConfig(R"(
-fuse: {threads: 4, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false, open_mode: per_open,
+fuse: {threads: 4, clone_fd: false, entry_timeout: 0, attr_timeout: 1.5, keep_cache: false, open_mode: per_open,
        watch_backing: false, stat_ahead: 0, stat_max_age: 0.25, revalidate_interval: 5,
        immutable: true}
 cache:
@@ -343,6 +344,7 @@ warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
 )");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->fuse.threads, 4);
+  EXPECT_FALSE(c->fuse.clone_fd);
   EXPECT_EQ(c->fuse.attr_timeout, 1.5);
   EXPECT_FALSE(c->fuse.keep_cache);
   EXPECT_EQ(c->fuse.open_mode, OpenMode::kPerOpen);

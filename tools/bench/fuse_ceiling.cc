@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
       "system, the limit of a FUSE READ (benchmarks only)"};
   std::string dataset, mountpoint, open_mode = "none";
   unsigned threads = 8;  // fuse.threads of clairfs
+  bool clone_fd = true;   // fuse.clone_fd of clairfs
   Tree tree;
   app.add_option("dataset", dataset, "directory loaded into memory at start")->required();
   app.add_option("mountpoint", mountpoint)->required();
@@ -172,6 +173,8 @@ int main(int argc, char** argv) {
   app.add_option("--open-mode", open_mode, "none (clairfs's default) or per_open")
       ->check(CLI::IsMember({"none", "per_open"}));
   app.add_option("--timeout", tree.timeout, "entry and attribute timeouts, seconds");
+  app.add_flag("--clone-fd,!--no-clone-fd", clone_fd,
+               "one /dev/fuse descriptor per worker thread (clairfs: fuse.clone_fd)");
   CLI11_PARSE(app, argc, argv);
   tree.open_none = open_mode == "none";
   Load(tree, dataset);
@@ -203,6 +206,7 @@ int main(int argc, char** argv) {
       fuse_loop_config* loop = fuse_loop_cfg_create();
       fuse_loop_cfg_set_max_threads(loop, threads);
       fuse_loop_cfg_set_idle_threads(loop, threads);
+      fuse_loop_cfg_set_clone_fd(loop, clone_fd ? 1 : 0);
       rc = fuse_session_loop_mt(se, loop) == 0 ? 0 : 1;
       fuse_loop_cfg_destroy(loop);
       fuse_session_unmount(se);

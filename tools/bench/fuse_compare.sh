@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # fuse_compare.sh: read throughput of one small-file dataset, side by side, in one run:
-#   native   the dataset directory itself, page cache warm
+#   native   the dataset directory itself, page cache warm (with --drop-caches: the dataset's
+#            disk, then also a row "native (page cache)" read with the page cache warm)
+#   ceiling  build/tools/bench/clairfs-fuse-ceiling over the dataset: the smallest FUSE file
+#            system, serving the dataset from memory with clairfs's mount options and threads;
+#            the limit of a FUSE READ here, and the "ratio to ceiling" of every FUSE row
 #   clairfs  build/tools/clairfs over the dataset, RAM tier filled from a manifest of one epoch
 #            per pass below (warm-up, then R per thread count), each in the read order
-#            (one row group per --clairfs-variants entry)
+#            (one row group per --clairfs-bin entry and --clairfs-variants entry)
 #   mergerfs one-branch mergerfs over the dataset
 #   bindfs   bindfs over the dataset
 #   native (again) at the end: its ratio to the first native rows shows drift (other load)
@@ -13,18 +17,23 @@
 # repetition is a run of its own after `echo N > /proc/sys/vm/drop_caches` (1: page cache;
 # 3: also dentries and inodes), so every read reaches the source's file system or daemon.
 # For a FUSE source the table also shows its daemon's CPU time (user + system, from
-# /proc/PID/stat) per 100,000 files read over the timed repetitions.
+# /proc/PID/stat) per 100,000 files read over the timed repetitions, and where the daemon counts
+# its READs (the ceiling, clairfs's stats read_requests) the READs per file and CPU per 100,000
+# READs.
 #
 # Dataset: N files (default 20000) of exactly SIZE bytes (default 112640 = 110 KiB), content from
 # a fixed-seed PRNG, in 100 class directories (train/cNNN/NNNNNNN.bin, ImageFolder layout); the
 # read order is one fixed-seed shuffle of all files, the same for every source.
 #
 # Usage: tools/bench/fuse_compare.sh [--files N] [--size BYTES] [--repeats R] [--threads "1 4"]
-#          [--sources native,clairfs,mergerfs,bindfs] [--clairfs-variants "default,..."]
-#          [--drop-caches 0|1|3] [--tmp DIR] [--out FILE] [--clairfs-bin PATH]
-#          [--bench-bin PATH]
+#          [--sources native,ceiling,clairfs,mergerfs,bindfs] [--clairfs-variants "default,..."]
+#          [--drop-caches 0|1|3] [--tmp DIR] [--out FILE] [--clairfs-bin PATH|LABEL=PATH,...]
+#          [--ceiling-bin PATH] [--bench-bin PATH]
+# --clairfs-bin: one binary, or several as LABEL=PATH (e.g. main=build/tools/clairfs,
+#   before=../old/build/tools/clairfs): each is measured in turn, its rows named by its label.
 # Env: CLAIRFS_BIN (default build/tools/clairfs), BENCH_BIN (default
-#   build/tools/bench/clairfs-bench), both relative to this checkout, PYTHON (default
+#   build/tools/bench/clairfs-bench), CEILING_BIN (default build/tools/bench/clairfs-fuse-ceiling),
+#   all relative to this checkout, PYTHON (default
 #   /usr/bin/python3), WARM_TIMEOUT (seconds to wait for clairfs's RAM tier, default 600).
 # Variants: comma separated; each is "default" or '+'-joined overrides of the clairfs config:
 #   keep_cache=BOOL  -> fuse.keep_cache        timeouts=S     -> fuse.entry_timeout, attr_timeout
@@ -42,7 +51,7 @@ FILES=20000
 SIZE=112640
 REPEATS=3
 THREADS="1 4"
-SOURCES="native,clairfs,mergerfs,bindfs"
+SOURCES="native,ceiling,clairfs,mergerfs,bindfs"
 VARIANTS="default"
 DROP=0
 TMPBASE=/var/tmp
@@ -50,6 +59,7 @@ OUT=""
 REPO=$(cd "$(dirname "$0")/../.." && pwd)  # default binaries: build/ of this checkout
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
+CEILING_BIN=${CEILING_BIN:-$REPO/build/tools/bench/clairfs-fuse-ceiling}
 PYTHON=${PYTHON:-/usr/bin/python3}
 WARM_TIMEOUT=${WARM_TIMEOUT:-600}
 CLASSES=100
@@ -67,7 +77,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 declare -A OPTIONS=([--files]=FILES [--size]=SIZE [--repeats]=REPEATS [--threads]=THREADS
   [--sources]=SOURCES [--clairfs-variants]=VARIANTS [--drop-caches]=DROP [--tmp]=TMPBASE
-  [--out]=OUT [--clairfs-bin]=CLAIRFS_BIN [--bench-bin]=BENCH_BIN)
+  [--out]=OUT [--clairfs-bin]=CLAIRFS_BIN [--ceiling-bin]=CEILING_BIN [--bench-bin]=BENCH_BIN)
 parse_options "$@"
 THREADS=${THREADS//,/ }  # --threads 1,4: a list
 for n in "$FILES" "$SIZE" "$REPEATS" $THREADS; do
@@ -120,11 +130,29 @@ mkdir -p "$DATA" "$MNT"
 BIN_INFO="clairfs-bench copied from $BENCH_BIN (built $(built "$BENCH_BIN"))"
 cp "$BENCH_BIN" "$WORK/clairfs-bench"
 BENCH_BIN=$WORK/clairfs-bench
-if [[ -x $CLAIRFS_BIN ]]; then
-  BIN_INFO+=", $("$CLAIRFS_BIN" --version 2>&1 | head -1) copied from"
-  BIN_INFO+=" $(realpath "$CLAIRFS_BIN") (built $(built "$CLAIRFS_BIN"))"
-  cp "$CLAIRFS_BIN" "$WORK/clairfs"
-  CLAIRFS_BIN=$WORK/clairfs
+# The clairfs builds: LABEL=PATH entries, or one PATH (label "clairfs"). CLAIRFS_LABELS[i] names
+# CLAIRFS_BINS[i], its snapshot ("" when not built: pending rows).
+CLAIRFS_LABELS=() CLAIRFS_BINS=()
+IFS=',' read -ra bin_items <<<"$CLAIRFS_BIN"
+for item in "${bin_items[@]}"; do
+  label=clairfs path=$item
+  if [[ $item == *=* ]]; then label=${item%%=*} path=${item#*=}; fi
+  [[ $label =~ ^[A-Za-z0-9._-]+$ ]] || die "bad clairfs label '$label' (letters, digits, ._-)"
+  CLAIRFS_LABELS+=("$label")
+  if [[ -x $path ]]; then
+    BIN_INFO+=", $label: $("$path" --version 2>&1 | head -1) copied from"
+    BIN_INFO+=" $(realpath "$path") (built $(built "$path"))"
+    cp "$path" "$WORK/clairfs-$label"
+    CLAIRFS_BINS+=("$WORK/clairfs-$label")
+  else
+    CLAIRFS_BINS+=("")
+  fi
+done
+if [[ -x $CEILING_BIN ]]; then
+  BIN_INFO+=", clairfs-fuse-ceiling copied from $(realpath "$CEILING_BIN")"
+  BIN_INFO+=" (built $(built "$CEILING_BIN"))"
+  cp "$CEILING_BIN" "$WORK/clairfs-fuse-ceiling"
+  CEILING_BIN=$WORK/clairfs-fuse-ceiling
 fi
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 FSTYPE=$(findmnt -no FSTYPE -T "$WORK" || stat -f -c %T "$WORK")
@@ -151,7 +179,7 @@ run "$PYTHON" "$WORK/make_dataset.py" "$DATA" "$LIST" "$FILES" "$SIZE" "$CLASSES
 
 # ---- measurement -----------------------------------------------------------------------------
 ROWS=() NOTES=() SETUP=()
-declare -A NATIVE_FPS=()
+declare -A NATIVE_FPS=() CEILING_FPS=()
 NATIVE_SUM=""
 JQ_MEDIAN='def median: sort | if length % 2 == 1 then .[length / 2 | floor]
   else (.[length / 2 - 1] + .[length / 2]) / 2 end;'
@@ -169,13 +197,13 @@ cpu_seconds() {
 # --epochs REPEATS, or with --drop-caches one run per repetition after a drop.
 timed() {
   local k
-  if [[ $DROP == 0 ]]; then
+  if [[ $MEASURE_DROP == 0 ]]; then
     run timeout 900 "$@" --epochs "$REPEATS" >"$WORK/bench.json"
     return
   fi
   for ((k = 0; k < REPEATS; k++)); do
     sync
-    echo "$DROP" >/proc/sys/vm/drop_caches
+    echo "$MEASURE_DROP" >/proc/sys/vm/drop_caches
     run timeout 900 "$@" --epochs 1 >"$WORK/bench-$k.json" || return 1
   done
   jq -s '{epochs: [.[].epochs[]]}' "$WORK"/bench-[0-9]*.json >"$WORK/bench.json"
@@ -183,11 +211,21 @@ timed() {
 }
 
 DAEMON_PID=""  # the FUSE daemon measured now (start_fuse), "" for native
+MEASURE_DROP=$DROP  # the drop before each timed repetition of the rows measured now
+# daemon_reads: the READs the daemon measured now has answered so far ("" if it does not say).
+READS_OF=none
+daemon_reads() {
+  case $READS_OF in
+    ceiling) "$PYTHON" -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.ceiling.reads").decode())' \
+      "$MNT" 2>/dev/null || true ;;
+    clairfs) jq -r '.read_requests // empty' "$MNT/.clairfs/stats" 2>/dev/null || true ;;
+  esac
+}
 
 # measure SOURCE ROOT: warm-up pass with checksum, then one row per thread count.
 measure() {
   local source=$1 root=$2 json=$WORK/bench.json sum same t fps mbs p50 p99 errs ratio
-  local cpu0 cpu1 cpu
+  local cpu0 cpu1 cpu reads0 reads1 per_file cpu_reads to_ceiling
   local -a base=("$BENCH_BIN" --root "$root" --list "$LIST") args
   args=("${base[@]}" --threads 4 --verify --json)
   log "$source: warm-up: ${args[*]}"
@@ -200,27 +238,39 @@ measure() {
     args=("${base[@]}" --threads "$t" --json)
     log "$source: ${args[*]} (drop_caches $DROP)"
     cpu0=$(if [[ -n $DAEMON_PID ]]; then cpu_seconds "$DAEMON_PID"; fi)
+    reads0=$(daemon_reads)
     timed "${args[@]}" ||
       die "$source: bench failed: $(jq -c '[.epochs[].first_error]' "$json" 2>/dev/null)"
     cpu1=$(if [[ -n $DAEMON_PID ]]; then cpu_seconds "$DAEMON_PID"; fi)
+    reads1=$(daemon_reads)
     cpu=$(awk -v a="$cpu0" -v b="$cpu1" -v n=$((FILES * REPEATS)) \
       'BEGIN { if (a != "" && b != "") printf "%.2f", (b - a) * 100000 / n; else printf "n/a" }')
+    per_file=$(awk -v a="$reads0" -v b="$reads1" -v n=$((FILES * REPEATS)) \
+      'BEGIN { if (a != "" && b != "") printf "%.2f", (b - a) / n; else printf "n/a" }')
+    cpu_reads=$(awk -v a="$cpu0" -v b="$cpu1" -v r0="$reads0" -v r1="$reads1" \
+      'BEGIN { if (a != "" && b != "" && r0 != "" && r1 > r0)
+                 printf "%.2f", (b - a) * 100000 / (r1 - r0); else printf "n/a" }')
     read -r fps mbs p50 p99 errs < <(jq -r "$JQ_MEDIAN"' [([.epochs[].files_per_s] | median),
         ([.epochs[].mb_per_s] | median), ([.epochs[].p50_us] | median),
         ([.epochs[].p99_us] | median), ([.epochs[].errors] | add)] | @tsv' "$json")
     [[ $source == native ]] && NATIVE_FPS[$t]=$fps
+    [[ $source == ceiling ]] && CEILING_FPS[$t]=$fps
     ratio=$(awk -v a="$fps" -v b="${NATIVE_FPS[$t]:-0}" \
       'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }')
+    to_ceiling=$(awk -v a="$fps" -v b="${CEILING_FPS[$t]:-0}" \
+      'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }')
     # shellcheck disable=SC2016  # backticks are markdown
-    ROWS+=("$(printf '| %s | %s | %.0f | %.1f | %s | %.1f | %.1f | %s | %s | `%s` |' "$source" \
-      "$t" "$fps" "$mbs" "$ratio" "$p50" "$p99" "$cpu" "$same" "${args[*]}")")
-    log "$source threads=$t: $(printf '%.0f' "$fps") files/s, ratio $ratio, errors $errs"
+    ROWS+=("$(printf '| %s | %s | %.0f | %.1f | %s | %s | %.1f | %.1f | %s | %s | %s | %s | `%s` |' \
+      "$source" "$t" "$fps" "$mbs" "$ratio" "$to_ceiling" "$p50" "$p99" "$per_file" "$cpu" \
+      "$cpu_reads" "$same" "${args[*]}")")
+    log "$source threads=$t: $(printf '%.0f' "$fps") files/s, ratio $ratio," \
+      "to ceiling $to_ceiling, errors $errs"
   done
 }
 
 pending() {  # pending SOURCE REASON: placeholder rows
   local t
-  for t in $THREADS; do ROWS+=("| $1 | $t | pending | pending | pending | | | | | $2 |"); done
+  for t in $THREADS; do ROWS+=("| $1 | $t | pending | pending | pending | | | | | | | | $2 |"); done
 }
 
 # start_fuse NAME CMD...: runs a foreground FUSE daemon in the background, waits for $MNT.
@@ -264,17 +314,32 @@ PLANNED_EPOCHS=$((1 + nthreads * REPEATS))
 has_source native || die "native is required (the ratios are relative to it)"
 log "native: page cache warm-up"
 measure native "$DATA"
+if [[ $DROP != 0 ]]; then  # the page cache warm after native's timed runs: its own warm-up
+  MEASURE_DROP=0
+  measure "native (page cache)" "$DATA"
+  MEASURE_DROP=$DROP
+fi
 
-if has_source clairfs; then
-  if [[ ! -x $CLAIRFS_BIN ]]; then
-    for v in "${VARIANT_LIST[@]}"; do
-      pending "clairfs ($v)" "binary $CLAIRFS_BIN not built yet"
-    done
+if has_source ceiling; then
+  [[ -x $CEILING_BIN ]] || die "ceiling binary not found: $CEILING_BIN (build it or set CEILING_BIN)"
+  start_fuse ceiling "$CEILING_BIN" "$DATA" "$MNT"
+  READS_OF=ceiling
+  measure ceiling "$MNT"
+  READS_OF=none
+  teardown
+fi
+
+for b in "${!CLAIRFS_LABELS[@]}"; do
+  has_source clairfs || break
+  label=${CLAIRFS_LABELS[b]} bin=${CLAIRFS_BINS[b]}
+  name=$([[ $label == clairfs ]] && echo clairfs || echo "clairfs $label")
+  if [[ -z $bin ]]; then
+    for v in "${VARIANT_LIST[@]}"; do pending "$name ($v)" "binary of $label not built yet"; done
   else
     for v in "${VARIANT_LIST[@]}"; do
       cfg=$WORK/clairfs-$(tr -c 'A-Za-z0-9_\n' '_' <<<"$v").yaml
       clairfs_config "$v" "$cfg"
-      start_fuse "clairfs ($v)" "$CLAIRFS_BIN" -f -c "$cfg" "$DATA" "$MNT"
+      start_fuse "$name ($v)" "$bin" -f -c "$cfg" "$DATA" "$MNT"
       SETUP+=("  config $cfg:" '  ```yaml' "$(sed 's/^/  /' "$cfg")" '  ```')
       # The plan is the job's: one epoch per pass the benchmark makes (the warm-up, then
       # REPEATS per thread count), each in the list's order.
@@ -282,15 +347,18 @@ if has_source clairfs; then
         >"$MNT/.clairfs/manifest" ||
         die "manifest rejected: $(cat "$MNT/.clairfs/errors" 2>/dev/null)"
       wait_ram_warm ||
-        die "clairfs ($v): RAM tier not warm after $WARM_TIMEOUT s: $(cat "$MNT/.clairfs/stats")"
-      measure "clairfs ($v)" "$MNT"
-      stats=$(jq -c '{file_reads, served, backing_reads, unplanned_file_reads, ram_bytes, stall_ns,
-        stat_ahead, fresh, errors}' "$MNT/.clairfs/stats" 2>/dev/null) || stats=unavailable
-      NOTES+=("- clairfs ($v): \`$stats\`")
+        die "$name ($v): RAM tier not warm after $WARM_TIMEOUT s: $(cat "$MNT/.clairfs/stats")"
+      READS_OF=clairfs
+      measure "$name ($v)" "$MNT"
+      READS_OF=none
+      stats=$(jq -c '{file_reads, read_requests, served, backing_reads, unplanned_file_reads,
+        ram_bytes, stall_ns, stat_ahead, fresh, errors}' "$MNT/.clairfs/stats" 2>/dev/null) ||
+        stats=unavailable
+      NOTES+=("- $name ($v): \`$stats\`")
       teardown
     done
   fi
-fi
+done
 
 if has_source mergerfs; then
   start_fuse mergerfs mergerfs -f -o "$MERGERFS_OPTS" "$DATA" "$MNT"
@@ -320,13 +388,15 @@ report() {
     echo "Each row: median of $REPEATS repetitions, each a clairfs-bench run of one epoch after" \
       "\`echo $DROP > /proc/sys/vm/drop_caches\`, after one 4-thread warm-up pass;"
   fi
-  echo "ratio = files/s / native files/s at the same thread count; daemon CPU = user + system" \
-    "seconds of the FUSE daemon per 100,000 files over the timed repetitions; 'same bytes' =" \
-    "XXH3 sum of the warm-up pass equals native's."
+  echo "ratio = files/s / native (or ceiling) files/s at the same thread count; daemon CPU =" \
+    "user + system seconds of the FUSE daemon per 100,000 files (or READs) over the timed" \
+    "repetitions; READs/file = READ requests the daemon answered per file read (n/a: it does" \
+    "not count them); 'same bytes' = XXH3 sum of the warm-up pass equals native's."
   echo
-  echo "| source | threads | files/s | MB/s | ratio to native | p50 us | p99 us |" \
-    "daemon CPU s / 100k files | same bytes | command |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| source | threads | files/s | MB/s | ratio to native | ratio to ceiling | p50 us |" \
+    "p99 us | READs/file | daemon CPU s / 100k files | daemon CPU s / 100k READs |" \
+    "same bytes | command |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${ROWS[@]}"
   echo
   echo "Mounts:"
