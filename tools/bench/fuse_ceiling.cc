@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
       "system, the limit of a FUSE READ (benchmarks only)"};
   std::string dataset, mountpoint, open_mode = "none";
   unsigned threads = 8;  // fuse.threads of clairfs
-  bool clone_fd = true;   // fuse.clone_fd of clairfs
+  bool clone_fd = true;  // fuse.clone_fd of clairfs
   Tree tree;
   app.add_option("dataset", dataset, "directory loaded into memory at start")->required();
   app.add_option("mountpoint", mountpoint)->required();

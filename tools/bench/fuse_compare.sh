@@ -33,12 +33,14 @@
 #   before=../old/build/tools/clairfs): each is measured in turn, its rows named by its label.
 # Env: CLAIRFS_BIN (default build/tools/clairfs), BENCH_BIN (default
 #   build/tools/bench/clairfs-bench), CEILING_BIN (default build/tools/bench/clairfs-fuse-ceiling),
-#   all relative to this checkout, PYTHON (default
+#   all relative to this checkout, CEILING_ARGS (more arguments for the ceiling, e.g.
+#   "--threads 4 --no-clone-fd"; split on spaces), PYTHON (default
 #   /usr/bin/python3), WARM_TIMEOUT (seconds to wait for clairfs's RAM tier, default 600).
 # Variants: comma separated; each is "default" or '+'-joined overrides of the clairfs config:
 #   keep_cache=BOOL  -> fuse.keep_cache        timeouts=S     -> fuse.entry_timeout, attr_timeout
 #   entry_timeout=S  -> fuse.entry_timeout     attr_timeout=S -> fuse.attr_timeout
 #   fuse_threads=N   -> fuse.threads           ram_threads=N  -> cache.tiers[0].threads
+#   clone_fd=BOOL    -> fuse.clone_fd
 #   open_mode=M      -> fuse.open_mode (per_open, none)
 #   stat_ahead=N     -> fuse.stat_ahead (0: each read that reaches clairfs stats its file)
 #   revalidate_interval=S -> fuse.revalidate_interval   immutable=BOOL -> fuse.immutable
@@ -104,6 +106,7 @@ clairfs_config() {
         timeouts) fuse+="  entry_timeout: $val"$'\n'"  attr_timeout: $val"$'\n' ;;
         entry_timeout|attr_timeout) fuse+="  $key: $val"$'\n' ;;
         fuse_threads) fuse+="  threads: $val"$'\n' ;;
+        clone_fd) fuse+="  clone_fd: $val"$'\n' ;;
         open_mode) fuse+="  open_mode: $val"$'\n' ;;
         stat_ahead) fuse+="  stat_ahead: $val"$'\n' ;;
         revalidate_interval|immutable) fuse+="  $key: $val"$'\n' ;;
@@ -322,7 +325,8 @@ fi
 
 if has_source ceiling; then
   [[ -x $CEILING_BIN ]] || die "ceiling binary not found: $CEILING_BIN (build it or set CEILING_BIN)"
-  start_fuse ceiling "$CEILING_BIN" "$DATA" "$MNT"
+  read -ra ceiling_args <<<"${CEILING_ARGS:-}"
+  start_fuse ceiling "$CEILING_BIN" "${ceiling_args[@]}" "$DATA" "$MNT"
   READS_OF=ceiling
   measure ceiling "$MNT"
   READS_OF=none
