@@ -68,3 +68,4 @@ if [ ! -e /etc/clairfs/clairfs.yaml ]; then
 fi
 echo "setup: installed $(command -v clairfs) ($(clairfs --version))"
 echo "setup: installed the Python package: $(cd / && /usr/bin/python3 -c 'import clairfs; print(clairfs.__file__)')"
+echo "setup: took $SECONDS s (packages, release build, install)"

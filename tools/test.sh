@@ -3,12 +3,22 @@
 # unit, real-mount and Python tests again with everything (the daemon too) built with
 # AddressSanitizer and UndefinedBehaviorSanitizer; unit and real-mount tests once more built
 # with ThreadSanitizer. Expects tools/setup.sh --with-tests to have run (without PyTorch the
-# torch tests skip). Ends with one line "tests: N passed, N failed, N skipped".
+# torch tests skip). Ends with the time each stage took and one line "tests: N passed, N
+# failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 status=0
-meson test -C build --print-errorlogs --num-processes 2 || status=1
+TIMES=()  # "seconds<TAB>stage", printed at the end
+# stage NAME CMD...: runs CMD, records its wall time under NAME; a failure sets status.
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@" || status=1
+  TIMES+=("$((SECONDS - start))"$'\t'"$name")
+}
+
+stage "release: build and tests" meson test -C build --print-errorlogs --num-processes 2
 
 # A sanitizer build in its own directory, configured once. $1 directory, $2 -Db_sanitize value.
 # -O1 with line tables only (-g1), assertions on: what the sanitizers need for their reports,
@@ -16,20 +26,24 @@ meson test -C build --print-errorlogs --num-processes 2 || status=1
 # Warnings are errors in the release build above (the project's default); here they are shown
 # but not fatal: GCC's range analysis under instrumentation warns on code the release build
 # compiles clean, and a test run must not hinge on that.
+# Then builds it (the log in $1/ninja.log, its end shown on failure), so that the stage times
+# tell building from testing.
+# shellcheck disable=SC2317  # called through stage
 sanitizer_build() {
   if [ ! -f "$1/build.ninja" ]; then
     meson setup "$1" -Doptimization=1 -Ddebug=true -Db_ndebug=false -Dcpp_args=-g1 \
       -Db_sanitize="$2" -Db_lundef=false -Dwerror=false >/dev/null || return 1
   fi
+  ninja -C "$1" >"$1/ninja.log" 2>&1 || { tail -40 "$1/ninja.log"; return 1; }
 }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-sanitizer_build build-asan address,undefined || status=1
-meson test -C build-asan --print-errorlogs --num-processes 2 || status=1
+stage "asan+ubsan: configure and build" sanitizer_build build-asan address,undefined
+stage "asan+ubsan: tests" meson test -C build-asan --print-errorlogs --num-processes 2
 
 # TSAN_OPTIONS (the suppressions of tests/tsan.supp) is set per test by tests/meson.build.
-sanitizer_build build-tsan thread || status=1
-meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit --suite fs || status=1
+stage "tsan: configure and build" sanitizer_build build-tsan thread
+stage "tsan: tests" meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit --suite fs
 
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
   build-tsan/meson-logs/testlog.json <<'PY'
@@ -71,4 +85,6 @@ for line in failures:
     print(f"failed: {line}")
 print(f"tests: {passed} passed, {failed} failed, {skipped} skipped")
 PY
+echo "stage times (wall seconds):"
+printf '  %s\n' "${TIMES[@]}"
 exit $status
