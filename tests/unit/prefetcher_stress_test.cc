@@ -7,7 +7,7 @@
 // and a margin; no descriptor leaks; after the last plan each tier holds only what that plan
 // assigns to it or a faster tier.
 //
-// CLAIRFS_STRESS_SECONDS sets the duration (default 120 s, 20 s in a sanitizer build);
+// CLAIRFS_STRESS_SECONDS sets the duration (default 30 s, 20 s in a sanitizer build);
 // CLAIRFS_STRESS_SEED replays a run (the seed is printed).
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -49,7 +49,7 @@ constexpr int kDefaultSeconds = 20;
 constexpr uint64_t kRssMargin = 1024ull << 20;  // shadow memory and allocator quarantine
 constexpr auto kFetchTimeout = 10s;
 #else
-constexpr int kDefaultSeconds = 120;
+constexpr int kDefaultSeconds = 30;
 constexpr uint64_t kRssMargin = 128ull << 20;  // RocksDB memtables, block cache, threads
 constexpr auto kFetchTimeout = 3s;
 #endif
