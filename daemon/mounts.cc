@@ -1,5 +1,6 @@
 #include "daemon/mounts.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <libmount/libmount.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -89,6 +91,23 @@ Status DetachMount(const std::string& path, std::chrono::milliseconds timeout) {
     return Status::Error(Code::kIoError, "fusermount3 -uz '" + path + "' failed");
   }
   return Status::Ok();
+}
+
+int CloseFuseDescriptors() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return 0;
+  std::vector<int> fuse;
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    char target[16];
+    const ssize_t n = readlinkat(dirfd(dir), e->d_name, target, sizeof(target));
+    if (n == 9 && std::memcmp(target, "/dev/fuse", 9) == 0) fuse.push_back(static_cast<int>(fd));
+  }
+  closedir(dir);
+  for (int fd : fuse) close(fd);
+  return static_cast<int>(fuse.size());
 }
 
 }  // namespace clairfs

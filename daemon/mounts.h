@@ -29,6 +29,15 @@ std::optional<MountEntry> FindMount(const std::string& path);
 Status DetachMount(const std::string& path,
                    std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
+// Closes every descriptor of this process open on /dev/fuse: a FUSE session's, the clones its
+// worker threads read with fuse.clone_fd, the control mount's. The kernel aborts a FUSE
+// connection once no descriptor of it is open, failing the requests in flight; a thread stuck
+// in uninterruptible I/O keeps the process's descriptor table alive past _exit, so a daemon
+// whose stop overran calls this on its way out. A thread in read() on a closed descriptor
+// holds it until that read returns (at the latest when _exit kills the thread). Returns how
+// many it closed.
+int CloseFuseDescriptors();
+
 // Waits up to timeout for child pid to end and reaps it. The wait status, or nullopt when
 // it is still running at the deadline (not reaped, not signalled). Retries on EINTR.
 std::optional<int> WaitChild(pid_t pid, std::chrono::milliseconds timeout);

@@ -55,10 +55,14 @@ constexpr std::chrono::seconds kStopGrace{5};
 // several processes registering at once. Each costs only its stack while idle.
 constexpr int kControlThreads = 4;
 
-// Closes the FUSE session's descriptor under the FUSE threads still reading it, on the way to
-// _exit: deliberate, so that the kernel aborts the connection even while a thread stuck in
-// uninterruptible I/O keeps the process alive. Named for tests/tsan.supp.
-void AbortFuseConnection(int fd) { close(fd); }
+// Closes the FUSE descriptors (the session's and each worker's clone) under the FUSE threads
+// still reading them, on the way to _exit: deliberate, so that the kernel aborts the connections
+// even while a thread stuck in uninterruptible I/O keeps the process alive (CloseFuseDescriptors).
+// Named for tests/tsan.supp.
+void AbortFuseConnection() {
+  const int closed = CloseFuseDescriptors();
+  spdlog::warn("closed {} FUSE descriptor(s): the kernel aborts the connections", closed);
+}
 
 }  // namespace
 
@@ -85,17 +89,18 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
     fuse_session_destroy(se);
     return Fail(ExitCode::kFailure, "cannot install signal handlers");
   }
-  // Set once mounted. Our mount is told apart from whatever may sit at the path later by its
-  // device number. Closing the session's descriptor aborts the connection once the threads
-  // reading it die in _exit, so the callers blocked on this mount get an error even while a
-  // thread stuck in uninterruptible I/O keeps the process (and its descriptors) alive.
+  // Set once mounted (before the lifecycle thread starts). Our mount is told apart from
+  // whatever may sit at the path later by its device number. Closing the FUSE descriptors
+  // aborts the connections once the threads reading them die in _exit, so the callers blocked
+  // on this mount get an error even while a thread stuck in uninterruptible I/O keeps the
+  // process (and its descriptor table) alive.
   dev_t mount_dev = 0;
-  int fuse_fd = -1;
+  bool mounted = false;
   std::unique_ptr<ControlMount> control_mount;  // set before the lifecycle thread starts
   Lifecycle::Hooks hooks;
   hooks.on_hangup = [] { ReopenLog(); };
   hooks.on_stop = [b = &parts.backing()] { b->Stop(); };
-  hooks.on_overrun = [&mount_abs, &mount_dev, &fuse_fd, &control_mount] {
+  hooks.on_overrun = [&mount_abs, &mount_dev, &mounted, &control_mount] {
     if (control_mount) control_mount->DetachForExit();
     auto m = FindMount(mount_abs);
     if (m && m->devno == mount_dev) {
@@ -105,7 +110,7 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
         spdlog::warn("detached {}", mount_abs);
       }
     }
-    if (fuse_fd >= 0) AbortFuseConnection(fuse_fd);
+    if (mounted) AbortFuseConnection();
   };
   // After fuse_set_signal_handlers, before the mount: SIGTERM, SIGINT and SIGHUP are ours
   // from the moment the mount is visible.
@@ -136,7 +141,7 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
                 "cannot mount on '" + mount_abs + "' (see the message above)");
   }
   if (const auto mounted = FindMount(mount_abs)) mount_dev = mounted->devno;
-  fuse_fd = fuse_session_fd(se);
+  mounted = true;
   if (fuse_daemonize(cl.foreground ? 1 : 0) != 0) {
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
