@@ -93,6 +93,7 @@ void ClusterNode::PlanLoop() {
     }
     if (stop_) return;
     std::vector<std::pair<std::string, FileVersion>> batch = directory_.TakeAnnouncements();
+    coordinator_.Coordinate();
     const bool replan = coordinator_.ReplanDue();
     if (!batch.empty()) Broadcast(kHave, EncodeHave(Have{std::move(batch)}));
     if (replan && replan_) replan_();
@@ -128,8 +129,11 @@ void ClusterNode::Dispatch(Message m) {
     case kHave:
       if (auto have = DecodeHave(bytes)) directory_.Record(src, std::move(*have));
       break;
-    case kPlan:
-      coordinator_.OnPlan(src, bytes);
+    case kPart:
+      coordinator_.OnPart(src, bytes);
+      break;
+    case kAssign:
+      coordinator_.OnAssign(src, bytes);
       break;
     case kBye:
       liveness_.MarkGone(src);

@@ -1,6 +1,8 @@
-// Cluster-wide placement: which node's tiers hold which object (a whole file or a chunk,
-// cache/base/object_key.h), from every node's plan digest. Pure functions, no MPI: the same digests
-// give the same result on every node. "file" below means object.
+// The placement of protocol version 4, from every node's whole plan digest (protocol.h): which
+// node's tiers hold which object (a whole file or a chunk, cache/base/object_key.h). The daemon
+// places with holders.h now; this is kept for tools/bench/cluster_scale's side-by-side of the
+// two protocols (--protocol broadcast). Pure functions, no MPI: the same digests give the same
+// result on every node. "file" below means object.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 
 #include "cache/base/string_map.h"
 #include "cache/plan/plan.h"
+#include "cluster/holders.h"
 #include "cluster/protocol.h"
 
 namespace clairfs::cluster {
@@ -34,14 +37,6 @@ ClusterPlacement PlaceCluster(const std::vector<const Digest*>& digests);
 // This node's digest of plan: its read files (sorted by key, first quantized: protocol.h),
 // with capacities from limits.
 Digest MakeDigest(const Plan& plan, const PlacementLimits& limits, int rank, uint64_t generation);
-
-// What ApplyPlacement decided for this node.
-struct LocalPlacement {
-  uint64_t owned_files = 0, owned_bytes = 0;            // files this node's tiers will hold
-  uint64_t from_peers_files = 0, from_peers_bytes = 0;  // read here, held by another node
-  std::unordered_map<int, uint64_t> from_peer_files;    // rank -> files expected from it
-  uint64_t unowned_files = 0, unowned_bytes = 0;        // read here, held by no node
-};
 
 // Places this node's plan: the files it owns go to its tiers (by its own frequency, then
 // first read cluster-wide, fastest tier first; files it owns but does not read are appended

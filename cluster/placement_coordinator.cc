@@ -3,10 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "cache/base/object.h"
 
 namespace clairfs::cluster {
-
-using Clock = std::chrono::steady_clock;
 
 namespace {
 // "ranks 2, 5" or "rank 2", for log lines.
@@ -27,38 +28,89 @@ PlacementCoordinator::PlacementCoordinator(Transport& transport, PeerLiveness& l
       wake_(std::move(wake)),
       rank_(transport.rank()),
       size_(transport.size()),
-      digests_(transport.size()),
-      catalog_sent_(transport.size()),
-      catalogs_(transport.size()),
-      digest_error_(transport.size()) {}
+      sent_(transport.size()),
+      answered_(transport.size(), false),
+      totals_(transport.size()),
+      parts_(transport.size()),
+      assignment_sent_(transport.size(), 0),
+      refused_(transport.size()) {}
+
+CoordinatorRing PlacementCoordinator::LiveRingLocked() const {
+  std::vector<int> live;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || liveness_.Live(r)) live.push_back(r);
+  }
+  return CoordinatorRing(std::move(live));
+}
 
 std::vector<int> PlacementCoordinator::UnregisteredLocked() const {
   std::vector<int> missing;
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_ && liveness_.Live(r) && !digests_[r]) missing.push_back(r);
+    if (r != rank_ && liveness_.Live(r) && !parts_[r]) missing.push_back(r);
   }
   return missing;
 }
 
+std::vector<int> PlacementCoordinator::UnansweredLocked() const {
+  std::vector<int> pending;
+  for (int r = 0; r < size_; ++r) {
+    if (sent_[r] && !answered_[r] && (r == rank_ || liveness_.Live(r))) pending.push_back(r);
+  }
+  return pending;
+}
+
+void PlacementCoordinator::SendPartLocked(int r, Part p) {
+  p.seq = ++next_seq_;
+  answered_[r] = false;
+  if (r == rank_) {
+    TakePartLocked(r, p);
+  } else {
+    std::vector<char> bytes = EncodePart(p);
+    plan_bytes_sent_ += bytes.size();
+    transport_.Send(r, kPart, std::move(bytes));
+  }
+  ++parts_sent_;
+  sent_[r] = std::move(p);
+}
+
 bool PlacementCoordinator::Place(Plan& plan, const PlacementLimits& limits, bool replan) {
   std::unique_lock lock(mu_);
+  const CoordinatorRing ring = LiveRingLocked();
+  const uint64_t capacity =
+      std::accumulate(limits.tier_capacity.begin(), limits.tier_capacity.end(), uint64_t{0});
   if (!replan || !registered_) {
-    Digest mine = MakeDigest(plan, limits, rank_, ++generation_);
-    SendDigestLocked(mine);
-    digests_[rank_] = std::move(mine);
+    std::vector<Part> parts = MakeParts(plan, ring, capacity, ++generation_, size_);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_ || liveness_.Reachable(r)) SendPartLocked(r, std::move(parts[r]));
+    }
+    if (!placed_) holders_.clear();  // a re-registration places with what is known meanwhile
     registered_ = true;
     registered_at_ = Clock::now();
     said_waiting_ = false;
+    ring_ = ring;
+  } else if (!(ring == ring_)) {
+    // The live set changed: only the parts whose objects moved travel again.
+    std::vector<Part> parts = MakeParts(plan, ring, capacity, generation_, size_);
+    for (int r = 0; r < size_; ++r) {
+      const bool same = sent_[r] && sent_[r]->entries.size() == parts[r].entries.size() &&
+                        std::equal(parts[r].entries.begin(), parts[r].entries.end(),
+                                   sent_[r]->entries.begin(), [](const auto& a, const auto& b) {
+                                     return a.key_hash == b.key_hash && a.bytes == b.bytes &&
+                                            a.freq == b.freq && a.first == b.first;
+                                   });
+      if (!same && (r == rank_ || liveness_.Reachable(r))) SendPartLocked(r, std::move(parts[r]));
+    }
+    ring_ = ring;
   }
-  const std::vector<int> missing = UnregisteredLocked();
   const double timeout = std::chrono::duration<double>(options_.plan_timeout).count();
-  if (!missing.empty() && Clock::now() < registered_at_ + options_.plan_timeout) {
-    if (!said_waiting_) {
+  const std::vector<int> missing = UnregisteredLocked();
+  const bool waiting = !UnansweredLocked().empty();
+  if (waiting && !placed_ && Clock::now() < registered_at_ + options_.plan_timeout) {
+    if (!said_waiting_ && !missing.empty()) {
       spdlog::info("rank {} registered its plan; waiting up to {:.0f} s for the plans of {}", rank_,
                    timeout, RankList(missing));
       said_waiting_ = true;
     }
-    placed_ = false;
     lock.unlock();
     wake_();  // the planner watches the deadline
     return false;
@@ -72,70 +124,90 @@ bool PlacementCoordinator::Place(Plan& plan, const PlacementLimits& limits, bool
         RankList(missing), timeout, rank_);
   }
   said_missing_ = missing;
-  std::vector<const Digest*> present;
-  for (int r = 0; r < size_; ++r) {
-    if (digests_[r] && (r == rank_ || liveness_.Live(r))) present.push_back(&*digests_[r]);
-  }
-  totals_ = PlaceCluster(present);
-  local_ = ApplyPlacement(plan, limits, totals_, present, rank_);
+  local_ = ApplyHolders(plan, limits, holders_, rank_, [&](int r) { return liveness_.Live(r); });
   peer_owner_.clear();
   for (const PlanObject& o : plan.objects) {
-    if (o.place == kPeer) peer_owner_.emplace(o.key, totals_.owner.find(o.key)->second);
+    if (o.place != kPeer) continue;
+    auto it = holders_.find(KeyHash(o.key));
+    if (it != holders_.end()) peer_owner_.emplace(o.key, it->second.holder);
   }
   placed_ranks_.clear();
-  for (const Digest* d : present) placed_ranks_.push_back(d->rank);
-  totals_.owner.clear();  // only the counts are kept for InfoJson
+  for (int r = 0; r < size_; ++r) {
+    if (parts_[r] && (r == rank_ || liveness_.Live(r))) placed_ranks_.push_back(r);
+  }
   placed_ = true;
   dirty_ = false;
   return true;
 }
 
-void PlacementCoordinator::SendDigestLocked(const Digest& mine) {
-  const Catalog catalog = EncodeCatalog(mine);
-  std::vector<char> with, without;  // encoded once each, when a rank needs that form
-  for (int r = 0; r < size_; ++r) {
-    if (!liveness_.Reachable(r)) continue;
-    const bool carry = catalog_sent_[r] != catalog.hash;
-    std::vector<char>& bytes = carry ? with : without;
-    if (bytes.empty()) bytes = EncodeDigest(mine, catalog, carry);
-    transport_.Send(r, kPlan, bytes);
-    plan_bytes_sent_ += bytes.size();
-    catalog_sends_ += carry;
-    catalog_sent_[r] = catalog.hash;
-  }
+void PlacementCoordinator::TakePartLocked(int r, Part p) {
+  if (parts_[r] && parts_[r]->seq >= p.seq) return;
+  parts_[r] = std::make_shared<const Part>(std::move(p));
+  if (!first_part_at_) first_part_at_ = Clock::now();
+  coord_dirty_ = true;
 }
 
-void PlacementCoordinator::OnPlan(int r, std::string_view bytes) {
+void PlacementCoordinator::OnPart(int r, std::string_view bytes) {
   std::string why;
-  auto d = DecodeDigest(bytes, &catalogs_[r], &why);
-  if (d && d->rank != r) why = "it names rank " + std::to_string(d->rank);
-  if (!why.empty()) {
-    RefuseDigest(r, why);
+  std::optional<Part> p = DecodePart(bytes, &why);
+  if (!p) {
+    Refuse(r, "plan part", why);
     return;
   }
-  digest_error_[r].clear();
   {
     std::lock_guard lock(mu_);
-    if (digests_[r] && digests_[r]->generation >= d->generation) return;
-    digests_[r] = std::move(*d);
-    dirty_ = true;
+    plan_bytes_received_ += bytes.size();
+    refused_[r].clear();
+    TakePartLocked(r, std::move(*p));
   }
   liveness_.MarkBack(r);
   wake_();
 }
 
-void PlacementCoordinator::RefuseDigest(int r, const std::string& why) {
-  stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
-  if (digest_error_[r] != why) {  // logged once per reason until r sends a good digest
-    spdlog::error("peer rank {}: plan digest refused: {}; its plan is left out of the placement", r,
-                  why);
-    digest_error_[r] = why;
+bool PlacementCoordinator::TakeAssignmentLocked(int r, const Assignment& a) {
+  if (!sent_[r] || a.seq != sent_[r]->seq) return true;  // answers an earlier part
+  const std::vector<PartEntry>& entries = sent_[r]->entries;
+  if (a.holder.size() != entries.size()) return false;
+  size_t k = 0;
+  for (size_t e = 0; e < entries.size(); ++e) {
+    HolderInfo& h = holders_[entries[e].key_hash];
+    h.holder = a.holder[e];
+    h.cluster_first = a.holder[e] == rank_ ? a.first[k++] : 0;
   }
+  totals_[r] = a.totals;
+  answered_[r] = true;
+  dirty_ = true;
+  return true;
+}
+
+void PlacementCoordinator::OnAssign(int r, std::string_view bytes) {
+  std::string why;
+  std::optional<Assignment> a = DecodeAssignment(bytes, rank_, size_, &why);
+  if (a) {
+    std::lock_guard lock(mu_);
+    plan_bytes_received_ += bytes.size();
+    if (!TakeAssignmentLocked(r, *a)) why = "its entries do not match the part it answers";
+  }
+  if (!why.empty()) {
+    Refuse(r, "assignment", why);
+    return;
+  }
+  wake_();
+}
+
+void PlacementCoordinator::Refuse(int r, const char* what, const std::string& why) {
+  stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(mu_);
-    if (!digests_[r]) return;
-    digests_[r].reset();
-    dirty_ = true;
+    const std::string reason = std::string(what) + ": " + why;
+    if (refused_[r] != reason) {  // logged once per reason until r sends a good one
+      spdlog::error("peer rank {}: {} refused: {}; its plan is left out of the placement", r, what,
+                    why);
+      refused_[r] = reason;
+    }
+    if (std::string_view(what) != "plan part" || !parts_[r]) return;
+    parts_[r].reset();
+    coord_dirty_ = true;
   }
   wake_();
 }
@@ -144,15 +216,62 @@ void PlacementCoordinator::Invalidate() {
   {
     std::lock_guard lock(mu_);
     dirty_ = true;
+    coord_dirty_ = true;
   }
   wake_();
+}
+
+void PlacementCoordinator::Coordinate() {
+  std::vector<ReaderPart> given;
+  std::vector<std::shared_ptr<const Part>> hold;  // keeps given's parts alive unlocked
+  double share;
+  {
+    std::lock_guard lock(mu_);
+    if (!coord_dirty_ || !first_part_at_) return;
+    const bool all_in = UnregisteredLocked().empty() && parts_[rank_];
+    if (!all_in && !decided_ && Clock::now() < *first_part_at_ + options_.plan_timeout) return;
+    coord_dirty_ = false;
+    for (int r = 0; r < size_; ++r) {
+      if (!parts_[r] || (r != rank_ && !liveness_.Live(r))) continue;
+      hold.push_back(parts_[r]);
+      given.push_back({r, parts_[r].get()});
+    }
+    share = LiveRingLocked().Share(rank_);
+  }
+  const auto start = Clock::now();
+  Decision d = DecideHolders(given, share, rank_, size_);
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  bool mine = false;
+  {
+    std::lock_guard lock(mu_);
+    decided_ = true;
+    coordinated_ = d.totals;
+    coordinated_reads_ = 0;
+    for (const ReaderPart& p : given) coordinated_reads_ += p.part->entries.size();
+    decide_seconds_ = took;
+    for (size_t i = 0; i < given.size(); ++i) {
+      const int r = given[i].rank;
+      if (r == rank_) {
+        mine = TakeAssignmentLocked(r, d.assignments[i]);
+        continue;
+      }
+      if (!liveness_.Reachable(r)) continue;
+      std::vector<char> bytes = EncodeAssignment(d.assignments[i], r);
+      const uint64_t h = HashBytes(bytes.data(), bytes.size()) | 1;  // 0 means none sent
+      if (assignment_sent_[r] == h) continue;
+      assignment_sent_[r] = h;
+      plan_bytes_sent_ += bytes.size();
+      transport_.Send(r, kAssign, std::move(bytes));
+    }
+  }
+  if (mine) wake_();
 }
 
 bool PlacementCoordinator::ReplanDue() {
   std::lock_guard lock(mu_);
   if (!registered_) return false;
   const bool ready =
-      UnregisteredLocked().empty() || Clock::now() >= registered_at_ + options_.plan_timeout;
+      UnansweredLocked().empty() || Clock::now() >= registered_at_ + options_.plan_timeout;
   const bool due = (!placed_ && ready) || (placed_ && dirty_);
   if (due) dirty_ = false;
   return due;
@@ -169,10 +288,17 @@ std::string PlacementCoordinator::InfoJson() const {
   using nlohmann::json;
   std::lock_guard lock(mu_);
   json registered = json::array(), down = json::array(), generations = json::array();
+  CoordinatorTotals cluster;
+  uint64_t memory = holders_.size() * (sizeof(uint64_t) + sizeof(HolderInfo) + 2 * sizeof(void*));
   for (int r = 0; r < size_; ++r) {
-    if (digests_[r]) registered.push_back(r);
-    generations.push_back(digests_[r] ? digests_[r]->generation : 0);
+    if (parts_[r]) {
+      registered.push_back(r);
+      memory += parts_[r]->entries.size() * sizeof(PartEntry);
+    }
+    if (sent_[r]) memory += sent_[r]->entries.size() * sizeof(PartEntry);
+    generations.push_back(parts_[r] ? parts_[r]->generation : 0);
     if (r != rank_ && !liveness_.Live(r)) down.push_back(r);
+    if (totals_[r]) cluster += *totals_[r];
   }
   json from = json::object();
   for (const auto& [r, files] : local_.from_peer_files) from[std::to_string(r)] = files;
@@ -182,7 +308,10 @@ std::string PlacementCoordinator::InfoJson() const {
       {"registered", registered},
       {"generations", generations},
       {"plan_bytes_sent", plan_bytes_sent_},
-      {"catalogs_sent", catalog_sends_},
+      {"plan_bytes_received", plan_bytes_received_},
+      {"plan_memory_bytes", memory},
+      {"parts_sent", parts_sent_},
+      {"unanswered", UnansweredLocked()},
       {"unreachable", down},
       // Live ranks with no plan: this node waits for them (state "waiting for plans") until
       // plan_timeout after its own registration, then places without them.
@@ -201,9 +330,16 @@ std::string PlacementCoordinator::InfoJson() const {
         {"bytes", local_.from_peers_bytes},
         {"by_rank", from}}},
       {"unowned", {{"objects", local_.unowned_files}, {"bytes", local_.unowned_bytes}}},
-      {"cluster_objects", totals_.files},
-      {"cluster_bytes", totals_.bytes},
-      {"predicted_cluster_backing_bytes", totals_.predicted_backing_bytes}};
+      {"coordinated",
+       {{"objects", coordinated_.objects},
+        {"reads", coordinated_reads_},
+        {"held_objects", coordinated_.held_objects},
+        {"seconds", decide_seconds_}}},
+      // Sums of the totals of the coordinators that answered this node: the whole cluster's
+      // once every coordinator has (every rank gets an answer, an empty part's included).
+      {"cluster_objects", cluster.objects},
+      {"cluster_bytes", cluster.bytes},
+      {"predicted_cluster_backing_bytes", cluster.predicted_backing_bytes}};
   return j.dump();
 }
 

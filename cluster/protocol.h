@@ -4,14 +4,19 @@
 // (CheckHeader) and its sender treated as down: ranks running different clairfs builds must
 // not exchange bytes whose layout they may not share. Bump kProtocolVersion with any change
 // of an encoding below.
-//   kPlan     a node's plan digest, sent to every rank when the node registers a manifest;
-//             carries the node's catalog too when the receiver was not sent that one yet
+//   kPart     the objects a node reads that the receiver coordinates (plan_parts.h), sent
+//             to every rank, empty or not, when the node registers a manifest
+//   kAssign   a coordinator's answer to a part: the holder of each of its objects
 //   kHave     files a node's tiers now hold (announcements, batched)
 //   kRequest  "send me path at version", answered by exactly one kReply
 //   kReply    the bytes and their xxh3, or "not here" (answered at once, never waited for)
 //   kBye      the sender is leaving; stop asking it
 //   kPush     a file its owner had not announced when the sender read it from the backing
 //             store: the owner may keep it instead of reading the backing store again
+// The plan digests below (Digest, Catalog) are the protocol of version 4, which sent every
+// node's whole plan to every rank. The daemon no longer sends them; they are kept, with
+// PlaceCluster (placement.h), for tools/bench/cluster_scale's side-by-side of the two
+// protocols (--protocol broadcast).
 #pragma once
 
 #include <cstdint>
@@ -25,8 +30,9 @@
 namespace clairfs::cluster {
 
 inline constexpr uint32_t kMagic = 0x53464c43;  // "CLFS" in memory order
-// 1: unversioned; 2: whole files only; 3: digests list every object's key and version
-inline constexpr uint16_t kProtocolVersion = 4;
+// 1: unversioned; 2: whole files only; 3: digests list every object's key and version;
+// 4: catalogs sent once per rank; 5: partitioned plans (kPart, kAssign) instead of digests
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kHeaderBytes = 8;
 
 enum class HeaderCheck { kOk, kNoMagic, kOtherVersion };
@@ -36,7 +42,7 @@ HeaderCheck CheckHeader(std::string_view bytes, uint16_t* version);
 // A kBye message: the header alone.
 std::vector<char> EncodeBye();
 
-enum Tag : int { kPlan = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5, kPush = 6 };
+enum Tag : int { kPart = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5, kPush = 6, kAssign = 7 };
 
 // One object of a node's plan (a whole file or a chunk: cache/base/object_key.h).
 struct DigestFile {

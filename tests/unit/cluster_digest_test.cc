@@ -13,6 +13,8 @@
 #include <random>
 #include <set>
 
+#include "cache/backing/resolver.h"
+#include "cache/manifest/manifest.h"
 #include "cluster/placement.h"
 #include "cluster/protocol.h"
 #include "tests/unit/mem_backing.h"
@@ -413,6 +415,87 @@ TEST(DigestWireTest, PlacementFromWireDigestsEqualsTheUnquantizedOne) {
       EXPECT_EQ(xa->tier_order, xb->tier_order);
     }
   }
+}
+
+// The placement of protocol version 4 (placement.h), from whole digests.
+Digest MakeNode(int rank, uint64_t capacity,
+                std::vector<std::tuple<std::string, uint32_t, double>> files) {
+  Digest d{rank, 1, {capacity}, {}};
+  for (auto& [path, freq, first] : files) d.files.push_back({path, {100, 1}, freq, first});
+  return d;
+}
+
+TEST(PlacementTest, MostFrequentReaderOwnsThenEarliestThenRoomiest) {
+  Digest a = MakeNode(0, 1000, {{"f", 1, 0.5}, {"g", 2, 0.1}, {"h", 1, 0.2}});
+  Digest b = MakeNode(1, 1000, {{"f", 3, 0.9}, {"g", 2, 0.0}, {"h", 1, 0.6}});
+  Digest c = MakeNode(2, 1000, {});
+  auto p = PlaceCluster({&a, &b, &c});
+  EXPECT_EQ(p.owner.at("f"), 1);  // read most by 1
+  EXPECT_EQ(p.owner.at("g"), 1);  // tie: 1 reads it first
+  EXPECT_EQ(p.owner.at("h"), 0);  // tie: 0 reads it first
+  EXPECT_EQ(p.files, 3u);
+  EXPECT_EQ(p.owned_files, 3u);
+  EXPECT_EQ(p.predicted_backing_bytes, 300u);  // each file once
+
+  // Readers without room: the roomiest node holds it; nowhere: no owner, read every time.
+  Digest small0 = MakeNode(0, 100, {{"x", 2, 0.0}, {"y", 1, 0.1}, {"z", 1, 0.2}});
+  Digest small1 = MakeNode(1, 150, {});
+  auto q = PlaceCluster({&small0, &small1});
+  EXPECT_EQ(q.owner.at("x"), 0);
+  EXPECT_EQ(q.owner.at("y"), 1);
+  EXPECT_EQ(q.owner.count("z"), 0u);
+  EXPECT_EQ(q.predicted_backing_bytes, 100u + 100u + 100u);
+}
+
+TEST(PlacementTest, ChunksEveryNodeReadsAlikeAreSpreadOverTheNodes) {
+  // 4 nodes read the 400 chunks of one shard equally often and at the same moments (as a
+  // shuffled-records job whose ranks see the same order): no node is preferred, so the owners
+  // rotate with the key's hash instead of all going to rank 0 (and all fetches to one node).
+  std::vector<Digest> nodes;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::tuple<std::string, uint32_t, double>> chunks;
+    for (int k = 0; k < 400; ++k) {
+      chunks.emplace_back(ObjectKey("shard", {k * 100ull, 100}), 3, k / 400.0);
+    }
+    nodes.push_back(MakeNode(r, 1'000'000, chunks));
+  }
+  auto p = PlaceCluster({&nodes[0], &nodes[1], &nodes[2], &nodes[3]});
+  std::map<int, int> owned;
+  for (const auto& [key, rank] : p.owner) ++owned[rank];
+  ASSERT_EQ(owned.size(), 4u);
+  for (const auto& [rank, n] : owned) {
+    EXPECT_GT(n, 60) << "rank " << rank;  // 100 each on average
+    EXPECT_LT(n, 140) << "rank " << rank;
+  }
+  // The same digests give the same owners on every node.
+  auto again = PlaceCluster({&nodes[3], &nodes[1], &nodes[0], &nodes[2]});
+  EXPECT_EQ(again.owner, p.owner);
+}
+
+TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
+  MemBacking backing;
+  for (const char* f : {"f", "g", "h", "k"}) backing.AddFile(f, std::string(100, 'x'));
+  ManifestParser parser;
+  parser.Feed("f\ng\nh\nf\n");
+  PathResolver resolver(backing, {});
+  auto plan =
+      BuildPlan(std::move(parser).Finish(), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
+  ASSERT_TRUE(plan.ok());
+  PlacementLimits limits{{"ram"}, {1000}, 1000};
+  Digest mine = MakeDigest(*plan.value(), limits, 0, 1);
+  Digest other{1, 1, {1000}, {{"g", {100, 1}, 5, 0.0}, {"k", {100, 1}, 1, 0.0}}};
+  mine.files.push_back({"k", {100, 1}, 0, 1.0});  // nobody but 1 reads k; force 0 to own it:
+  other.tier_capacity = {0};                      // 1 has no room
+  mine.files.pop_back();
+  auto placement = PlaceCluster({&mine, &other});
+  auto local = ApplyPlacement(*plan.value(), limits, placement, {&mine, &other}, 0);
+  Plan& p = *plan.value();
+  EXPECT_EQ(p.objects[p.Find("f")].place, Placement::Tier(0));
+  EXPECT_EQ(p.objects[p.Find("g")].place, Placement::Tier(0));  // 1 reads it more but has no room
+  ASSERT_NE(p.Find("k"), kNoPos);                               // owned, not read here: appended
+  EXPECT_EQ(p.objects[p.Find("k")].place, Placement::Tier(0));
+  EXPECT_EQ(local.owned_files, 4u);
+  EXPECT_EQ(local.from_peers_files, 0u);
 }
 
 }  // namespace

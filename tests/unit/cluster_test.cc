@@ -15,6 +15,7 @@
 #include "cluster/cluster_node.h"
 #include "cluster/loopback_transport.h"
 #include "cluster/placement.h"
+#include "cluster/plan_parts.h"
 #include "cluster/protocol.h"
 #include "tests/unit/cluster_test_util.h"
 #include "tests/unit/mem_backing.h"
@@ -48,9 +49,13 @@ TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
 }
 
 TEST(ProtocolTest, EveryMessageCarriesMagicAndVersion) {
-  std::vector<std::vector<char>> all = {
-      EncodeDigest({1, 1, {1}, {}}, EncodeCatalog({}), true), EncodeHave({{{"p", {1, 1}}}}),
-      EncodeRequest({1, {1, 1}, "p"}), EncodeReply({1, 0, 0, {1, 1}}, nullptr, 0), EncodeBye()};
+  std::vector<std::vector<char>> all = {EncodeDigest({1, 1, {1}, {}}, EncodeCatalog({}), true),
+                                        EncodePart({}),
+                                        EncodeAssignment({}, 0),
+                                        EncodeHave({{{"p", {1, 1}}}}),
+                                        EncodeRequest({1, {1, 1}, "p"}),
+                                        EncodeReply({1, 0, 0, {1, 1}}, nullptr, 0),
+                                        EncodeBye()};
   auto blob = clairfs::testing::MakeBlob("abc");
   all.push_back(EncodePush("p", *blob));
   for (const auto& m : all) {
@@ -78,86 +83,6 @@ TEST(ProtocolTest, EveryMessageCarriesMagicAndVersion) {
   auto push = EncodePush("p", *blob);
   EXPECT_EQ(DecodePush({push.data(), push.size()}, &h, &data, &n), "p");
   EXPECT_EQ(std::string(data, n), "abc");
-}
-
-Digest MakeNode(int rank, uint64_t capacity,
-                std::vector<std::tuple<std::string, uint32_t, double>> files) {
-  Digest d{rank, 1, {capacity}, {}};
-  for (auto& [path, freq, first] : files) d.files.push_back({path, {100, 1}, freq, first});
-  return d;
-}
-
-TEST(PlacementTest, MostFrequentReaderOwnsThenEarliestThenRoomiest) {
-  Digest a = MakeNode(0, 1000, {{"f", 1, 0.5}, {"g", 2, 0.1}, {"h", 1, 0.2}});
-  Digest b = MakeNode(1, 1000, {{"f", 3, 0.9}, {"g", 2, 0.0}, {"h", 1, 0.6}});
-  Digest c = MakeNode(2, 1000, {});
-  auto p = PlaceCluster({&a, &b, &c});
-  EXPECT_EQ(p.owner.at("f"), 1);  // read most by 1
-  EXPECT_EQ(p.owner.at("g"), 1);  // tie: 1 reads it first
-  EXPECT_EQ(p.owner.at("h"), 0);  // tie: 0 reads it first
-  EXPECT_EQ(p.files, 3u);
-  EXPECT_EQ(p.owned_files, 3u);
-  EXPECT_EQ(p.predicted_backing_bytes, 300u);  // each file once
-
-  // Readers without room: the roomiest node holds it; nowhere: no owner, read every time.
-  Digest small0 = MakeNode(0, 100, {{"x", 2, 0.0}, {"y", 1, 0.1}, {"z", 1, 0.2}});
-  Digest small1 = MakeNode(1, 150, {});
-  auto q = PlaceCluster({&small0, &small1});
-  EXPECT_EQ(q.owner.at("x"), 0);
-  EXPECT_EQ(q.owner.at("y"), 1);
-  EXPECT_EQ(q.owner.count("z"), 0u);
-  EXPECT_EQ(q.predicted_backing_bytes, 100u + 100u + 100u);
-}
-
-TEST(PlacementTest, ChunksEveryNodeReadsAlikeAreSpreadOverTheNodes) {
-  // 4 nodes read the 400 chunks of one shard equally often and at the same moments (as a
-  // shuffled-records job whose ranks see the same order): no node is preferred, so the owners
-  // rotate with the key's hash instead of all going to rank 0 (and all fetches to one node).
-  std::vector<Digest> nodes;
-  for (int r = 0; r < 4; ++r) {
-    std::vector<std::tuple<std::string, uint32_t, double>> chunks;
-    for (int k = 0; k < 400; ++k) {
-      chunks.emplace_back(ObjectKey("shard", {k * 100ull, 100}), 3, k / 400.0);
-    }
-    nodes.push_back(MakeNode(r, 1'000'000, chunks));
-  }
-  auto p = PlaceCluster({&nodes[0], &nodes[1], &nodes[2], &nodes[3]});
-  std::map<int, int> owned;
-  for (const auto& [key, rank] : p.owner) ++owned[rank];
-  ASSERT_EQ(owned.size(), 4u);
-  for (const auto& [rank, n] : owned) {
-    EXPECT_GT(n, 60) << "rank " << rank;  // 100 each on average
-    EXPECT_LT(n, 140) << "rank " << rank;
-  }
-  // The same digests give the same owners on every node.
-  auto again = PlaceCluster({&nodes[3], &nodes[1], &nodes[0], &nodes[2]});
-  EXPECT_EQ(again.owner, p.owner);
-}
-
-TEST(PlacementTest, ApplyPlacementFillsOwnedFilesAndCountsPeerFiles) {
-  MemBacking backing;
-  for (const char* f : {"f", "g", "h", "k"}) backing.AddFile(f, std::string(100, 'x'));
-  ManifestParser parser;
-  parser.Feed("f\ng\nh\nf\n");
-  PathResolver resolver(backing, {});
-  auto plan =
-      BuildPlan(std::move(parser).Finish(), resolver, nullptr, StreamChange::kReplace, 1ull << 30);
-  ASSERT_TRUE(plan.ok());
-  PlacementLimits limits{{"ram"}, {1000}, 1000};
-  Digest mine = MakeDigest(*plan.value(), limits, 0, 1);
-  Digest other{1, 1, {1000}, {{"g", {100, 1}, 5, 0.0}, {"k", {100, 1}, 1, 0.0}}};
-  mine.files.push_back({"k", {100, 1}, 0, 1.0});  // nobody but 1 reads k; force 0 to own it:
-  other.tier_capacity = {0};                      // 1 has no room
-  mine.files.pop_back();
-  auto placement = PlaceCluster({&mine, &other});
-  auto local = ApplyPlacement(*plan.value(), limits, placement, {&mine, &other}, 0);
-  Plan& p = *plan.value();
-  EXPECT_EQ(p.objects[p.Find("f")].place, Placement::Tier(0));
-  EXPECT_EQ(p.objects[p.Find("g")].place, Placement::Tier(0));  // 1 reads it more but has no room
-  ASSERT_NE(p.Find("k"), kNoPos);                               // owned, not read here: appended
-  EXPECT_EQ(p.objects[p.Find("k")].place, Placement::Tier(0));
-  EXPECT_EQ(local.owned_files, 4u);
-  EXPECT_EQ(local.from_peers_files, 0u);
 }
 
 using clairfs::testing::ForwardingTransport;
@@ -190,21 +115,6 @@ class OtherVersionTransport : public ForwardingTransport {
 
  private:
   const uint16_t version_;
-};
-
-// Sends every kPlan without its catalog, as if the receiver had been sent it already.
-class CatalogStrippingTransport : public ForwardingTransport {
- public:
-  using ForwardingTransport::ForwardingTransport;
-  void Send(int dst, int tag, std::vector<char> bytes) override {
-    if (tag == kPlan) {
-      std::string why;
-      std::optional<Catalog> held;
-      auto d = DecodeDigest({bytes.data(), bytes.size()}, &held, &why);
-      if (d && held) bytes = EncodeDigest(*d, *held, false);
-    }
-    ForwardingTransport::Send(dst, tag, std::move(bytes));
-  }
 };
 
 // One node: its own backing view, RAM tier, prefetcher and cluster node.
@@ -461,49 +371,67 @@ TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
   }
 }
 
-TEST_F(ClusterTest, TheCatalogIsSentOnlyWhenItChanges) {
-  net_ = std::make_unique<LoopbackNetwork>(2);
+// Cuts every kPart it sends short by one byte: a part no coordinator can decode.
+class PartTruncatingTransport : public ForwardingTransport {
+ public:
+  using ForwardingTransport::ForwardingTransport;
+  void Send(int dst, int tag, std::vector<char> bytes) override {
+    if (tag == kPart) bytes.pop_back();
+    ForwardingTransport::Send(dst, tag, std::move(bytes));
+  }
+};
+
+TEST_F(ClusterTest, EachRankIsSentOnlyThePartItCoordinates) {
+  const int n = 3;
+  net_ = std::make_unique<LoopbackNetwork>(n);
   Stats stats;
   ClusterNode peer(net_->at(0), PeerOptions{}, &stats);  // not started: Place() alone sends
   const PlacementLimits limits{{"ram"}, {kFiles * kSize}, 64 << 10};
-  std::optional<Catalog> held;  // what rank 1 keeps
-  // Registers plan and returns the kPlan rank 1 got.
-  auto registered = [&](const std::shared_ptr<Plan>& plan, bool replan = false) {
-    EXPECT_FALSE(peer.Place(*plan, limits, replan));  // rank 1 has not registered
-    auto m = net_->at(1).Receive(1s);
-    EXPECT_TRUE(m && m->tag == kPlan);
-    EXPECT_FALSE(net_->at(1).Receive(0ms)) << "one message per registration";
-    return m ? m->bytes : std::vector<char>{};
+  const CoordinatorRing ring({0, 1, 2});
+  // Registers plan; returns the parts ranks 1 and 2 got (exactly one each).
+  auto registered = [&](const std::shared_ptr<Plan>& plan) {
+    EXPECT_FALSE(peer.Place(*plan, limits, false));  // the coordinators have not answered
+    std::vector<Part> got;
+    for (int r = 1; r < n; ++r) {
+      auto m = net_->at(r).Receive(1s);
+      EXPECT_TRUE(m && m->tag == kPart);
+      EXPECT_FALSE(net_->at(r).Receive(0ms)) << "one message per rank and registration";
+      std::string why;
+      auto p = m ? DecodePart({m->bytes.data(), m->bytes.size()}, &why) : std::nullopt;
+      EXPECT_TRUE(p) << why;
+      got.push_back(p.value_or(Part{}));
+      // About 16 bytes per object: its hash, size, frequency and first read.
+      if (m && p) {
+        EXPECT_LE(m->bytes.size(), 16 * p->entries.size() + 32);
+      }
+    }
+    return got;
   };
-  auto carries_catalog = [](const std::vector<char>& bytes) {
-    std::optional<Catalog> none;
-    std::string why;
-    return DecodeDigest({bytes.data(), bytes.size()}, &none, &why).has_value();
-  };
-  std::string why;
-  auto first = registered(PlanOf(Order(0, 1, 2)));
-  EXPECT_TRUE(carries_catalog(first));
-  auto d = DecodeDigest({first.data(), first.size()}, &held, &why);
-  ASSERT_TRUE(d) << why;
-  EXPECT_EQ(d->files.size(), static_cast<size_t>(kFiles));
-  // An epoch appended over the same files: the digest alone, at most 8 bytes per object plus
-  // its fixed part.
-  auto second = registered(PlanOf(Order(0, 1, 3)));
-  EXPECT_FALSE(carries_catalog(second));
-  EXPECT_LE(second.size(), 8u * kFiles + 64);
-  d = DecodeDigest({second.data(), second.size()}, &held, &why);
-  ASSERT_TRUE(d) << why;
-  EXPECT_EQ(d->generation, 2u);
-  EXPECT_EQ(d->files[0].freq, 3u);
-  // Another file set: a new catalog travels along.
-  auto third = registered(PlanOf(Order(0, 2, 1)));
-  EXPECT_TRUE(carries_catalog(third));
-  d = DecodeDigest({third.data(), third.size()}, &held, &why);
-  ASSERT_TRUE(d) << why;
-  EXPECT_EQ(d->files.size(), static_cast<size_t>(kFiles / 2));
+  auto plan = PlanOf(Order(0, 1, 2));
+  auto parts = registered(plan);
+  size_t sent = 0;
+  for (int r = 1; r < n; ++r) {
+    for (const PartEntry& e : parts[r - 1].entries) {
+      EXPECT_EQ(ring.Coordinator(e.key_hash), r);
+      EXPECT_EQ(e.freq, 2u);  // two epochs over every file
+      EXPECT_EQ(e.bytes, kSize);
+    }
+    EXPECT_EQ(parts[r - 1].generation, 1u);
+    EXPECT_EQ(parts[r - 1].capacity, kFiles * kSize);
+    sent += parts[r - 1].entries.size();
+  }
+  // The rest is rank 0's own: every object goes to exactly one coordinator.
+  size_t own = 0;
+  for (const PlanObject& o : plan->objects) own += ring.Coordinator(KeyHash(o.key)) == 0;
+  EXPECT_EQ(sent + own, static_cast<size_t>(kFiles));
+  EXPECT_GT(own, 0u);
+  // A new registration: new parts, of generation 2.
+  parts = registered(PlanOf(Order(0, 2, 1)));
+  EXPECT_EQ(parts[0].generation, 2u);
+  EXPECT_LE(parts[1].entries.size() + parts[0].entries.size(), static_cast<size_t>(kFiles / 2));
 }
 
-TEST_F(ClusterTest, ADigestNamingAnUnknownCatalogIsRefusedAndItsRankLeftUnplaced) {
+TEST_F(ClusterTest, AMalformedPartIsRefusedAndItsRankLeftUnplaced) {
   std::ostringstream log;
   auto logger = std::make_shared<spdlog::logger>(
       "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
@@ -513,7 +441,7 @@ TEST_F(ClusterTest, ADigestNamingAnUnknownCatalogIsRefusedAndItsRankLeftUnplaced
   po.plan_timeout = 300ms;
   net_ = std::make_unique<LoopbackNetwork>(2);
   stats_ = std::vector<Stats>(2);
-  wrapper_ = std::make_unique<CatalogStrippingTransport>(net_->at(1));
+  wrapper_ = std::make_unique<PartTruncatingTransport>(net_->at(1));
   nodes_.push_back(
       std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, po, &stats_[0], 2 * kSize));
   nodes_.push_back(
@@ -533,9 +461,10 @@ TEST_F(ClusterTest, ADigestNamingAnUnknownCatalogIsRefusedAndItsRankLeftUnplaced
   nodes_.clear();
   spdlog::set_default_logger(previous);
   const std::string text = log.str();
-  const std::string want = "peer rank 1: plan digest refused: digest names catalog";
-  EXPECT_NE(text.find(want), std::string::npos) << text;
-  EXPECT_EQ(text.find(want), text.rfind(want)) << "logged once: " << text;
+  const std::string want = "peer rank 1: plan part refused: trailing bytes";
+  const std::string want2 = "peer rank 1: plan part refused: truncated";
+  const size_t at = text.find(want) != std::string::npos ? text.find(want) : text.find(want2);
+  EXPECT_NE(at, std::string::npos) << text;
 }
 
 }  // namespace

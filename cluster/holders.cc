@@ -1,0 +1,200 @@
+#include "cluster/holders.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace clairfs::cluster {
+namespace {
+
+// One read of one object: which part and entry it came from.
+struct Read {
+  uint64_t key_hash;
+  uint32_t part;   // index into the parts given
+  uint32_t entry;  // index into that part's entries
+};
+
+}  // namespace
+
+std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint64_t capacity,
+                            uint64_t generation, int ranks) {
+  std::vector<Part> parts(ranks);
+  for (Part& p : parts) {
+    p.generation = generation;
+    p.capacity = capacity;
+  }
+  const uint64_t span = plan.span();
+  for (const PlanObject& o : plan.objects) {
+    if (o.freq == 0) continue;
+    const uint64_t h = KeyHash(o.key);
+    const int c = ring.Coordinator(h);
+    if (c < 0 || c >= ranks) continue;
+    parts[c].entries.push_back({h, o.bytes, o.freq, QuantizeFirst32(o.first, span)});
+  }
+  return parts;
+}
+
+Decision DecideHolders(const std::vector<ReaderPart>& parts, double share, int coordinator,
+                       int ranks) {
+  Decision out;
+  // The last tie-break: ranks in turn from the coordinator's, so that the odd objects of
+  // different coordinators go to different nodes.
+  auto turn = [&](int r) { return ((r - coordinator) % ranks + ranks) % ranks; };
+  out.assignments.resize(parts.size());
+  std::vector<Read> reads;
+  for (uint32_t p = 0; p < parts.size(); ++p) {
+    const Part& part = *parts[p].part;
+    out.assignments[p].seq = part.seq;
+    out.assignments[p].holder.assign(part.entries.size(), kNoHolder);
+    for (uint32_t e = 0; e < part.entries.size(); ++e) {
+      reads.push_back({part.entries[e].key_hash, p, e});
+    }
+  }
+  // Group the reads by object; within an object, by part index (the same on every node for the
+  // same parts, as parts are given by rank).
+  std::sort(reads.begin(), reads.end(), [](const Read& a, const Read& b) {
+    return a.key_hash != b.key_hash ? a.key_hash < b.key_hash : a.part < b.part;
+  });
+  struct Object {
+    uint64_t key_hash, bytes = 0, total_freq = 0;
+    uint32_t first = 0xFFFFFFFFu;
+    uint32_t begin = 0, end = 0;  // its reads
+  };
+  std::vector<Object> objects;
+  for (uint32_t i = 0; i < reads.size();) {
+    Object o{reads[i].key_hash};
+    o.begin = i;
+    for (; i < reads.size() && reads[i].key_hash == o.key_hash; ++i) {
+      const PartEntry& e = parts[reads[i].part].part->entries[reads[i].entry];
+      o.bytes = std::max(o.bytes, e.bytes);
+      o.total_freq += e.freq;
+      o.first = std::min(o.first, e.first);
+    }
+    o.end = i;
+    objects.push_back(o);
+  }
+  std::sort(objects.begin(), objects.end(), [](const Object& a, const Object& b) {
+    if (a.total_freq != b.total_freq) return a.total_freq > b.total_freq;
+    if (a.first != b.first) return a.first < b.first;
+    return a.key_hash < b.key_hash;
+  });
+  std::vector<uint64_t> budget(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    budget[p] = static_cast<uint64_t>(static_cast<long double>(parts[p].part->capacity) * share *
+                                      kBudgetSlack);
+  }
+  std::vector<uint32_t> candidates;
+  for (const Object& o : objects) {
+    ++out.totals.objects;
+    out.totals.bytes += o.bytes;
+    candidates.clear();
+    for (uint32_t i = o.begin; i < o.end; ++i) candidates.push_back(i);
+    auto freq = [&](uint32_t i) { return parts[reads[i].part].part->entries[reads[i].entry].freq; };
+    std::sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
+      if (freq(a) != freq(b)) return freq(a) > freq(b);
+      const uint64_t la = budget[reads[a].part], lb = budget[reads[b].part];
+      if (la != lb) return la > lb;
+      return turn(parts[reads[a].part].rank) < turn(parts[reads[b].part].rank);
+    });
+    int holder = kNoHolder;
+    for (uint32_t i : candidates) {
+      uint64_t& left = budget[reads[i].part];
+      if (left >= o.bytes) {
+        left -= o.bytes;
+        holder = parts[reads[i].part].rank;
+        break;
+      }
+    }
+    if (holder == kNoHolder) {
+      out.totals.predicted_backing_bytes += o.bytes * o.total_freq;
+      continue;
+    }
+    ++out.totals.held_objects;
+    out.totals.held_bytes += o.bytes;
+    out.totals.predicted_backing_bytes += o.bytes;
+    for (uint32_t i = o.begin; i < o.end; ++i) {
+      out.assignments[reads[i].part].holder[reads[i].entry] = holder;
+    }
+  }
+  // The holder's entries carry the object's cluster-wide first read, in entry order.
+  std::vector<uint32_t> first_of(reads.size());
+  for (const Object& o : objects) {
+    for (uint32_t i = o.begin; i < o.end; ++i) first_of[i] = o.first;
+  }
+  std::vector<std::vector<uint32_t>> first_by_entry(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    first_by_entry[p].resize(parts[p].part->entries.size());
+  }
+  for (uint32_t i = 0; i < reads.size(); ++i) {
+    first_by_entry[reads[i].part][reads[i].entry] = first_of[i];
+  }
+  for (size_t p = 0; p < parts.size(); ++p) {
+    Assignment& a = out.assignments[p];
+    a.totals = out.totals;
+    for (size_t e = 0; e < a.holder.size(); ++e) {
+      if (a.holder[e] == parts[p].rank) a.first.push_back(first_by_entry[p][e]);
+    }
+  }
+  return out;
+}
+
+LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
+                               const std::vector<int>& holder, const std::vector<uint32_t>& first,
+                               int rank) {
+  LocalPlacement out;
+  const size_t ntiers = limits.tier_capacity.size();
+  std::vector<uint32_t> mine;
+  for (uint32_t id = 0; id < plan.objects.size(); ++id) {
+    PlanObject& f = plan.objects[id];
+    f.place = kStaging;
+    if (f.freq == 0) continue;
+    if (holder[id] == rank) {
+      mine.push_back(id);
+      continue;
+    }
+    if (f.bytes > limits.staging_capacity) f.place = kDirect;
+    if (holder[id] != kNoHolder) {
+      if (f.place == kStaging) f.place = kPeer;
+      ++out.from_peers_files;
+      out.from_peers_bytes += f.bytes;
+      ++out.from_peer_files[holder[id]];
+    } else {
+      ++out.unowned_files;
+      out.unowned_bytes += f.bytes;
+    }
+  }
+  std::sort(mine.begin(), mine.end(), [&](uint32_t a, uint32_t b) {
+    const PlanObject& x = plan.objects[a];
+    const PlanObject& y = plan.objects[b];
+    if (x.freq != y.freq) return x.freq > y.freq;
+    if (first[a] != first[b]) return first[a] < first[b];
+    return x.key < y.key;
+  });
+  std::vector<uint64_t> used(ntiers, 0);
+  plan.tier_order.assign(ntiers, {});
+  for (uint32_t id : mine) {
+    PlanObject& f = plan.objects[id];
+    for (size_t t = 0; t < ntiers; ++t) {
+      if (used[t] + f.bytes <= limits.tier_capacity[t]) {
+        used[t] += f.bytes;
+        f.place = Placement::Tier(t);
+        plan.tier_order[t].push_back(id);
+        ++out.owned_files;
+        out.owned_bytes += f.bytes;
+        break;
+      }
+    }
+    if (f.place.InTier()) continue;
+    // Given beyond this node's capacity (the budgets' slack): read like an unheld object.
+    if (f.bytes > limits.staging_capacity) f.place = kDirect;
+    ++out.unowned_files;
+    out.unowned_bytes += f.bytes;
+  }
+  for (auto& ids : plan.tier_order) {
+    std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+      return first[a] != first[b] ? first[a] < first[b] : a < b;
+    });
+  }
+  return out;
+}
+
+}  // namespace clairfs::cluster

@@ -1,0 +1,100 @@
+// Who holds what, decided object by object by its coordinator (coordinator_ring.h) from the
+// parts of the nodes that read it (plan_parts.h). Pure functions, no MPI.
+//
+// Reader side: MakeParts splits this node's plan by coordinator; ApplyHolders places the plan
+// once the coordinators answered. Coordinator side: DecideHolders.
+//
+// The rule, per object, in order of cluster-wide frequency (ties: earliest first read, then
+// key hash): the holder is the reader that reads it most (so an object only one node reads
+// stays on that node, as in a sharded dataset); among readers reading it equally often, the
+// one with the most budget left at this coordinator (so objects all nodes read alike spread
+// evenly over them, by capacity), then the ranks in turn from the coordinator's. A reader
+// whose budget at this coordinator is spent is skipped for the next one; an object no reader
+// has budget for has no holder and is read from the backing store by each of its readers. A
+// node's budget at a coordinator is its capacity times the coordinator's share of the ring
+// times kBudgetSlack: each coordinator sees about that share of every node's objects, so the
+// budgets add up to the node's capacity with some slack for the spread. What a holder is
+// given beyond its real capacity (the slack) it does not hold (ApplyHolders), and those
+// objects' readers read them from the backing store.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/plan/plan.h"
+#include "cluster/coordinator_ring.h"
+#include "cluster/plan_parts.h"
+
+namespace clairfs::cluster {
+
+inline constexpr double kBudgetSlack = 1.25;
+
+// Reader side. The parts of plan for every rank of ring (by rank, size ranks; a rank not on
+// the ring gets an empty part too): its objects read at least once, by coordinator, in plan
+// order. seq is left 0 for the sender to set.
+std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint64_t capacity,
+                            uint64_t generation, int ranks);
+
+// Coordinator side: one reader's latest part.
+struct ReaderPart {
+  int rank = -1;
+  const Part* part = nullptr;
+};
+struct Decision {
+  std::vector<Assignment> assignments;  // aligned with the parts given, seq set
+  CoordinatorTotals totals;
+};
+// share: this coordinator's share of the ring (CoordinatorRing::Share); coordinator: its rank,
+// of ranks. At most one part per rank. The same arguments give the same decision on any node.
+Decision DecideHolders(const std::vector<ReaderPart>& parts, double share, int coordinator,
+                       int ranks);
+
+// What one coordinator said about an object this node reads.
+struct HolderInfo {
+  int holder = kNoHolder;
+  uint32_t cluster_first = 0;  // when holder is this node: earliest first read cluster-wide
+};
+
+// What ApplyHolders decided for this node.
+struct LocalPlacement {
+  uint64_t owned_files = 0, owned_bytes = 0;            // objects this node's tiers will hold
+  uint64_t from_peers_files = 0, from_peers_bytes = 0;  // read here, held by another node
+  std::unordered_map<int, uint64_t> from_peer_files;    // rank -> objects expected from it
+  uint64_t unowned_files = 0, unowned_bytes = 0;        // read here, held by no node
+};
+
+// Places this node's plan from holders (by key hash; an object missing there, or whose
+// holder is not live, has no holder): what it holds goes to its tiers by its own frequency,
+// then cluster-wide first read, fastest tier first, and is fetched in cluster-wide first-read
+// order; what does not fit is staged. Every other object it reads is staged in read order
+// (kPeer when another node holds it) or read directly when larger than the staging window.
+// Fills plan.tier_order.
+template <typename Live>
+LocalPlacement ApplyHolders(Plan& plan, const PlacementLimits& limits,
+                            const std::unordered_map<uint64_t, HolderInfo>& holders, int rank,
+                            Live live);
+
+// The non-template part of ApplyHolders: holder[i] and first[i] per plan object.
+LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
+                               const std::vector<int>& holder, const std::vector<uint32_t>& first,
+                               int rank);
+
+template <typename Live>
+LocalPlacement ApplyHolders(Plan& plan, const PlacementLimits& limits,
+                            const std::unordered_map<uint64_t, HolderInfo>& holders, int rank,
+                            Live live) {
+  std::vector<int> holder(plan.objects.size(), kNoHolder);
+  std::vector<uint32_t> first(plan.objects.size(), 0);
+  for (size_t i = 0; i < plan.objects.size(); ++i) {
+    if (plan.objects[i].freq == 0) continue;
+    auto it = holders.find(KeyHash(plan.objects[i].key));
+    if (it == holders.end()) continue;
+    if (it->second.holder != rank && !(it->second.holder >= 0 && live(it->second.holder))) continue;
+    holder[i] = it->second.holder;
+    first[i] = it->second.cluster_first;
+  }
+  return ApplyHolderList(plan, limits, holder, first, rank);
+}
+
+}  // namespace clairfs::cluster

@@ -1,0 +1,191 @@
+// The partitioned plan exchange without MPI: the coordinator ring, kPart and kAssign on the
+// wire (hostile inputs included), the coordinator's decision and the reader's placement.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "cluster/coordinator_ring.h"
+#include "cluster/holders.h"
+#include "cluster/plan_parts.h"
+#include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
+
+namespace clairfs::cluster {
+namespace {
+
+TEST(CoordinatorRingTest, SharesAreEvenAndALeavingRankMovesOnlyItsObjects) {
+  std::vector<int> ranks(16);
+  for (int r = 0; r < 16; ++r) ranks[r] = r;
+  const CoordinatorRing ring(ranks);
+  double total = 0;
+  for (int r : ranks) {
+    const double s = ring.Share(r);
+    total += s;
+    EXPECT_GT(s, 0.7 / 16) << r;
+    EXPECT_LT(s, 1.3 / 16) << r;
+  }
+  EXPECT_NEAR(total, 1.0, 1e-9);
+  EXPECT_EQ(ring.Share(99), 0.0);
+  std::vector<int> without = ranks;
+  without.erase(without.begin() + 5);
+  const CoordinatorRing smaller(without);
+  std::mt19937_64 rng(3);
+  std::map<int, int> count;
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t h = rng();
+    const int c = ring.Coordinator(h);
+    ASSERT_GE(c, 0);
+    ++count[c];
+    const int d = smaller.Coordinator(h);
+    if (c != 5) {
+      EXPECT_EQ(d, c);  // only rank 5's objects move
+    } else {
+      EXPECT_NE(d, 5);
+    }
+  }
+  for (int r : ranks) EXPECT_NEAR(count[r] / 100000.0, ring.Share(r), 0.01) << r;
+  EXPECT_EQ(CoordinatorRing().Coordinator(1), -1);
+  EXPECT_EQ(CoordinatorRing({3}).Coordinator(12345), 3);
+  EXPECT_EQ(CoordinatorRing({3}).Share(3), 1.0);
+  EXPECT_TRUE(CoordinatorRing({2, 1, 1}) == CoordinatorRing({1, 2}));
+}
+
+TEST(PlanPartsTest, RoundTripAndHostileBytes) {
+  Part p{7, 2, 1000, {{0x1234, 110000, 3, 17}, {~0ull, 1, 1, 0xFFFFFFFFu}}};
+  const std::vector<char> bytes = EncodePart(p);
+  std::string why;
+  auto q = DecodePart({bytes.data(), bytes.size()}, &why);
+  ASSERT_TRUE(q) << why;
+  EXPECT_EQ(q->seq, 7u);
+  EXPECT_EQ(q->generation, 2u);
+  EXPECT_EQ(q->capacity, 1000u);
+  ASSERT_EQ(q->entries.size(), 2u);
+  EXPECT_EQ(q->entries[1].key_hash, ~0ull);
+  EXPECT_EQ(q->entries[0].bytes, 110000u);
+  EXPECT_EQ(q->entries[0].first, 17u);
+  // Every truncation and one byte too many are refused with a reason, never crash.
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    why.clear();
+    EXPECT_FALSE(DecodePart({bytes.data(), n}, &why)) << n;
+    EXPECT_FALSE(why.empty());
+  }
+  std::vector<char> longer = bytes;
+  longer.push_back(0);
+  EXPECT_FALSE(DecodePart({longer.data(), longer.size()}, &why));
+  // A count the bytes cannot hold is refused before anything is allocated.
+  Part huge{1, 1, 1, {}};
+  std::vector<char> h = EncodePart(huge);
+  h.back() = static_cast<char>(0xFF);  // the count's varint now continues...
+  for (int i = 0; i < 8; ++i) h.push_back(static_cast<char>(0xFF));
+  h.push_back(0x01);
+  EXPECT_FALSE(DecodePart({h.data(), h.size()}, &why));
+  // A zero frequency is malformed.
+  Part zero{1, 1, 1, {{5, 5, 0, 0}}};
+  std::vector<char> z = EncodePart(zero);
+  EXPECT_FALSE(DecodePart({z.data(), z.size()}, &why));
+  EXPECT_NE(why.find("freq"), std::string::npos) << why;
+
+  Assignment a{9, {10, 1000, 4, 400, 1600}, {2, kNoHolder, 0, 0}, {5, 6}};
+  const std::vector<char> ab = EncodeAssignment(a, 0);
+  auto b = DecodeAssignment({ab.data(), ab.size()}, 0, 3, &why);
+  ASSERT_TRUE(b) << why;
+  EXPECT_EQ(b->seq, 9u);
+  EXPECT_EQ(b->holder, a.holder);
+  EXPECT_EQ(b->first, a.first);  // only the receiver's entries carry first
+  EXPECT_EQ(b->totals.predicted_backing_bytes, 1600u);
+  // Header, seq, totals (1+2+1+2+2), count, then holder + 1 per entry, first for rank 0.
+  EXPECT_EQ(ab.size(), 8u + 1 + 8 + 1 + (1 + 1 + 5 + 5));
+  EXPECT_FALSE(DecodeAssignment({ab.data(), ab.size()}, 0, 2, &why));  // rank 2 of 2
+  for (size_t n = 0; n < ab.size(); ++n) {
+    EXPECT_FALSE(DecodeAssignment({ab.data(), n}, 0, 3, &why)) << n;
+  }
+}
+
+PartEntry Entry(uint64_t h, uint32_t freq, uint32_t first = 0, uint64_t bytes = 100) {
+  return {h, bytes, freq, first};
+}
+
+TEST(DecideHoldersTest, MostFrequentReaderHoldsWithinItsBudget) {
+  // share 1 (one coordinator), slack 1.25: a capacity of 160 is a budget of 200 (two objects).
+  Part a{1, 1, 160, {Entry(1, 1, 10), Entry(2, 5, 20), Entry(3, 1, 30), Entry(4, 1, 0)}};
+  Part b{1, 1, 1000, {Entry(2, 1, 5), Entry(4, 3, 90), Entry(5, 1, 1)}};
+  Part c{1, 1, 0, {Entry(6, 1, 1)}};  // no room: what only it reads has no holder
+  Decision d = DecideHolders({{0, &a}, {1, &b}, {2, &c}}, 1.0, 0, 3);
+  ASSERT_EQ(d.assignments.size(), 3u);
+  // Object 2 goes to a (freq 5 > 1), object 4 to b (3 > 1); 1 and 3 only a reads: a has
+  // budget 200 - 100 (object 2) for one more, the earlier-read 1, and 3 is left without one.
+  EXPECT_EQ(d.assignments[0].holder, (std::vector<int>{0, 0, kNoHolder, 1}));
+  EXPECT_EQ(d.assignments[1].holder, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(d.assignments[2].holder, (std::vector<int>{kNoHolder}));
+  // The holder's entries carry the earliest first read across the cluster.
+  EXPECT_EQ(d.assignments[0].first, (std::vector<uint32_t>{10, 5}));
+  EXPECT_EQ(d.assignments[1].first, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(d.totals.objects, 6u);
+  EXPECT_EQ(d.totals.held_objects, 4u);
+  // Held objects once; 3 (freq 1) and 6 (freq 1) at every read.
+  EXPECT_EQ(d.totals.predicted_backing_bytes, 4 * 100u + 100 + 100);
+  for (const Assignment& x : d.assignments) EXPECT_EQ(x.seq, 1u);
+}
+
+TEST(DecideHoldersTest, ObjectsEveryNodeReadsAlikeSpreadEvenly) {
+  std::vector<Part> parts(4);
+  for (int r = 0; r < 4; ++r) {
+    parts[r] = Part{static_cast<uint64_t>(r + 1), 1, 1 << 20, {}};
+    for (uint64_t i = 0; i < 1001; ++i) parts[r].entries.push_back(Entry(i * 7919, 2, i));
+  }
+  std::vector<ReaderPart> given;
+  for (int r = 0; r < 4; ++r) given.push_back({r, &parts[r]});
+  Decision d = DecideHolders(given, 0.25, 1, 4);
+  std::map<int, int> held;
+  for (int h : d.assignments[0].holder) ++held[h];
+  ASSERT_EQ(held.size(), 4u);
+  for (auto [r, n] : held) {
+    EXPECT_GE(n, 250) << r;
+    EXPECT_LE(n, 251) << r;
+  }
+  EXPECT_EQ(held[1], 251);  // the odd one to the coordinator's turn first
+  // Every reader is told the same holder for the same object.
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(d.assignments[r].holder, d.assignments[0].holder);
+  // Given in another order, the same decision.
+  std::vector<ReaderPart> reversed(given.rbegin(), given.rend());
+  Decision e = DecideHolders(reversed, 0.25, 1, 4);
+  EXPECT_EQ(e.assignments[3].holder, d.assignments[0].holder);
+}
+
+TEST(ApplyHoldersTest, HeldObjectsFillTheTiersOthersComeFromPeersOrAreStaged) {
+  using clairfs::testing::MemBacking;
+  MemBacking backing;
+  for (int i = 0; i < 6; ++i) backing.AddFile("f" + std::to_string(i), std::string(100, 'x'));
+  backing.AddFile("big", std::string(5000, 'y'));
+  auto name = [](int i) { return i == 6 ? std::string("big") : "f" + std::to_string(i); };
+  // f0 is read twice.
+  auto plan = clairfs::testing::PlanOfEpochs(backing, {{0, 1, 2, 3, 4, 5, 6}, {0}}, name);
+  std::unordered_map<uint64_t, HolderInfo> holders;
+  holders[KeyHash("f0")] = {0, 7};
+  holders[KeyHash("f1")] = {0, 1};
+  holders[KeyHash("f2")] = {0, 2};  // beyond the tier: staged
+  holders[KeyHash("f3")] = {1, 0};
+  holders[KeyHash("f4")] = {2, 0};  // a holder that is not live: as if none
+  holders[KeyHash("big")] = {1, 0};
+  const PlacementLimits limits{{"ram"}, {200}, 1000};
+  LocalPlacement local = ApplyHolders(*plan, limits, holders, 0, [](int r) { return r == 1; });
+  auto place = [&](const char* k) { return plan->objects[plan->Find(k)].place; };
+  EXPECT_EQ(place("f0"), Placement::Tier(0));  // read most
+  EXPECT_EQ(place("f1"), Placement::Tier(0));  // first read earlier than f2's
+  EXPECT_EQ(place("f2"), kStaging);
+  EXPECT_EQ(place("f3"), kPeer);
+  EXPECT_EQ(place("f4"), kStaging);
+  EXPECT_EQ(place("f5"), kStaging);
+  EXPECT_EQ(place("big"), kDirect);  // larger than the staging window, held by a peer
+  // The tier is filled in cluster-wide first-read order: f1 (1) before f0 (7).
+  ASSERT_EQ(plan->tier_order.size(), 1u);
+  EXPECT_EQ(plan->tier_order[0], (std::vector<uint32_t>{plan->Find("f1"), plan->Find("f0")}));
+  EXPECT_EQ(local.owned_files, 2u);
+  EXPECT_EQ(local.from_peers_files, 2u);
+  EXPECT_EQ(local.from_peer_files.at(1), 2u);
+  EXPECT_EQ(local.unowned_files, 3u);  // f2 (beyond the tier), f4, f5
+}
+
+}  // namespace
+}  // namespace clairfs::cluster
