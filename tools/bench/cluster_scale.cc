@@ -1,0 +1,390 @@
+// clairfs-cluster-scale: the cluster's planning at N nodes, simulated on one machine with the
+// real planning code (docs/benchmarks.md, "A thousand nodes").
+//
+// Every node's access string comes from the same seeded sampler (DistributedSampler: one
+// global shuffle per epoch, padded to a multiple of N, rank r taking every N-th sample from r),
+// each is built into a real Plan, and the real code splits it (MakeParts) and encodes it. Node
+// 0's view is simulated whole: the parts it sends, the parts it receives as a coordinator, its
+// decision (DecideHolders), its assignments, and its placement (ApplyHolders). The other
+// coordinators' decisions, which node 0's placement also needs, are simulated for a sample of
+// them (--sample-coordinators, every one when N is at most that): node 0's read fractions are
+// measured over the objects the sampled coordinators decide, and the assignments it receives
+// from the others are sized from the sampled ones (bytes per entry). With --protocol broadcast
+// the same plans go through the protocol before (version 4: every node's digest and catalog to
+// every rank, PlaceCluster over all of them); its placement runs only while every digest fits
+// in memory (--broadcast-place-limit entries), its time beyond that is the decode time
+// measured on node 0's own digest, scaled.
+//
+// Prints progress on stderr and, as its last line on stdout, one JSON object.
+#include <malloc.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cache/plan/plan.h"
+#include "cluster/coordinator_ring.h"
+#include "cluster/holders.h"
+#include "cluster/placement.h"
+#include "cluster/plan_parts.h"
+#include "cluster/protocol.h"
+
+namespace {
+
+using namespace clairfs;
+using namespace clairfs::cluster;
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kNone = 0xFFFFFFFFu;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct Options {
+  int nodes = 4;
+  uint64_t files = 1281167;
+  int epochs = 90;
+  std::string sampler = "distributed";
+  std::string protocol = "partitioned";
+  uint64_t mean_bytes = 110 * 1024;
+  uint64_t capacity = 0;  // per node; 0: twice the dataset over the nodes
+  int sample_coordinators = 16;
+  uint64_t broadcast_place_limit = 20'000'000;
+  uint64_t seed = 1;
+};
+
+// The synthetic dataset: ImageNet-like keys (1,000 classes), sizes around mean_bytes.
+struct Dataset {
+  explicit Dataset(const Options& o) : files(o.files), sizes(o.files) {
+    std::mt19937_64 rng(o.seed * 7919);
+    std::uniform_int_distribution<uint64_t> spread(o.mean_bytes / 2, o.mean_bytes * 3 / 2);
+    for (uint64_t& s : sizes) s = spread(rng);
+    bytes = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0});
+  }
+  std::string Key(uint32_t i) const {
+    char buf[64];
+    const uint32_t cls = i % 1000;
+    std::snprintf(buf, sizeof buf, "train/n%08u/n%08u_%u.JPEG", 1440764 + cls * 37,
+                  1440764 + cls * 37, i);
+    return buf;
+  }
+  FileVersion Version(uint32_t i) const {
+    return {sizes[i], 1700000000'000000000 + static_cast<int64_t>(i) * 1'000'003,
+            1700000000'000000000 + static_cast<int64_t>(i) * 1'000'033, 1000000 + i};
+  }
+  uint64_t files;
+  std::vector<uint64_t> sizes;
+  uint64_t bytes = 0;
+};
+
+// The epochs' global shuffles, shared by every node (DistributedSampler with shuffle=True).
+struct Sampler {
+  Sampler(const Options& o, uint64_t files) : nodes(o.nodes), epochs(o.epochs) {
+    per_rank = (files + nodes - 1) / nodes;
+    perm.resize(static_cast<size_t>(epochs) * files);
+    for (int e = 0; e < epochs; ++e) {
+      uint32_t* p = perm.data() + static_cast<size_t>(e) * files;
+      std::iota(p, p + files, 0u);
+      std::mt19937_64 rng(o.seed + e);
+      std::shuffle(p, p + files, rng);
+    }
+    this->files = files;
+  }
+  // Rank r's samples in epoch e: indices r, r + N, ... of the shuffle padded to N * per_rank.
+  template <typename F>
+  void ForEach(int r, int e, F f) const {
+    const uint32_t* p = perm.data() + static_cast<size_t>(e) * files;
+    for (uint64_t k = r; k < per_rank * nodes; k += nodes) f(p[k % files]);
+  }
+  int nodes, epochs;
+  uint64_t files = 0, per_rank = 0;
+  std::vector<uint32_t> perm;
+};
+
+// Node r's plan, built as the daemon builds one from its manifest: objects in order of first
+// read, one stream, an epoch boundary per epoch. obj_of: the dataset index of each object.
+std::shared_ptr<Plan> NodePlan(const Dataset& d, const Sampler& s, int r,
+                               std::vector<uint32_t>& id_of, std::vector<uint32_t>* obj_of) {
+  auto plan = std::make_shared<Plan>();
+  plan->chunk_size = 1ull << 30;
+  PlanStream stream;
+  stream.name = "rank";
+  stream.serial = 1;
+  obj_of->clear();
+  for (int e = 0; e < s.epochs; ++e) {
+    stream.epoch_begin.push_back(static_cast<uint32_t>(stream.sequence.size()));
+    s.ForEach(r, e, [&](uint32_t i) {
+      if (id_of[i] == kNone) {
+        id_of[i] = plan->AddObject(d.Key(i), d.Version(i));
+        obj_of->push_back(i);
+      }
+      stream.sequence.push_back(id_of[i]);
+      ++stream.entries;
+    });
+  }
+  for (uint32_t i : *obj_of) id_of[i] = kNone;
+  plan->streams.push_back(std::move(stream));
+  plan->Finalize();
+  return plan;
+}
+
+size_t Encoded(const Part& p) { return EncodePart(p).size(); }
+
+int Run(const Options& o) {
+  const auto wall = Clock::now();
+  nlohmann::json out;
+  const Dataset data(o);
+  const uint64_t capacity = o.capacity ? o.capacity : 2 * data.bytes / o.nodes + 1;
+  const PlacementLimits limits{{"ram"}, {capacity}, 1ull << 30};
+  std::fprintf(stderr, "cluster_scale: %d nodes, %llu files (%.1f GB), %d epochs, %s\n", o.nodes,
+               static_cast<unsigned long long>(o.files), data.bytes / 1e9, o.epochs,
+               o.protocol.c_str());
+  const Sampler sampler(o, o.files);
+  std::vector<uint32_t> id_of(o.files, kNone), obj_of;
+  std::vector<int> all(o.nodes);
+  std::iota(all.begin(), all.end(), 0);
+  const CoordinatorRing ring(all);
+
+  // The sampled coordinators: node 0 and the first others by rank.
+  std::vector<int> sample;
+  for (int c = 0; c < o.nodes && static_cast<int>(sample.size()) < o.sample_coordinators; ++c)
+    sample.push_back(c);
+  const bool exact = static_cast<int>(sample.size()) == o.nodes;
+  std::vector<std::vector<Part>> at(o.nodes);  // at[c][p]: p's part to sampled coordinator c
+  for (int c : sample) at[c].resize(o.nodes);
+
+  uint64_t sent = 0, received = 0, memory = 0, entries0 = 0;
+  double seconds = 0;
+  std::vector<Part> mine;  // node 0's parts
+  std::shared_ptr<Plan> plan0;
+  std::vector<uint32_t> obj0;
+  // Broadcast: node 0's digest bytes, every node's digest (while they fit), entries held.
+  std::vector<Digest> digests;
+  uint64_t digest_entries = 0;
+  const bool broadcast = o.protocol == "broadcast";
+  const bool keep_digests =
+      broadcast && static_cast<uint64_t>(o.nodes) * o.files <= o.broadcast_place_limit * 2;
+
+  for (int p = 0; p < o.nodes; ++p) {
+    std::vector<uint32_t> objs;
+    auto plan = NodePlan(data, sampler, p, id_of, &objs);
+    if (broadcast) {
+      auto t = Clock::now();
+      Digest dg = MakeDigest(*plan, limits, p, 1);
+      const Catalog cat = EncodeCatalog(dg);
+      const size_t bytes = EncodeDigest(dg, cat, true).size();
+      if (p == 0) {
+        seconds += Since(t);
+        sent = bytes * (o.nodes - 1);
+      } else {
+        received += bytes;
+      }
+      digest_entries += dg.files.size();
+      if (p == 0 || keep_digests) digests.push_back(std::move(dg));
+    } else {
+      auto t = Clock::now();
+      std::vector<Part> parts = MakeParts(*plan, ring, capacity, 1, o.nodes);
+      if (p == 0) {
+        for (int c = 1; c < o.nodes; ++c) sent += Encoded(parts[c]);
+        seconds += Since(t);
+        mine = parts;
+      } else {
+        received += Encoded(parts[0]);
+      }
+      for (int c : sample) at[c][p] = std::move(parts[c]);
+    }
+    if (p == 0) {
+      plan0 = plan;
+      obj0 = objs;
+      entries0 = objs.size();
+    }
+    if (p % std::max(1, o.nodes / 8) == 0)
+      std::fprintf(stderr, "  node %d of %d planned (%.0f s)\n", p, o.nodes, Since(wall));
+  }
+
+  // Node 0's accesses after the first epoch, by object id.
+  std::vector<uint64_t> later_reads(plan0->objects.size(), 0);
+  sampler.ForEach(0, 0, [](uint32_t) {});
+  {
+    const PlanStream& s = plan0->streams[0];
+    const uint32_t begin = s.epochs() > 1 ? s.epoch_begin[1] : s.sequence.size();
+    for (size_t k = begin; k < s.sequence.size(); ++k) ++later_reads[s.sequence[k]];
+  }
+  double local = 0, peer = 0, backing = 0, reads_per_file = 0;
+  if (broadcast) {
+    // Decode node 0's own digest to measure the time and memory per held entry.
+    const Catalog cat = EncodeCatalog(digests[0]);
+    const std::vector<char> msg = EncodeDigest(digests[0], cat, true);
+    const size_t before = mallinfo2().uordblks;
+    auto t = Clock::now();
+    std::optional<Catalog> held;
+    std::string why;
+    auto decoded = DecodeDigest({msg.data(), msg.size()}, &held, &why);
+    const double decode = Since(t);
+    const double per_entry_bytes =
+        static_cast<double>(mallinfo2().uordblks - before) / std::max<size_t>(1, entries0);
+    const uint64_t others = digest_entries - entries0;
+    seconds += decode / std::max<uint64_t>(1, entries0) * others;
+    memory = static_cast<uint64_t>(per_entry_bytes * others);
+    out["decode_seconds_per_million_entries"] = decode / std::max<uint64_t>(1, entries0) * 1e6;
+    out["held_bytes_per_entry"] = per_entry_bytes;
+    out["placed"] = keep_digests;
+    if (keep_digests) {
+      std::vector<const Digest*> ptrs;
+      for (const Digest& dg : digests) ptrs.push_back(&dg);
+      t = Clock::now();
+      ClusterPlacement placement = PlaceCluster(ptrs);
+      ApplyPlacement(*plan0, limits, placement, ptrs, 0);
+      seconds += Since(t);
+      uint64_t total = 0;
+      for (uint32_t id = 0; id < plan0->objects.size(); ++id) {
+        const PlanObject& f = plan0->objects[id];
+        if (later_reads[id] == 0) continue;
+        total += later_reads[id];
+        if (f.place.InTier()) {
+          local += later_reads[id];
+        } else if (f.place == kPeer) {
+          peer += later_reads[id];
+        } else {
+          backing += later_reads[id];
+        }
+      }
+      local /= total;
+      peer /= total;
+      backing /= total;
+      reads_per_file = static_cast<double>(placement.predicted_backing_bytes) / placement.bytes;
+    }
+  } else {
+    // Coordinator 0's decision, timed as node 0's; the other sampled coordinators' too.
+    std::unordered_map<uint64_t, HolderInfo> holders;
+    CoordinatorTotals totals;
+    double assign_bytes_to_0 = 0, entries_to_0 = 0;
+    for (int c : sample) {
+      std::vector<ReaderPart> given;
+      for (int p = 0; p < o.nodes; ++p) {
+        at[c][p].seq = 1;
+        given.push_back({p, &at[c][p]});
+      }
+      auto t = Clock::now();
+      if (c == 0) {  // node 0 decodes what it receives
+        for (int p = 1; p < o.nodes; ++p) {
+          std::vector<char> bytes = EncodePart(at[0][p]);
+          auto t2 = Clock::now();
+          std::string why;
+          (void)DecodePart({bytes.data(), bytes.size()}, &why);
+          seconds += Since(t2);
+        }
+        t = Clock::now();
+      }
+      Decision d = DecideHolders(given, ring.Share(c), c, o.nodes);
+      if (c == 0) {
+        for (int p = 1; p < o.nodes; ++p) sent += EncodeAssignment(d.assignments[p], p).size();
+        for (int p = 0; p < o.nodes; ++p)
+          memory += (at[0][p].entries.size()) * (sizeof(PartEntry) + 24);  // parts, transient
+        seconds += Since(t);
+      }
+      totals += d.totals;
+      const Assignment& a0 = d.assignments[0];
+      if (c != 0) {
+        const size_t bytes = EncodeAssignment(a0, 0).size();
+        received += bytes;
+        assign_bytes_to_0 += bytes;
+        entries_to_0 += a0.holder.size();
+      }
+      size_t k = 0;
+      for (size_t e = 0; e < a0.holder.size(); ++e) {
+        holders[at[c][0].entries[e].key_hash] = {a0.holder[e],
+                                                 a0.holder[e] == 0 ? a0.first[k++] : 0};
+      }
+    }
+    // Assignments from the coordinators not simulated: sized like the sampled ones.
+    if (!exact && entries_to_0 > 0) {
+      for (int c = 0; c < o.nodes; ++c) {
+        if (std::find(sample.begin(), sample.end(), c) != sample.end()) continue;
+        received +=
+            static_cast<uint64_t>(assign_bytes_to_0 / entries_to_0 * mine[c].entries.size()) + 20;
+      }
+    }
+    auto t = Clock::now();
+    ApplyHolders(*plan0, limits, holders, 0, [](int) { return true; });
+    seconds += Since(t);
+    // Held per node: its parts as sent (to map answers), the holders of what it reads.
+    for (const Part& p : mine) memory += p.entries.size() * sizeof(PartEntry);
+    memory += entries0 * (sizeof(uint64_t) + sizeof(HolderInfo) + 2 * sizeof(void*));
+    uint64_t total = 0;
+    for (uint32_t id = 0; id < plan0->objects.size(); ++id) {
+      const PlanObject& f = plan0->objects[id];
+      if (later_reads[id] == 0) continue;
+      const int c = ring.Coordinator(KeyHash(f.key));
+      if (std::find(sample.begin(), sample.end(), c) == sample.end()) continue;
+      total += later_reads[id];
+      if (f.place.InTier()) {
+        local += later_reads[id];
+      } else if (f.place == kPeer) {
+        peer += later_reads[id];
+      } else {
+        backing += later_reads[id];
+      }
+    }
+    if (total) {
+      local /= total;
+      peer /= total;
+      backing /= total;
+    }
+    reads_per_file = totals.bytes ? static_cast<double>(totals.predicted_backing_bytes) /
+                                        static_cast<double>(totals.bytes)
+                                  : 0;
+    out["coordinators_simulated"] = sample.size();
+  }
+  out["protocol"] = o.protocol;
+  out["sampler"] = o.sampler;
+  out["nodes"] = o.nodes;
+  out["files"] = o.files;
+  out["epochs"] = o.epochs;
+  out["dataset_bytes"] = data.bytes;
+  out["capacity_per_node"] = capacity;
+  out["objects_read_by_node"] = entries0;
+  out["plan_bytes_sent"] = sent;
+  out["plan_bytes_received"] = received;
+  out["plan_memory_bytes"] = memory;
+  out["plan_seconds"] = seconds;
+  out["read_local"] = local;
+  out["read_peer"] = peer;
+  out["read_backing"] = backing;
+  out["backing_reads_per_file"] = reads_per_file;
+  out["exact"] = exact;
+  out["simulation_seconds"] = Since(wall);
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"Simulates clairfs's cluster planning at N nodes with the real planning code."};
+  app.add_option("--nodes", o.nodes, "nodes in the cluster")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--files", o.files, "objects in the dataset")->check(CLI::Range(1, 1 << 30));
+  app.add_option("--epochs", o.epochs, "epochs in every node's plan")->check(CLI::Range(1, 1000));
+  app.add_option("--sampler", o.sampler, "how ranks split each epoch")
+      ->check(CLI::IsMember({"distributed"}));
+  app.add_option("--protocol", o.protocol, "partitioned (today's) or broadcast (version 4)")
+      ->check(CLI::IsMember({"partitioned", "broadcast"}));
+  app.add_option("--mean-bytes", o.mean_bytes, "mean object size");
+  app.add_option("--capacity", o.capacity, "tier bytes per node (default: 2 x dataset / nodes)");
+  app.add_option("--sample-coordinators", o.sample_coordinators,
+                 "coordinators whose decisions are simulated")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--broadcast-place-limit", o.broadcast_place_limit,
+                 "broadcast: run PlaceCluster only up to this many digest entries in all");
+  app.add_option("--seed", o.seed, "the sampler's seed");
+  CLI11_PARSE(app, argc, argv);
+  return Run(o);
+}
