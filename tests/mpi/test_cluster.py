@@ -18,6 +18,8 @@ import clairfs  # noqa: E402
 
 REPO = harness.REPO
 TOOLS = os.path.join(REPO, "tools")
+SCALE_BIN = os.environ.get("CLUSTER_SCALE_BIN") or os.path.join(
+    os.path.dirname(harness.BIN), "bench", "clairfs-cluster-scale")
 
 
 def run_tool(*args):
@@ -266,6 +268,42 @@ class ClusterTest(harness.ClairfsCase):
             t.join()
         self.assertEqual(errors, [])
         self.assertEqual(sum(self.stats(m)["peer_protocol_errors"] for m in c.mounts), 0)
+
+    def test_the_simulator_predicts_this_clusters_placement(self):
+        """Issue 28: tools/bench/cluster_scale, given these ranks' manifests and capacities,
+        runs the same planning code as the daemons and predicts rank 0's placement and the
+        cluster's backing reads exactly, and its plan traffic within the re-sends of a live
+        run (a decision made again as a late part arrives)."""
+        ranks = 4
+        c = self.cluster(ranks)
+        manifests = self.manifests(ranks, epochs=3)
+        self.register(c, manifests)
+        self.wait_generations(c, 1)
+        plans = [self.plan(m)["cluster"] for m in c.mounts]
+        names = []
+        for r, text in enumerate(manifests):
+            names.append(os.path.join(c.root, f"manifest{r}"))
+            with open(names[-1], "w") as f:
+                f.write(text)
+        per_rank = int(self.bytes * 1.25 / ranks)
+        out = subprocess.run(
+            [SCALE_BIN, "--manifests", ",".join(names), "--dataset", self.dataset,
+             "--capacity", f"{per_rank // 2},{per_rank - per_rank // 2}",
+             "--staging", str(1 << 20)],
+            capture_output=True, text=True, check=True, timeout=120).stdout
+        sim = json.loads(out.strip().splitlines()[-1])
+        real = plans[0]
+        print(f"\n    rank 0: simulated {sim['node_objects']}, plan bytes sent "
+              f"{sim['plan_bytes_sent']}; measured {real['owned']['objects']} held, "
+              f"{real['from_peers']['objects']} from peers, plan bytes sent "
+              f"{real['plan_bytes_sent']}", file=sys.stderr)
+        self.assertTrue(sim["exact"])
+        self.assertEqual(sim["node_objects"], {"held": real["owned"]["objects"],
+                                               "from_peers": real["from_peers"]["objects"],
+                                               "unheld": real["unowned"]["objects"]}, (sim, real))
+        self.assertEqual(sim["predicted_backing_bytes"], real["predicted_cluster_backing_bytes"])
+        self.assertLessEqual(sim["plan_bytes_sent"], real["plan_bytes_sent"])
+        self.assertLessEqual(real["plan_bytes_sent"], 3 * sim["plan_bytes_sent"])
 
     def test_four_ranks_read_the_backing_store_once(self):
         self.run_epochs(4)

@@ -17,16 +17,19 @@
 //
 // Prints progress on stderr and, as its last line on stdout, one JSON object.
 #include <malloc.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/plan/plan.h"
@@ -54,21 +57,44 @@ struct Options {
   std::string sampler = "distributed";
   std::string protocol = "partitioned";
   uint64_t mean_bytes = 110 * 1024;
-  uint64_t capacity = 0;  // per node; 0: twice the dataset over the nodes
+  std::vector<uint64_t> capacity;  // per node, per tier; none: twice the dataset over the nodes
   int sample_coordinators = 16;
   uint64_t broadcast_place_limit = 20'000'000;
+  uint64_t staging = 1ull << 30;  // objects larger are read directly, not staged
   uint64_t seed = 1;
+  // Instead of the sampler: one manifest per rank (paths relative to dataset, '#epoch' lines
+  // between epochs), whole files only; sizes and versions from the files in dataset.
+  std::vector<std::string> manifests;
+  std::string dataset;
 };
 
-// The synthetic dataset: ImageNet-like keys (1,000 classes), sizes around mean_bytes.
+// The dataset: synthetic (ImageNet-like keys in 1,000 classes, sizes around mean_bytes) or
+// the files the manifests name.
 struct Dataset {
   explicit Dataset(const Options& o) : files(o.files), sizes(o.files) {
     std::mt19937_64 rng(o.seed * 7919);
     std::uniform_int_distribution<uint64_t> spread(o.mean_bytes / 2, o.mean_bytes * 3 / 2);
     for (uint64_t& s : sizes) s = spread(rng);
-    bytes = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0});
+    Sum();
   }
+  Dataset(const std::string& root, std::vector<std::string> paths) : keys(std::move(paths)) {
+    files = keys.size();
+    for (const std::string& k : keys) {
+      struct stat st {};
+      if (::stat((root + "/" + k).c_str(), &st) != 0) {
+        std::fprintf(stderr, "cluster_scale: cannot stat %s/%s\n", root.c_str(), k.c_str());
+        std::exit(1);
+      }
+      sizes.push_back(static_cast<uint64_t>(st.st_size));
+      versions.push_back({static_cast<uint64_t>(st.st_size),
+                          st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+                          st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec, st.st_ino});
+    }
+    Sum();
+  }
+  void Sum() { bytes = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0}); }
   std::string Key(uint32_t i) const {
+    if (!keys.empty()) return keys[i];
     char buf[64];
     const uint32_t cls = i % 1000;
     std::snprintf(buf, sizeof buf, "train/n%08u/n%08u_%u.JPEG", 1440764 + cls * 37,
@@ -76,17 +102,21 @@ struct Dataset {
     return buf;
   }
   FileVersion Version(uint32_t i) const {
+    if (!versions.empty()) return versions[i];
     return {sizes[i], 1700000000'000000000 + static_cast<int64_t>(i) * 1'000'003,
             1700000000'000000000 + static_cast<int64_t>(i) * 1'000'033, 1000000 + i};
   }
-  uint64_t files;
+  uint64_t files = 0;
   std::vector<uint64_t> sizes;
+  std::vector<std::string> keys;  // empty: synthetic
+  std::vector<FileVersion> versions;
   uint64_t bytes = 0;
 };
 
-// The epochs' global shuffles, shared by every node (DistributedSampler with shuffle=True).
+// Every rank's order: the epochs' global shuffles, shared by every node (DistributedSampler
+// with shuffle=True), or the manifests given.
 struct Sampler {
-  Sampler(const Options& o, uint64_t files) : nodes(o.nodes), epochs(o.epochs) {
+  Sampler(const Options& o, uint64_t files) : nodes(o.nodes), epochs(o.epochs), files(files) {
     per_rank = (files + nodes - 1) / nodes;
     perm.resize(static_cast<size_t>(epochs) * files);
     for (int e = 0; e < epochs; ++e) {
@@ -95,18 +125,60 @@ struct Sampler {
       std::mt19937_64 rng(o.seed + e);
       std::shuffle(p, p + files, rng);
     }
-    this->files = files;
+  }
+  // orders[r][e]: rank r's dataset indices in epoch e.
+  explicit Sampler(std::vector<std::vector<std::vector<uint32_t>>> orders)
+      : nodes(static_cast<int>(orders.size())), given(std::move(orders)) {
+    for (const auto& r : given) epochs = std::max(epochs, static_cast<int>(r.size()));
   }
   // Rank r's samples in epoch e: indices r, r + N, ... of the shuffle padded to N * per_rank.
   template <typename F>
   void ForEach(int r, int e, F f) const {
+    if (!given.empty()) {
+      if (e < static_cast<int>(given[r].size())) {
+        for (uint32_t i : given[r][e]) f(i);
+      }
+      return;
+    }
     const uint32_t* p = perm.data() + static_cast<size_t>(e) * files;
     for (uint64_t k = r; k < per_rank * nodes; k += nodes) f(p[k % files]);
   }
-  int nodes, epochs;
+  int nodes = 0, epochs = 0;
   uint64_t files = 0, per_rank = 0;
   std::vector<uint32_t> perm;
+  std::vector<std::vector<std::vector<uint32_t>>> given;
 };
+
+// The manifests' paths (the dataset, in order of first appearance) and every rank's orders.
+std::pair<std::vector<std::string>, std::vector<std::vector<std::vector<uint32_t>>>> ReadManifests(
+    const std::vector<std::string>& files) {
+  std::vector<std::string> paths;
+  std::unordered_map<std::string, uint32_t> index;
+  std::vector<std::vector<std::vector<uint32_t>>> orders;
+  for (const std::string& name : files) {
+    std::ifstream in(name);
+    if (!in) {
+      std::fprintf(stderr, "cluster_scale: cannot read %s\n", name.c_str());
+      std::exit(1);
+    }
+    auto& rank = orders.emplace_back();
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (line[0] == '#') {
+        if (line.rfind("#epoch", 0) == 0) rank.emplace_back();
+        continue;
+      }
+      if (rank.empty()) rank.emplace_back();
+      while (line.rfind("./", 0) == 0) line.erase(0, 2);
+      while (!line.empty() && line[0] == '/') line.erase(0, 1);
+      auto [it, fresh] = index.try_emplace(line, static_cast<uint32_t>(paths.size()));
+      if (fresh) paths.push_back(line);
+      rank.back().push_back(it->second);
+    }
+  }
+  return {std::move(paths), std::move(orders)};
+}
 
 // Node r's plan, built as the daemon builds one from its manifest: objects in order of first
 // read, one stream, an epoch boundary per epoch. obj_of: the dataset index of each object.
@@ -140,25 +212,41 @@ size_t Encoded(const Part& p) { return EncodePart(p).size(); }
 int Run(const Options& o) {
   const auto wall = Clock::now();
   nlohmann::json out;
-  const Dataset data(o);
-  const uint64_t capacity = o.capacity ? o.capacity : 2 * data.bytes / o.nodes + 1;
-  const PlacementLimits limits{{"ram"}, {capacity}, 1ull << 30};
-  std::fprintf(stderr, "cluster_scale: %d nodes, %llu files (%.1f GB), %d epochs, %s\n", o.nodes,
-               static_cast<unsigned long long>(o.files), data.bytes / 1e9, o.epochs,
+  std::unique_ptr<Dataset> owned_data;
+  std::unique_ptr<Sampler> owned_sampler;
+  if (!o.manifests.empty()) {
+    auto [paths, orders] = ReadManifests(o.manifests);
+    owned_data = std::make_unique<Dataset>(o.dataset, std::move(paths));
+    owned_sampler = std::make_unique<Sampler>(std::move(orders));
+  } else {
+    owned_data = std::make_unique<Dataset>(o);
+    owned_sampler = std::make_unique<Sampler>(o, o.files);
+  }
+  const Dataset& data = *owned_data;
+  const Sampler& sampler = *owned_sampler;
+  const int nodes = sampler.nodes;
+  PlacementLimits limits{{}, o.capacity, o.staging};
+  if (limits.tier_capacity.empty()) limits.tier_capacity = {2 * data.bytes / nodes + 1};
+  for (size_t t = 0; t < limits.tier_capacity.size(); ++t)
+    limits.tier_names.push_back("tier" + std::to_string(t));
+  const uint64_t capacity =
+      std::accumulate(limits.tier_capacity.begin(), limits.tier_capacity.end(), uint64_t{0});
+
+  std::fprintf(stderr, "cluster_scale: %d nodes, %llu files (%.1f GB), %d epochs, %s\n", nodes,
+               static_cast<unsigned long long>(data.files), data.bytes / 1e9, sampler.epochs,
                o.protocol.c_str());
-  const Sampler sampler(o, o.files);
-  std::vector<uint32_t> id_of(o.files, kNone), obj_of;
-  std::vector<int> all(o.nodes);
+  std::vector<uint32_t> id_of(data.files, kNone), obj_of;
+  std::vector<int> all(nodes);
   std::iota(all.begin(), all.end(), 0);
   const CoordinatorRing ring(all);
 
   // The sampled coordinators: node 0 and the first others by rank.
   std::vector<int> sample;
-  for (int c = 0; c < o.nodes && static_cast<int>(sample.size()) < o.sample_coordinators; ++c)
+  for (int c = 0; c < nodes && static_cast<int>(sample.size()) < o.sample_coordinators; ++c)
     sample.push_back(c);
-  const bool exact = static_cast<int>(sample.size()) == o.nodes;
-  std::vector<std::vector<Part>> at(o.nodes);  // at[c][p]: p's part to sampled coordinator c
-  for (int c : sample) at[c].resize(o.nodes);
+  const bool exact = static_cast<int>(sample.size()) == nodes;
+  std::vector<std::vector<Part>> at(nodes);  // at[c][p]: p's part to sampled coordinator c
+  for (int c : sample) at[c].resize(nodes);
 
   uint64_t sent = 0, received = 0, memory = 0, entries0 = 0;
   double seconds = 0;
@@ -170,9 +258,9 @@ int Run(const Options& o) {
   uint64_t digest_entries = 0;
   const bool broadcast = o.protocol == "broadcast";
   const bool keep_digests =
-      broadcast && static_cast<uint64_t>(o.nodes) * o.files <= o.broadcast_place_limit * 2;
+      broadcast && static_cast<uint64_t>(nodes) * data.files <= o.broadcast_place_limit * 2;
 
-  for (int p = 0; p < o.nodes; ++p) {
+  for (int p = 0; p < nodes; ++p) {
     std::vector<uint32_t> objs;
     auto plan = NodePlan(data, sampler, p, id_of, &objs);
     if (broadcast) {
@@ -182,7 +270,7 @@ int Run(const Options& o) {
       const size_t bytes = EncodeDigest(dg, cat, true).size();
       if (p == 0) {
         seconds += Since(t);
-        sent = bytes * (o.nodes - 1);
+        sent = bytes * (nodes - 1);
       } else {
         received += bytes;
       }
@@ -190,9 +278,9 @@ int Run(const Options& o) {
       if (p == 0 || keep_digests) digests.push_back(std::move(dg));
     } else {
       auto t = Clock::now();
-      std::vector<Part> parts = MakeParts(*plan, ring, capacity, 1, o.nodes);
+      std::vector<Part> parts = MakeParts(*plan, ring, capacity, 1, nodes);
       if (p == 0) {
-        for (int c = 1; c < o.nodes; ++c) sent += Encoded(parts[c]);
+        for (int c = 1; c < nodes; ++c) sent += Encoded(parts[c]);
         seconds += Since(t);
         mine = parts;
       } else {
@@ -205,8 +293,8 @@ int Run(const Options& o) {
       obj0 = objs;
       entries0 = objs.size();
     }
-    if (p % std::max(1, o.nodes / 8) == 0)
-      std::fprintf(stderr, "  node %d of %d planned (%.0f s)\n", p, o.nodes, Since(wall));
+    if (p % std::max(1, nodes / 8) == 0)
+      std::fprintf(stderr, "  node %d of %d planned (%.0f s)\n", p, nodes, Since(wall));
   }
 
   // Node 0's accesses after the first epoch, by object id.
@@ -268,13 +356,13 @@ int Run(const Options& o) {
     double assign_bytes_to_0 = 0, entries_to_0 = 0;
     for (int c : sample) {
       std::vector<ReaderPart> given;
-      for (int p = 0; p < o.nodes; ++p) {
+      for (int p = 0; p < nodes; ++p) {
         at[c][p].seq = 1;
         given.push_back({p, &at[c][p]});
       }
       auto t = Clock::now();
       if (c == 0) {  // node 0 decodes what it receives
-        for (int p = 1; p < o.nodes; ++p) {
+        for (int p = 1; p < nodes; ++p) {
           std::vector<char> bytes = EncodePart(at[0][p]);
           auto t2 = Clock::now();
           std::string why;
@@ -283,10 +371,10 @@ int Run(const Options& o) {
         }
         t = Clock::now();
       }
-      Decision d = DecideHolders(given, ring.Share(c), c, o.nodes);
+      Decision d = DecideHolders(given, ring.Share(c), c, nodes);
       if (c == 0) {
-        for (int p = 1; p < o.nodes; ++p) sent += EncodeAssignment(d.assignments[p], p).size();
-        for (int p = 0; p < o.nodes; ++p)
+        for (int p = 1; p < nodes; ++p) sent += EncodeAssignment(d.assignments[p], p).size();
+        for (int p = 0; p < nodes; ++p)
           memory += (at[0][p].entries.size()) * (sizeof(PartEntry) + 24);  // parts, transient
         seconds += Since(t);
       }
@@ -306,15 +394,20 @@ int Run(const Options& o) {
     }
     // Assignments from the coordinators not simulated: sized like the sampled ones.
     if (!exact && entries_to_0 > 0) {
-      for (int c = 0; c < o.nodes; ++c) {
+      for (int c = 0; c < nodes; ++c) {
         if (std::find(sample.begin(), sample.end(), c) != sample.end()) continue;
         received +=
             static_cast<uint64_t>(assign_bytes_to_0 / entries_to_0 * mine[c].entries.size()) + 20;
       }
     }
     auto t = Clock::now();
-    ApplyHolders(*plan0, limits, holders, 0, [](int) { return true; });
+    LocalPlacement placed = ApplyHolders(*plan0, limits, holders, 0, [](int) { return true; });
     seconds += Since(t);
+    // Node 0's placement (every object's, when every coordinator was simulated).
+    out["node_objects"] = {{"held", placed.owned_files},
+                           {"from_peers", placed.from_peers_files},
+                           {"unheld", placed.unowned_files}};
+    out["predicted_backing_bytes"] = totals.predicted_backing_bytes;
     // Held per node: its parts as sent (to map answers), the holders of what it reads.
     for (const Part& p : mine) memory += p.entries.size() * sizeof(PartEntry);
     memory += entries0 * (sizeof(uint64_t) + sizeof(HolderInfo) + 2 * sizeof(void*));
@@ -344,10 +437,10 @@ int Run(const Options& o) {
     out["coordinators_simulated"] = sample.size();
   }
   out["protocol"] = o.protocol;
-  out["sampler"] = o.sampler;
-  out["nodes"] = o.nodes;
-  out["files"] = o.files;
-  out["epochs"] = o.epochs;
+  out["sampler"] = o.manifests.empty() ? o.sampler : "manifests";
+  out["nodes"] = nodes;
+  out["files"] = data.files;
+  out["epochs"] = sampler.epochs;
   out["dataset_bytes"] = data.bytes;
   out["capacity_per_node"] = capacity;
   out["objects_read_by_node"] = entries0;
@@ -378,13 +471,19 @@ int main(int argc, char** argv) {
   app.add_option("--protocol", o.protocol, "partitioned (today's) or broadcast (version 4)")
       ->check(CLI::IsMember({"partitioned", "broadcast"}));
   app.add_option("--mean-bytes", o.mean_bytes, "mean object size");
-  app.add_option("--capacity", o.capacity, "tier bytes per node (default: 2 x dataset / nodes)");
+  app.add_option("--capacity", o.capacity,
+                 "tier bytes per node, fastest first (default: one tier of 2 x dataset / nodes)")
+      ->delimiter(',');
   app.add_option("--sample-coordinators", o.sample_coordinators,
                  "coordinators whose decisions are simulated")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--broadcast-place-limit", o.broadcast_place_limit,
                  "broadcast: run PlaceCluster only up to this many digest entries in all");
   app.add_option("--seed", o.seed, "the sampler's seed");
+  app.add_option("--manifests", o.manifests, "one manifest per rank instead of the sampler")
+      ->delimiter(',');
+  app.add_option("--dataset", o.dataset, "with --manifests: the directory their paths are in");
+  app.add_option("--staging", o.staging, "the staging window: larger objects are read directly");
   CLI11_PARSE(app, argc, argv);
   return Run(o);
 }
