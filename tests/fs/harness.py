@@ -27,6 +27,7 @@ _lock = threading.RLock()
 _mounts = []     # mount points we created (absolute paths)
 _procs = []      # subprocess.Popen objects or plain pids of daemons
 _tmpdirs = []    # temp dirs we created
+_teardowns = []  # callables undoing what is neither a mount nor a daemon (network namespaces)
 LOGS = {}        # test id -> list of (log path name, text), printed when the test fails
 
 
@@ -186,6 +187,25 @@ def kill_all_daemons():
         _signal(p, signal.SIGKILL)
 
 
+# ---------------------------------------------------------------------------- other teardowns
+
+def register_teardown(fn):
+    """fn() undoes something set up outside the mounts, daemons and temp dirs (network
+    namespaces); cleanup_all calls it after the mounts and daemons are gone, and before the
+    temp dirs go, if release_teardown did not call it first."""
+    with _lock:
+        _teardowns.append(fn)
+
+
+def release_teardown(fn):
+    """Calls fn() (registered with register_teardown) now, once."""
+    with _lock:
+        if fn not in _teardowns:
+            return
+        _teardowns.remove(fn)
+    fn()
+
+
 # ---------------------------------------------------------------------------- temp dirs
 
 def _tmp_root():
@@ -222,10 +242,13 @@ def remove_tmpdir(d):
 def cleanup_all():
     with _lock:
         mounts, procs, tmpdirs = list(_mounts), list(_procs), list(_tmpdirs)
+        teardowns = list(_teardowns)
     for m in reversed(mounts):
         release_mount(m)
     for p in procs:
         release_proc(p, grace=2.0)
+    for fn in reversed(teardowns):
+        release_teardown(fn)
     for d in tmpdirs:
         remove_tmpdir(d)
 
