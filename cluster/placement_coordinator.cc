@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <unordered_set>
 
 #include "cache/base/object.h"
 
@@ -59,13 +60,24 @@ std::vector<int> PlacementCoordinator::UnansweredLocked() const {
   return pending;
 }
 
-void PlacementCoordinator::SendPartLocked(int r, Part p) {
+void PlacementCoordinator::SendPartLocked(int r, Part p, size_t shared) {
   p.seq = ++next_seq_;
+  p.base = 0;
   answered_[r] = false;
   if (r == rank_) {
     TakePartLocked(r, p);
   } else {
-    std::vector<char> bytes = EncodePart(p);
+    std::vector<char> bytes;
+    if (shared > 0) {
+      Part delta{p.seq,
+                 sent_[r]->seq,
+                 p.generation,
+                 p.capacity,
+                 {p.entries.begin() + static_cast<ptrdiff_t>(shared), p.entries.end()}};
+      bytes = EncodePart(delta);
+    } else {
+      bytes = EncodePart(p);
+    }
     plan_bytes_sent_ += bytes.size();
     transport_.Send(r, kPart, std::move(bytes));
   }
@@ -89,16 +101,27 @@ bool PlacementCoordinator::Place(Plan& plan, const PlacementLimits& limits, bool
     said_waiting_ = false;
     ring_ = ring;
   } else if (!(ring == ring_)) {
-    // The live set changed: only the parts whose objects moved travel again.
+    // The live set changed: only the parts whose objects moved travel again, and of a part
+    // that only gained objects (a rank left), only those.
     std::vector<Part> parts = MakeParts(plan, ring, capacity, generation_, size_);
     for (int r = 0; r < size_; ++r) {
-      const bool same = sent_[r] && sent_[r]->entries.size() == parts[r].entries.size() &&
-                        std::equal(parts[r].entries.begin(), parts[r].entries.end(),
-                                   sent_[r]->entries.begin(), [](const auto& a, const auto& b) {
-                                     return a.key_hash == b.key_hash && a.bytes == b.bytes &&
-                                            a.freq == b.freq && a.first == b.first;
-                                   });
-      if (!same && (r == rank_ || liveness_.Reachable(r))) SendPartLocked(r, std::move(parts[r]));
+      if (sent_[r] && sent_[r]->entries == parts[r].entries) continue;
+      if (r != rank_ && !liveness_.Reachable(r)) continue;
+      size_t shared = 0;
+      if (sent_[r]) {
+        std::unordered_set<uint64_t> before;
+        for (const PartEntry& e : sent_[r]->entries) before.insert(e.key_hash);
+        std::vector<PartEntry> added;
+        for (const PartEntry& e : parts[r].entries) {
+          if (!before.count(e.key_hash)) added.push_back(e);
+        }
+        if (parts[r].entries.size() - added.size() == sent_[r]->entries.size()) {
+          shared = sent_[r]->entries.size();
+          parts[r].entries = sent_[r]->entries;
+          parts[r].entries.insert(parts[r].entries.end(), added.begin(), added.end());
+        }
+      }
+      SendPartLocked(r, std::move(parts[r]), shared);
     }
     ring_ = ring;
   }
@@ -140,11 +163,19 @@ bool PlacementCoordinator::Place(Plan& plan, const PlacementLimits& limits, bool
   return true;
 }
 
-void PlacementCoordinator::TakePartLocked(int r, Part p) {
-  if (parts_[r] && parts_[r]->seq >= p.seq) return;
+bool PlacementCoordinator::TakePartLocked(int r, Part p) {
+  if (parts_[r] && parts_[r]->seq >= p.seq) return true;
+  if (p.base != 0) {
+    if (!parts_[r] || parts_[r]->seq != p.base) return false;
+    std::vector<PartEntry> entries = parts_[r]->entries;
+    entries.insert(entries.end(), p.entries.begin(), p.entries.end());
+    p.entries = std::move(entries);
+    p.base = 0;
+  }
   parts_[r] = std::make_shared<const Part>(std::move(p));
   if (!first_part_at_) first_part_at_ = Clock::now();
   coord_dirty_ = true;
+  return true;
 }
 
 void PlacementCoordinator::OnPart(int r, std::string_view bytes) {
@@ -154,11 +185,16 @@ void PlacementCoordinator::OnPart(int r, std::string_view bytes) {
     Refuse(r, "plan part", why);
     return;
   }
+  bool taken;
   {
     std::lock_guard lock(mu_);
     plan_bytes_received_ += bytes.size();
-    refused_[r].clear();
-    TakePartLocked(r, std::move(*p));
+    taken = TakePartLocked(r, std::move(*p));
+    if (taken) refused_[r].clear();
+  }
+  if (!taken) {
+    Refuse(r, "plan part", "it extends a part this node does not hold");
+    return;
   }
   liveness_.MarkBack(r);
   wake_();

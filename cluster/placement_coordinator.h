@@ -11,7 +11,8 @@
 // later answers (a late node, new epochs, a changed holder) make a new placement due. A
 // re-registration after a placement places at once with the holders known, and again when the
 // answers come. When the live set changes, the ring does, and only the parts that changed are
-// sent again.
+// sent again; where a rank left, the coordinators that remain only gain objects, and only
+// those travel (a part extending the one before).
 //
 // As a coordinator: Coordinate() (the planner thread) decides the holders of the objects this
 // node coordinates (holders.h) once every live rank's part is here, or plan_timeout after the
@@ -87,10 +88,12 @@ class PlacementCoordinator {
   std::vector<int> UnregisteredLocked() const;
   // mu_ held: the live coordinators this node sent a part and has no answer from.
   std::vector<int> UnansweredLocked() const;
-  // mu_ held: sends p (its seq set here) to r, or keeps it when r is this node.
-  void SendPartLocked(int r, Part p);
-  // mu_ held: r's part arrived (decoded).
-  void TakePartLocked(int r, Part p);
+  // mu_ held: sends p (its seq set here) to r, or keeps it when r is this node. shared: how
+  // many of p's first entries r holds already (the part sent to it before, p extending it):
+  // only the others travel.
+  void SendPartLocked(int r, Part p, size_t shared = 0);
+  // mu_ held: r's part arrived (decoded). false: it extends a part this node does not hold.
+  bool TakePartLocked(int r, Part p);
   // mu_ held: coordinator r's answer to this node (decoded). false: it does not fit the part.
   bool TakeAssignmentLocked(int r, const Assignment& a);
   void Refuse(int r, const char* what, const std::string& why);

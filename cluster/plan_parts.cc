@@ -29,6 +29,7 @@ uint32_t QuantizeFirst32(uint64_t position, uint64_t span) {
 std::vector<char> EncodePart(const Part& p) {
   wire::Writer w = MessageWriter();
   w.PutVarint(p.seq);
+  w.PutVarint(p.base);
   w.PutVarint(p.generation);
   w.PutVarint(p.capacity);
   w.PutVarint(p.entries.size());
@@ -45,8 +46,8 @@ std::optional<Part> DecodePart(std::string_view bytes, std::string* error) {
   wire::Reader r = MessageReader(bytes);
   Part p;
   uint64_t n;
-  if (!r.GetVarint(&p.seq) || !r.GetVarint(&p.generation) || !r.GetVarint(&p.capacity) ||
-      !r.GetVarint(&n)) {
+  if (!r.GetVarint(&p.seq) || !r.GetVarint(&p.base) || !r.GetVarint(&p.generation) ||
+      !r.GetVarint(&p.capacity) || !r.GetVarint(&n)) {
     *error = "truncated part header";
     return std::nullopt;
   }

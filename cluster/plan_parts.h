@@ -19,8 +19,8 @@
 // hash: the holders' announcements and the transfers name the full key and version.
 //
 // Encodings (after the protocol header, protocol.h):
-//   kPart    varint seq, varint generation, varint capacity, varint count, then per entry:
-//            u64 key hash, varint bytes, varint freq (>= 1), u32 first
+//   kPart    varint seq, varint base, varint generation, varint capacity, varint count, then
+//            per entry: u64 key hash, varint bytes, varint freq (>= 1), u32 first
 //   kAssign  varint seq (the part's it answers), the totals as five varints (objects, bytes,
 //            held objects, held bytes, predicted backing bytes), varint count, then per entry:
 //            varint holder + 1 (0: none), and a u32 first when holder is the receiver
@@ -41,10 +41,15 @@ struct PartEntry {
   uint32_t freq = 0;      // reads in the node's access strings, >= 1
   // First read as a fraction of the node's span, in units of 2^-32 (QuantizeFirst32).
   uint32_t first = 0;
+  bool operator==(const PartEntry&) const = default;
 };
 
 struct Part {
-  uint64_t seq = 0;         // increases with every part the node sends, to any rank
+  uint64_t seq = 0;  // increases with every part the node sends, to any rank
+  // 0: the whole part. Otherwise the seq of the part sent before to the same rank, which this
+  // one extends: its entries come after that part's (a rank left, and its objects moved to
+  // the coordinators that remain, which only gain objects).
+  uint64_t base = 0;
   uint64_t generation = 0;  // the node's registration it comes from
   uint64_t capacity = 0;    // the node's tiers, in bytes
   std::vector<PartEntry> entries;

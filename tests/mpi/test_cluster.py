@@ -332,10 +332,14 @@ class ClusterTest(harness.ClairfsCase):
         self.assertEqual(errors, [])
         # Each survivor waited for the dead peer once (peer_timeout), then skipped it.
         self.assertLess(time.monotonic() - start, 30)
+        # A survivor that asked the dead rank for something marked it down; one that needed
+        # nothing more of it (everything it expected from it was staged before the kill) had
+        # no reason to find out: MPI reports no error for a dead rank.
         survivors = [m for r, m in enumerate(c.mounts) if r != victim]
-        for m in survivors:
+        asked = [m for m in survivors if self.stats(m)["peer_errors"] > 0]
+        self.assertGreater(len(asked), 0)
+        for m in asked:
             self.assertIn(victim, self.plan(m)["cluster"]["unreachable"])
-        self.assertGreater(sum(self.stats(m)["peer_errors"] for m in survivors), 0)
         self.assertIsNone(c.proc.poll(), "mpiexec ended with a rank: the others were killed")
 
 

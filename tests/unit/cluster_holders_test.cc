@@ -52,7 +52,7 @@ TEST(CoordinatorRingTest, SharesAreEvenAndALeavingRankMovesOnlyItsObjects) {
 }
 
 TEST(PlanPartsTest, RoundTripAndHostileBytes) {
-  Part p{7, 2, 1000, {{0x1234, 110000, 3, 17}, {~0ull, 1, 1, 0xFFFFFFFFu}}};
+  Part p{7, 0, 2, 1000, {{0x1234, 110000, 3, 17}, {~0ull, 1, 1, 0xFFFFFFFFu}}};
   const std::vector<char> bytes = EncodePart(p);
   std::string why;
   auto q = DecodePart({bytes.data(), bytes.size()}, &why);
@@ -74,14 +74,14 @@ TEST(PlanPartsTest, RoundTripAndHostileBytes) {
   longer.push_back(0);
   EXPECT_FALSE(DecodePart({longer.data(), longer.size()}, &why));
   // A count the bytes cannot hold is refused before anything is allocated.
-  Part huge{1, 1, 1, {}};
+  Part huge{1, 0, 1, 1, {}};
   std::vector<char> h = EncodePart(huge);
   h.back() = static_cast<char>(0xFF);  // the count's varint now continues...
   for (int i = 0; i < 8; ++i) h.push_back(static_cast<char>(0xFF));
   h.push_back(0x01);
   EXPECT_FALSE(DecodePart({h.data(), h.size()}, &why));
   // A zero frequency is malformed.
-  Part zero{1, 1, 1, {{5, 5, 0, 0}}};
+  Part zero{1, 0, 1, 1, {{5, 5, 0, 0}}};
   std::vector<char> z = EncodePart(zero);
   EXPECT_FALSE(DecodePart({z.data(), z.size()}, &why));
   EXPECT_NE(why.find("freq"), std::string::npos) << why;
@@ -108,9 +108,9 @@ PartEntry Entry(uint64_t h, uint32_t freq, uint32_t first = 0, uint64_t bytes = 
 
 TEST(DecideHoldersTest, MostFrequentReaderHoldsWithinItsBudget) {
   // share 1 (one coordinator), slack 1.25: a capacity of 160 is a budget of 200 (two objects).
-  Part a{1, 1, 160, {Entry(1, 1, 10), Entry(2, 5, 20), Entry(3, 1, 30), Entry(4, 1, 0)}};
-  Part b{1, 1, 1000, {Entry(2, 1, 5), Entry(4, 3, 90), Entry(5, 1, 1)}};
-  Part c{1, 1, 0, {Entry(6, 1, 1)}};  // no room: what only it reads has no holder
+  Part a{1, 0, 1, 160, {Entry(1, 1, 10), Entry(2, 5, 20), Entry(3, 1, 30), Entry(4, 1, 0)}};
+  Part b{1, 0, 1, 1000, {Entry(2, 1, 5), Entry(4, 3, 90), Entry(5, 1, 1)}};
+  Part c{1, 0, 1, 0, {Entry(6, 1, 1)}};  // no room: what only it reads has no holder
   Decision d = DecideHolders({{0, &a}, {1, &b}, {2, &c}}, 1.0, 0, 3);
   ASSERT_EQ(d.assignments.size(), 3u);
   // Object 2 goes to a (freq 5 > 1), object 4 to b (3 > 1); 1 and 3 only a reads: a has
@@ -131,7 +131,7 @@ TEST(DecideHoldersTest, MostFrequentReaderHoldsWithinItsBudget) {
 TEST(DecideHoldersTest, ObjectsEveryNodeReadsAlikeSpreadEvenly) {
   std::vector<Part> parts(4);
   for (int r = 0; r < 4; ++r) {
-    parts[r] = Part{static_cast<uint64_t>(r + 1), 1, 1 << 20, {}};
+    parts[r] = Part{static_cast<uint64_t>(r + 1), 0, 1, 1 << 20, {}};
     for (uint64_t i = 0; i < 1001; ++i) parts[r].entries.push_back(Entry(i * 7919, 2, i));
   }
   std::vector<ReaderPart> given;

@@ -15,6 +15,7 @@
 #include "cluster/cluster_node.h"
 #include "cluster/loopback_transport.h"
 #include "cluster/placement.h"
+#include "cluster/placement_coordinator.h"
 #include "cluster/plan_parts.h"
 #include "cluster/protocol.h"
 #include "tests/unit/cluster_test_util.h"
@@ -429,6 +430,59 @@ TEST_F(ClusterTest, EachRankIsSentOnlyThePartItCoordinates) {
   parts = registered(PlanOf(Order(0, 2, 1)));
   EXPECT_EQ(parts[0].generation, 2u);
   EXPECT_LE(parts[1].entries.size() + parts[0].entries.size(), static_cast<size_t>(kFiles / 2));
+}
+
+TEST_F(ClusterTest, WhenARankLeavesOnlyTheObjectsItCoordinatedTravelAgain) {
+  net_ = std::make_unique<LoopbackNetwork>(3);
+  Stats stats;
+  PeerOptions po;
+  PeerLiveness liveness(0, 3, po);
+  PlacementCoordinator coordinator(net_->at(0), liveness, po, &stats, [] {});
+  const PlacementLimits limits{{"ram"}, {kFiles * kSize}, 64 << 10};
+  auto plan = PlanOf(Order(0, 1, 1));
+  EXPECT_FALSE(coordinator.Place(*plan, limits, false));
+  std::string why;
+  auto take = [&](int r) {
+    auto m = net_->at(r).Receive(1s);
+    EXPECT_TRUE(m && m->tag == kPart);
+    auto p = m ? DecodePart({m->bytes.data(), m->bytes.size()}, &why) : std::nullopt;
+    EXPECT_TRUE(p) << why;
+    EXPECT_FALSE(net_->at(r).Receive(0ms)) << "one part per rank";
+    return p.value_or(Part{});
+  };
+  const Part to1 = take(1);
+  take(2);
+  liveness.MarkGone(2);
+  coordinator.Invalidate();
+  coordinator.Place(*plan, limits, true);
+  // Rank 1 gets only the objects rank 2 coordinated and it now does, extending its part.
+  const Part delta = take(1);
+  EXPECT_EQ(delta.base, to1.seq);
+  EXPECT_GT(delta.seq, to1.seq);
+  const CoordinatorRing before({0, 1, 2}), after({0, 1});
+  size_t moved = 0;
+  for (const PlanObject& o : plan->objects) {
+    const uint64_t h = KeyHash(o.key);
+    moved += before.Coordinator(h) == 2 && after.Coordinator(h) == 1;
+  }
+  EXPECT_EQ(delta.entries.size(), moved);
+  EXPECT_GT(moved, 0u);
+  for (const PartEntry& e : delta.entries) {
+    EXPECT_EQ(before.Coordinator(e.key_hash), 2);
+    EXPECT_EQ(after.Coordinator(e.key_hash), 1);
+  }
+  EXPECT_FALSE(net_->at(2).Receive(0ms)) << "nothing to the rank that left";
+  // A coordinator that does not hold the part a delta extends refuses it.
+  PeerLiveness other_liveness(1, 3, po);
+  PlacementCoordinator other(net_->at(1), other_liveness, po, &stats, [] {});
+  std::vector<char> bytes = EncodePart(delta);
+  other.OnPart(0, {bytes.data(), bytes.size()});
+  EXPECT_EQ(stats.peer_protocol_errors.load(), 1u);
+  bytes = EncodePart(to1);
+  other.OnPart(0, {bytes.data(), bytes.size()});
+  bytes = EncodePart(delta);
+  other.OnPart(0, {bytes.data(), bytes.size()});  // now it does: no error
+  EXPECT_EQ(stats.peer_protocol_errors.load(), 1u);
 }
 
 TEST_F(ClusterTest, AMalformedPartIsRefusedAndItsRankLeftUnplaced) {

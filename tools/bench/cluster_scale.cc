@@ -30,6 +30,7 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/plan/plan.h"
@@ -66,6 +67,7 @@ struct Options {
   // between epochs), whole files only; sizes and versions from the files in dataset.
   std::vector<std::string> manifests;
   std::string dataset;
+  bool churn = false;  // also the cost of a node leaving
 };
 
 // The dataset: synthetic (ImageNet-like keys in 1,000 classes, sizes around mean_bytes) or
@@ -236,6 +238,12 @@ int Run(const Options& o) {
                static_cast<unsigned long long>(data.files), data.bytes / 1e9, sampler.epochs,
                o.protocol.c_str());
   std::vector<uint32_t> id_of(data.files, kNone), obj_of;
+  // A node leaving (the last rank): the parts that change, with the ring of the others.
+  std::vector<int> rest(nodes - 1);
+  std::iota(rest.begin(), rest.end(), 0);
+  const CoordinatorRing after_leave(rest);
+  uint64_t leave_sent = 0, leave_received = 0, parts_sent = 0;
+  double leave_seconds = 0;
   std::vector<int> all(nodes);
   std::iota(all.begin(), all.end(), 0);
   const CoordinatorRing ring(all);
@@ -281,10 +289,30 @@ int Run(const Options& o) {
       std::vector<Part> parts = MakeParts(*plan, ring, capacity, 1, nodes);
       if (p == 0) {
         for (int c = 1; c < nodes; ++c) sent += Encoded(parts[c]);
+        parts_sent = sent;
         seconds += Since(t);
         mine = parts;
       } else {
         received += Encoded(parts[0]);
+      }
+      if (o.churn && nodes > 1 && p != nodes - 1) {
+        t = Clock::now();
+        std::vector<Part> moved = MakeParts(*plan, after_leave, capacity, 1, nodes);
+        for (int c = 0; c < nodes - 1; ++c) {
+          if (moved[c].entries == parts[c].entries) continue;
+          // As the daemon sends it: the objects gained only, when that is all that changed.
+          std::unordered_set<uint64_t> before;
+          for (const PartEntry& e : parts[c].entries) before.insert(e.key_hash);
+          Part delta{2, 1, 1, capacity, {}};
+          for (const PartEntry& e : moved[c].entries) {
+            if (!before.count(e.key_hash)) delta.entries.push_back(e);
+          }
+          if (moved[c].entries.size() - delta.entries.size() != parts[c].entries.size())
+            delta = moved[c];
+          if (p == 0 && c != 0) leave_sent += Encoded(delta);
+          if (p != 0 && c == 0) leave_received += Encoded(delta);
+        }
+        if (p == 0) leave_seconds = Since(t);
       }
       for (int c : sample) at[c][p] = std::move(parts[c]);
     }
@@ -453,6 +481,16 @@ int Run(const Options& o) {
   out["read_backing"] = backing;
   out["backing_reads_per_file"] = reads_per_file;
   out["exact"] = exact;
+  if (!broadcast) {
+    // Epochs appended: every part again (the assignments as at the first registration).
+    out["append_bytes_sent"] = sent;
+    out["parts_bytes_sent"] = parts_sent;
+  }
+  if (o.churn && !broadcast) {
+    out["leave_bytes_sent"] = leave_sent;
+    out["leave_bytes_received"] = leave_received;
+    out["leave_seconds"] = leave_seconds;
+  }
   out["simulation_seconds"] = Since(wall);
   std::printf("%s\n", out.dump().c_str());
   return 0;
@@ -483,6 +521,7 @@ int main(int argc, char** argv) {
   app.add_option("--manifests", o.manifests, "one manifest per rank instead of the sampler")
       ->delimiter(',');
   app.add_option("--dataset", o.dataset, "with --manifests: the directory their paths are in");
+  app.add_flag("--churn", o.churn, "also what a node leaving costs node 0 (parts re-sent)");
   app.add_option("--staging", o.staging, "the staging window: larger objects are read directly");
   CLI11_PARSE(app, argc, argv);
   return Run(o);
