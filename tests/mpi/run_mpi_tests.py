@@ -16,8 +16,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fs"))
 
 import run_fs_tests  # noqa: E402
 
+# test_netns_cluster: the same daemons in network namespaces, MPI over TCP between them (root,
+# ip, tc and nsenter; it skips itself without them).
+MODULES = ["test_cluster", "test_netns_cluster"]
+
 if __name__ == "__main__":
     if shutil.which("mpiexec") is None:
         print("SKIP: mpiexec is not on PATH")
         sys.exit(77)
-    sys.exit(run_fs_tests.main(sys.argv[1:], modules=["test_cluster"], label="mpi"))
+    sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="mpi"))
