@@ -98,8 +98,8 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, double share, int c
     int holder = kNoHolder;
     for (uint32_t i : candidates) {
       uint64_t& left = budget[reads[i].part];
-      if (left >= o.bytes) {
-        left -= o.bytes;
+      if (left > 0) {  // the last object may overshoot: see holders.h
+        left = left > o.bytes ? left - o.bytes : 0;
         holder = parts[reads[i].part].rank;
         break;
       }

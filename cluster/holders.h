@@ -13,9 +13,12 @@
 // has budget for has no holder and is read from the backing store by each of its readers. A
 // node's budget at a coordinator is its capacity times the coordinator's share of the ring
 // times kBudgetSlack: each coordinator sees about that share of every node's objects, so the
-// budgets add up to the node's capacity with some slack for the spread. What a holder is
-// given beyond its real capacity (the slack) it does not hold (ApplyHolders), and those
-// objects' readers read them from the backing store.
+// budgets add up to the node's capacity with some slack for the spread. A reader takes an
+// object while any of its budget is left, so the last object may overshoot it: on a large
+// cluster the budget at one coordinator is a few objects or less (capacity / N), and a rule
+// that needed the whole object to fit would give small budgets nothing. What a holder is given
+// beyond its real capacity (the slack, the overshoots) it does not hold (ApplyHolders), and
+// those objects' readers read them from the backing store.
 #pragma once
 
 #include <cstdint>

@@ -128,6 +128,16 @@ TEST(DecideHoldersTest, MostFrequentReaderHoldsWithinItsBudget) {
   for (const Assignment& x : d.assignments) EXPECT_EQ(x.seq, 1u);
 }
 
+TEST(DecideHoldersTest, ABudgetSmallerThanAnObjectStillTakesOne) {
+  // 1,024 coordinators: a share of 1/1024 of a 200,000-byte capacity is less than one object.
+  Part a{1, 0, 1, 200000, {Entry(1, 1, 0, 100000), Entry(2, 1, 1, 100000)}};
+  Part b{1, 0, 1, 200000, {Entry(1, 1, 5, 100000), Entry(2, 1, 6, 100000)}};
+  Decision d = DecideHolders({{0, &a}, {1, &b}}, 1.0 / 1024, 0, 1024);
+  // One object each (the most budget left goes first), not none.
+  EXPECT_EQ(d.assignments[0].holder, (std::vector<int>{0, 1}));
+  EXPECT_EQ(d.totals.held_objects, 2u);
+}
+
 TEST(DecideHoldersTest, ObjectsEveryNodeReadsAlikeSpreadEvenly) {
   std::vector<Part> parts(4);
   for (int r = 0; r < 4; ++r) {

@@ -15,6 +15,13 @@
 // in memory (--broadcast-place-limit entries), its time beyond that is the decode time
 // measured on node 0's own digest, scaled.
 //
+// What it reports for node 0: plan_bytes_sent and plan_bytes_received, the encoded messages;
+// plan_seconds, its own computation from registration to placement (building, encoding and
+// decoding messages, deciding, placing; not the network's time or the waits); plan_memory_bytes,
+// what it holds for the exchange (partitioned: the entries of its parts and of the parts it
+// coordinates, and the holders of what it reads, by their sizes; broadcast: the other nodes'
+// decoded digest entries times the bytes per entry measured decoding node 0's own digest).
+//
 // Prints progress on stderr and, as its last line on stdout, one JSON object.
 #include <malloc.h>
 #include <sys/stat.h>
@@ -358,6 +365,7 @@ int Run(const Options& o) {
       t = Clock::now();
       ClusterPlacement placement = PlaceCluster(ptrs);
       ApplyPlacement(*plan0, limits, placement, ptrs, 0);
+      out["place_seconds"] = Since(t);
       seconds += Since(t);
       uint64_t total = 0;
       for (uint32_t id = 0; id < plan0->objects.size(); ++id) {
@@ -476,10 +484,12 @@ int Run(const Options& o) {
   out["plan_bytes_received"] = received;
   out["plan_memory_bytes"] = memory;
   out["plan_seconds"] = seconds;
-  out["read_local"] = local;
-  out["read_peer"] = peer;
-  out["read_backing"] = backing;
-  out["backing_reads_per_file"] = reads_per_file;
+  // The broadcast placement not run (too many digests to hold here): no prediction.
+  const bool predicted = !broadcast || keep_digests;
+  out["read_local"] = predicted ? nlohmann::json(local) : nlohmann::json();
+  out["read_peer"] = predicted ? nlohmann::json(peer) : nlohmann::json();
+  out["read_backing"] = predicted ? nlohmann::json(backing) : nlohmann::json();
+  out["backing_reads_per_file"] = predicted ? nlohmann::json(reads_per_file) : nlohmann::json();
   out["exact"] = exact;
   if (!broadcast) {
     // Epochs appended: every part again (the assignments as at the first registration).

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""tools/bench/cluster_scale.sh (argv[1]: the clairfs-cluster-scale binary) on a scaled-down
+ImageNet (20,000 files x 10 epochs): the JSON keys issue 28 names, a plan whose bytes and
+memory per node shrink as the cluster grows from 16 to 256 nodes where the broadcast one's
+grow, the backing store read once per file, read fractions that add up, and a node leaving
+that costs a small fraction of a registration. Runs in a few seconds."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "tools", "bench", "cluster_scale.sh")
+KEYS = {"nodes", "plan_bytes_sent", "plan_bytes_received", "plan_memory_bytes", "plan_seconds",
+        "read_local", "read_peer", "read_backing", "backing_reads_per_file"}
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(*args):
+    p = subprocess.run([SCRIPT, "--files", "20000", "--epochs", "10", *args],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CLUSTER_SCALE_BIN=sys.argv[1]))
+    check(p.returncode == 0, f"{args}: exit {p.returncode}: {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    small, big = run("--nodes", "16", "--churn"), run("--nodes", "256", "--churn")
+    old_small = run("--nodes", "16", "--protocol", "broadcast")
+    old_big = run("--nodes", "256", "--protocol", "broadcast")
+    for r in (small, big, old_small, old_big):
+        check(KEYS <= r.keys(), f"keys missing: {KEYS - r.keys()}")
+    for r in (small, big):
+        check(abs(r["read_local"] + r["read_peer"] + r["read_backing"] - 1) < 1e-9,
+              f"read fractions add up to 1: {r}")
+        check(r["backing_reads_per_file"] == 1.0, f"each file read once: {r}")
+        # A node leaving: only the objects it coordinated travel again.
+        check(r["leave_bytes_sent"] < r["parts_bytes_sent"] * 3 / r["nodes"] + 4096,
+              f"a node leaving costs about 1/N of the parts: {r}")
+    for key in ("plan_bytes_sent", "plan_bytes_received", "plan_memory_bytes"):
+        check(big[key] < small[key], f"{key} shrinks from 16 to 256 nodes: "
+              f"{small[key]} -> {big[key]}")
+        check(old_big[key] > old_small[key], f"broadcast {key} grows: "
+              f"{old_small[key]} -> {old_big[key]}")
+        check(old_big[key] > 20 * big[key], f"{key} at 256 nodes: broadcast {old_big[key]}, "
+              f"partitioned {big[key]}")
+    # Same plans, same placement rule for an object one node reads most: the broadcast
+    # placement (run at 16 nodes) and the partitioned one agree on the backing reads.
+    check(old_small["backing_reads_per_file"] == 1.0, f"broadcast at 16: {old_small}")
+    print(f"cluster_scale: 16 -> 256 nodes, bytes sent {small['plan_bytes_sent']} -> "
+          f"{big['plan_bytes_sent']} (broadcast {old_small['plan_bytes_sent']} -> "
+          f"{old_big['plan_bytes_sent']})")
+    print("cluster_scale:", "FAILED" if failures else "ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
