@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <unordered_set>
 
 #include "cache/base/object.h"
 
@@ -60,24 +59,25 @@ std::vector<int> PlacementCoordinator::UnansweredLocked() const {
   return pending;
 }
 
-void PlacementCoordinator::SendPartLocked(int r, Part p, size_t shared) {
+void PlacementCoordinator::SendPartLocked(int r, Part p, bool as_delta) {
   p.seq = ++next_seq_;
   p.base = 0;
+  p.removed.clear();
   answered_[r] = false;
+  Part delta;
+  const bool changes = as_delta && sent_[r] &&
+                       MakeDelta(sent_[r]->entries, p.entries, &delta.removed, &delta.entries);
+  if (changes) {
+    delta.seq = p.seq;
+    delta.base = sent_[r]->seq;
+    delta.generation = p.generation;
+    delta.capacity = p.capacity;
+    p.entries = ApplyDelta(sent_[r]->entries, delta.removed, delta.entries);
+  }
   if (r == rank_) {
     TakePartLocked(r, p);
   } else {
-    std::vector<char> bytes;
-    if (shared > 0) {
-      Part delta{p.seq,
-                 sent_[r]->seq,
-                 p.generation,
-                 p.capacity,
-                 {p.entries.begin() + static_cast<ptrdiff_t>(shared), p.entries.end()}};
-      bytes = EncodePart(delta);
-    } else {
-      bytes = EncodePart(p);
-    }
+    std::vector<char> bytes = EncodePart(changes ? delta : p);
     plan_bytes_sent_ += bytes.size();
     transport_.Send(r, kPart, std::move(bytes));
   }
@@ -101,27 +101,13 @@ bool PlacementCoordinator::Place(Plan& plan, const PlacementLimits& limits, bool
     said_waiting_ = false;
     ring_ = ring;
   } else if (!(ring == ring_)) {
-    // The live set changed: only the parts whose objects moved travel again, and of a part
-    // that only gained objects (a rank left), only those.
+    // The live set changed: only the parts whose objects moved travel again, and of those only
+    // the change.
     std::vector<Part> parts = MakeParts(plan, ring, capacity, generation_, size_);
     for (int r = 0; r < size_; ++r) {
       if (sent_[r] && sent_[r]->entries == parts[r].entries) continue;
       if (r != rank_ && !liveness_.Reachable(r)) continue;
-      size_t shared = 0;
-      if (sent_[r]) {
-        std::unordered_set<uint64_t> before;
-        for (const PartEntry& e : sent_[r]->entries) before.insert(e.key_hash);
-        std::vector<PartEntry> added;
-        for (const PartEntry& e : parts[r].entries) {
-          if (!before.count(e.key_hash)) added.push_back(e);
-        }
-        if (parts[r].entries.size() - added.size() == sent_[r]->entries.size()) {
-          shared = sent_[r]->entries.size();
-          parts[r].entries = sent_[r]->entries;
-          parts[r].entries.insert(parts[r].entries.end(), added.begin(), added.end());
-        }
-      }
-      SendPartLocked(r, std::move(parts[r]), shared);
+      SendPartLocked(r, std::move(parts[r]), true);
     }
     ring_ = ring;
   }
@@ -167,10 +153,9 @@ bool PlacementCoordinator::TakePartLocked(int r, Part p) {
   if (parts_[r] && parts_[r]->seq >= p.seq) return true;
   if (p.base != 0) {
     if (!parts_[r] || parts_[r]->seq != p.base) return false;
-    std::vector<PartEntry> entries = parts_[r]->entries;
-    entries.insert(entries.end(), p.entries.begin(), p.entries.end());
-    p.entries = std::move(entries);
+    p.entries = ApplyDelta(parts_[r]->entries, p.removed, p.entries);
     p.base = 0;
+    p.removed.clear();
   }
   parts_[r] = std::make_shared<const Part>(std::move(p));
   if (!first_part_at_) first_part_at_ = Clock::now();
@@ -193,7 +178,7 @@ void PlacementCoordinator::OnPart(int r, std::string_view bytes) {
     if (taken) refused_[r].clear();
   }
   if (!taken) {
-    Refuse(r, "plan part", "it extends a part this node does not hold");
+    Refuse(r, "plan part", "it changes a part this node does not hold");
     return;
   }
   liveness_.MarkBack(r);

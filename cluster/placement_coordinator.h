@@ -11,8 +11,9 @@
 // later answers (a late node, new epochs, a changed holder) make a new placement due. A
 // re-registration after a placement places at once with the holders known, and again when the
 // answers come. When the live set changes, the ring does, and only the parts that changed are
-// sent again; where a rank left, the coordinators that remain only gain objects, and only
-// those travel (a part extending the one before).
+// sent again, and of those only the change (a part naming the one before, the entries it
+// drops and the ones it adds): a rank that leaves or joins costs the others about 1/N of a
+// registration.
 //
 // As a coordinator: Coordinate() (the planner thread) decides the holders of the objects this
 // node coordinates (holders.h) once every live rank's part is here, or plan_timeout after the
@@ -88,11 +89,11 @@ class PlacementCoordinator {
   std::vector<int> UnregisteredLocked() const;
   // mu_ held: the live coordinators this node sent a part and has no answer from.
   std::vector<int> UnansweredLocked() const;
-  // mu_ held: sends p (its seq set here) to r, or keeps it when r is this node. shared: how
-  // many of p's first entries r holds already (the part sent to it before, p extending it):
-  // only the others travel.
-  void SendPartLocked(int r, Part p, size_t shared = 0);
-  // mu_ held: r's part arrived (decoded). false: it extends a part this node does not hold.
+  // mu_ held: sends p (its seq set here) to r, or keeps it when r is this node. With
+  // as_delta, and a part sent to r before, only the change from that one travels when smaller
+  // (Part::base); what is kept as sent is then in the order r rebuilds it.
+  void SendPartLocked(int r, Part p, bool as_delta = false);
+  // mu_ held: r's part arrived (decoded). false: it changes a part this node does not hold.
   bool TakePartLocked(int r, Part p);
   // mu_ held: coordinator r's answer to this node (decoded). false: it does not fit the part.
   bool TakeAssignmentLocked(int r, const Assignment& a);

@@ -19,8 +19,9 @@
 // hash: the holders' announcements and the transfers name the full key and version.
 //
 // Encodings (after the protocol header, protocol.h):
-//   kPart    varint seq, varint base, varint generation, varint capacity, varint count, then
-//            per entry: u64 key hash, varint bytes, varint freq (>= 1), u32 first
+//   kPart    varint seq, varint base, varint generation, varint capacity, varint removed
+//            count, u64 key hash per removed entry, varint count, then per entry: u64 key
+//            hash, varint bytes, varint freq (>= 1), u32 first
 //   kAssign  varint seq (the part's it answers), the totals as five varints (objects, bytes,
 //            held objects, held bytes, predicted backing bytes), varint count, then per entry:
 //            varint holder + 1 (0: none), and a u32 first when holder is the receiver
@@ -47,12 +48,14 @@ struct PartEntry {
 struct Part {
   uint64_t seq = 0;  // increases with every part the node sends, to any rank
   // 0: the whole part. Otherwise the seq of the part sent before to the same rank, which this
-  // one extends: its entries come after that part's (a rank left, and its objects moved to
-  // the coordinators that remain, which only gain objects).
+  // one changes (the live set changed, and objects moved between coordinators): the entries
+  // are that part's without the ones removed names (key hashes), in their order, then this
+  // one's (ApplyDelta).
   uint64_t base = 0;
   uint64_t generation = 0;  // the node's registration it comes from
   uint64_t capacity = 0;    // the node's tiers, in bytes
   std::vector<PartEntry> entries;
+  std::vector<uint64_t> removed = {};  // with base only
 };
 
 // A coordinator's totals over the objects it coordinates.
@@ -77,6 +80,16 @@ struct Assignment {
 // position / span in units of 2^-32, rounded down: strictly increasing in position for
 // span <= 2^32, as every plan's is.
 uint32_t QuantizeFirst32(uint64_t position, uint64_t span);
+
+// The entries of a part changed by a delta (Part::base): before's without removed, in order,
+// then added.
+std::vector<PartEntry> ApplyDelta(const std::vector<PartEntry>& before,
+                                  const std::vector<uint64_t>& removed,
+                                  const std::vector<PartEntry>& added);
+// The delta from before to after (the same objects in any order; *removed and *added), or
+// false when sending after whole is no larger.
+bool MakeDelta(const std::vector<PartEntry>& before, const std::vector<PartEntry>& after,
+               std::vector<uint64_t>* removed, std::vector<PartEntry>* added);
 
 std::vector<char> EncodePart(const Part& p);
 // nullopt and a reason for the log when bytes are malformed (truncated, trailing bytes, a

@@ -86,6 +86,25 @@ TEST(PlanPartsTest, RoundTripAndHostileBytes) {
   EXPECT_FALSE(DecodePart({z.data(), z.size()}, &why));
   EXPECT_NE(why.find("freq"), std::string::npos) << why;
 
+  // A delta: the part it changes, the entries it drops, the ones it adds.
+  Part delta{8, 7, 2, 1000, {{0x99, 5, 1, 1}}, {0x1234}};
+  std::vector<char> db = EncodePart(delta);
+  auto dd = DecodePart({db.data(), db.size()}, &why);
+  ASSERT_TRUE(dd) << why;
+  EXPECT_EQ(dd->base, 7u);
+  EXPECT_EQ(dd->removed, std::vector<uint64_t>{0x1234});
+  EXPECT_EQ(ApplyDelta(q->entries, dd->removed, dd->entries),
+            (std::vector<PartEntry>{q->entries[1], {0x99, 5, 1, 1}}));
+  Part bad{8, 0, 2, 1000, {}, {0x1234}};  // a whole part cannot remove anything
+  std::vector<char> bb = EncodePart(bad);
+  EXPECT_FALSE(DecodePart({bb.data(), bb.size()}, &why));
+  std::vector<uint64_t> removed;
+  std::vector<PartEntry> added;
+  EXPECT_TRUE(MakeDelta(q->entries, {q->entries[1], {0x99, 5, 1, 1}}, &removed, &added));
+  EXPECT_EQ(removed, std::vector<uint64_t>{0x1234});
+  EXPECT_EQ(added, (std::vector<PartEntry>{{0x99, 5, 1, 1}}));
+  EXPECT_FALSE(MakeDelta(q->entries, {{0x98, 5, 1, 1}}, &removed, &added));  // all new
+
   Assignment a{9, {10, 1000, 4, 400, 1600}, {2, kNoHolder, 0, 0}, {5, 6}};
   const std::vector<char> ab = EncodeAssignment(a, 0);
   auto b = DecodeAssignment({ab.data(), ab.size()}, 0, 3, &why);

@@ -432,7 +432,7 @@ TEST_F(ClusterTest, EachRankIsSentOnlyThePartItCoordinates) {
   EXPECT_LE(parts[1].entries.size() + parts[0].entries.size(), static_cast<size_t>(kFiles / 2));
 }
 
-TEST_F(ClusterTest, WhenARankLeavesOnlyTheObjectsItCoordinatedTravelAgain) {
+TEST_F(ClusterTest, WhenARankLeavesOrComesBackOnlyTheObjectsThatMoveTravel) {
   net_ = std::make_unique<LoopbackNetwork>(3);
   Stats stats;
   PeerOptions po;
@@ -472,6 +472,16 @@ TEST_F(ClusterTest, WhenARankLeavesOnlyTheObjectsItCoordinatedTravelAgain) {
     EXPECT_EQ(after.Coordinator(e.key_hash), 1);
   }
   EXPECT_FALSE(net_->at(2).Receive(0ms)) << "nothing to the rank that left";
+  // It comes back: rank 1 is told to drop those objects again, rank 2 still holds its part.
+  liveness.MarkBack(2);
+  coordinator.Invalidate();
+  coordinator.Place(*plan, limits, true);
+  const Part back = take(1);
+  EXPECT_EQ(back.base, delta.seq);
+  EXPECT_TRUE(back.entries.empty());
+  EXPECT_EQ(back.removed.size(), moved);
+  EXPECT_FALSE(net_->at(2).Receive(0ms));
+  EXPECT_EQ(ApplyDelta(ApplyDelta(to1.entries, {}, delta.entries), back.removed, {}), to1.entries);
   // A coordinator that does not hold the part a delta extends refuses it.
   PeerLiveness other_liveness(1, 3, po);
   PlacementCoordinator other(net_->at(1), other_liveness, po, &stats, [] {});

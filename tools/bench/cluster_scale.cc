@@ -307,15 +307,11 @@ int Run(const Options& o) {
         std::vector<Part> moved = MakeParts(*plan, after_leave, capacity, 1, nodes);
         for (int c = 0; c < nodes - 1; ++c) {
           if (moved[c].entries == parts[c].entries) continue;
-          // As the daemon sends it: the objects gained only, when that is all that changed.
-          std::unordered_set<uint64_t> before;
-          for (const PartEntry& e : parts[c].entries) before.insert(e.key_hash);
+          // As the daemon sends it: the change, when smaller than the whole part.
           Part delta{2, 1, 1, capacity, {}};
-          for (const PartEntry& e : moved[c].entries) {
-            if (!before.count(e.key_hash)) delta.entries.push_back(e);
-          }
-          if (moved[c].entries.size() - delta.entries.size() != parts[c].entries.size())
+          if (!MakeDelta(parts[c].entries, moved[c].entries, &delta.removed, &delta.entries)) {
             delta = moved[c];
+          }
           if (p == 0 && c != 0) leave_sent += Encoded(delta);
           if (p != 0 && c == 0) leave_received += Encoded(delta);
         }
