@@ -33,14 +33,17 @@ bool PeerLiveness::Refused(int r) const {
   return incompatible_[r];
 }
 
-void PeerLiveness::MarkDown(int r) {
+void PeerLiveness::MarkDown(int r, std::string_view why) {
   bool was_live;
   {
     std::lock_guard lock(mu_);
     was_live = LiveLocked(r, Clock::now());
     down_until_[r] = Clock::now() + options_.down_for;
   }
-  if (was_live) {  // once per episode
+  if (was_live && !why.empty()) {
+    spdlog::warn("peer rank {} {}: skipped for {:.0f} s", r, why,
+                 std::chrono::duration<double>(options_.down_for).count());
+  } else if (was_live) {  // once per episode
     spdlog::warn(
         "peer rank {} did not answer within {:.1f} s: skipped for {:.0f} s; what it "
         "holds is read from the backing store meanwhile",

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "cluster/peer_options.h"
@@ -36,8 +37,9 @@ class PeerLiveness {
   // r speaks another protocol: its messages are ignored.
   bool Refused(int r) const;
 
-  // r did not answer within peer_timeout: down for down_for (logged when it was live).
-  void MarkDown(int r);
+  // r did not answer within peer_timeout (or, with why, for that reason): down for down_for
+  // (logged when it was live).
+  void MarkDown(int r, std::string_view why = {});
   // r said bye.
   void MarkGone(int r);
   // A plan from r arrived: it is back (neither gone nor down). Does not call the callback (the

@@ -30,6 +30,7 @@ PlacementCoordinator::PlacementCoordinator(Transport& transport, PeerLiveness& l
       size_(transport.size()),
       sent_(transport.size()),
       answered_(transport.size(), false),
+      sent_at_(transport.size()),
       totals_(transport.size()),
       parts_(transport.size()),
       assignment_sent_(transport.size(), 0),
@@ -64,6 +65,7 @@ void PlacementCoordinator::SendPartLocked(int r, Part p, bool as_delta) {
   p.base = 0;
   p.removed.clear();
   answered_[r] = false;
+  sent_at_[r] = Clock::now();
   Part delta;
   const bool changes = as_delta && sent_[r] &&
                        MakeDelta(sent_[r]->entries, p.entries, &delta.removed, &delta.entries);
@@ -243,6 +245,22 @@ void PlacementCoordinator::Invalidate() {
 }
 
 void PlacementCoordinator::Coordinate() {
+  std::vector<int> silent;
+  {
+    std::lock_guard lock(mu_);
+    for (int r : UnansweredLocked()) {
+      if (r != rank_ && Clock::now() >= sent_at_[r] + 2 * options_.plan_timeout) {
+        silent.push_back(r);
+      }
+    }
+  }
+  const double wait = 2 * std::chrono::duration<double>(options_.plan_timeout).count();
+  for (int r : silent) {  // mu_ released: MarkDown calls Invalidate
+    liveness_.MarkDown(
+        r, fmt::format("sent no answer to this node's plan part within {:.0f} s (twice "
+                       "cluster.plan_timeout); the objects it coordinates move to the others",
+                       wait));
+  }
   std::vector<ReaderPart> given;
   std::vector<std::shared_ptr<const Part>> hold;  // keeps given's parts alive unlocked
   double share;

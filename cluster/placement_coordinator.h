@@ -71,7 +71,10 @@ class PlacementCoordinator {
   void OnAssign(int r, std::string_view bytes);
   // A rank stopped being live (or came back): the ring, the parts and the decisions are redone.
   void Invalidate();
-  // For the planner: decides and sends assignments when due (see the header comment).
+  // For the planner: decides and sends assignments when due (see the header comment). A
+  // coordinator that has not answered this node's part within twice plan_timeout is marked
+  // down (PeerLiveness::MarkDown), so its objects move to the others instead of staying
+  // without a holder: MPI reports no error for a rank that died before it answered.
   void Coordinate();
   // For the planner: whether to place now (the first placement, once every coordinator
   // answered or the deadline passed; a new one after a change). Clears the change.
@@ -115,6 +118,7 @@ class PlacementCoordinator {
   CoordinatorRing ring_;                                  // the ring the parts were split on
   std::vector<std::optional<Part>> sent_;                 // by rank: the last part sent there
   std::vector<bool> answered_;                            // by rank: sent_[r] was answered
+  std::vector<Clock::time_point> sent_at_;                // by rank: when sent_[r] was sent
   std::vector<std::optional<CoordinatorTotals>> totals_;  // by rank: its last answer's
   std::unordered_map<uint64_t, HolderInfo> holders_;      // by key hash: what coordinators said
   bool placed_ = false;                                   // the active plan has a cluster placement

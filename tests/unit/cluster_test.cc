@@ -259,6 +259,30 @@ TEST_F(ClusterTest, ANodeThatNeverRegistersDelaysOthersOnlyUntilTheDeadline) {
   EXPECT_NE(nodes_[0]->peer.InfoJson().find("\"placed_with\":[0,1]"), std::string::npos);
 }
 
+TEST_F(ClusterTest, ACoordinatorThatNeverAnswersIsMarkedDownAndItsObjectsMove) {
+  PeerOptions po;
+  po.plan_timeout = 200ms;
+  net_ = std::make_unique<LoopbackNetwork>(3);  // rank 2 never runs: it died before answering
+  stats_ = std::vector<Stats>(3);
+  for (int r = 0; r < 2; ++r) {
+    nodes_.push_back(std::make_unique<Node>(backing_, net_->at(r), kFiles * kSize, po, &stats_[r]));
+  }
+  auto order0 = Order(0, 2, 1), order1 = Order(1, 2, 1);
+  nodes_[0]->prefetcher->Install(PlanOf(order0));
+  nodes_[1]->prefetcher->Install(PlanOf(order1));
+  // Every object gets a holder once rank 2 is marked down and its objects moved to the
+  // coordinators left: the two readers hold all they read between them.
+  ASSERT_TRUE(WaitFor([&] { return TierFetched(0) + TierFetched(1) == kFiles; }))
+      << TierFetched(0) << " + " << TierFetched(1);
+  for (int r = 0; r < 2; ++r) {
+    const std::string info = nodes_[r]->peer.InfoJson();
+    EXPECT_NE(info.find("\"unreachable\":[2]"), std::string::npos) << info;
+    EXPECT_NE(info.find("\"unanswered\":[]"), std::string::npos) << info;
+  }
+  ReadAll(0, order0);
+  ReadAll(1, order1);
+}
+
 TEST_F(ClusterTest, ADeadPeerIsMarkedDownAndReadsFallBackToTheBackingStore) {
   PeerOptions po;
   po.peer_timeout = 200ms;
