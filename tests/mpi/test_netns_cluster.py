@@ -132,12 +132,12 @@ class NetnsCluster(test_cluster.Cluster):
                     env = f.read().split(b"\0")
                 with open(f"/proc/{cand}/stat") as f:
                     ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{ppid}/comm") as f:
-                    parent = f.read().strip()
+                with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                    parent = f.read()
             except (OSError, ValueError, IndexError):
                 continue
             if ((ns.st_dev, ns.st_ino) == (node.st_dev, node.st_ino)
-                    and f"PMI_RANK={rank}".encode() in env and parent == "clairfs"):
+                    and f"PMI_RANK={rank}".encode() in env and harness.BIN.encode() in parent):
                 return cand
         self.case.fail(f"no daemon for rank {rank} in its node")
 
