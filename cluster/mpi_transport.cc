@@ -47,7 +47,15 @@ struct MpiTransport::Impl {
     Clock::time_point deadline;
   };
   std::list<PendingSend> sends;
-  std::list<std::vector<char>> abandoned;  // buffers of sends MPI may still read
+  // Matched messages being received (MPI_Imrecv): a peer that dies in the middle of one must
+  // not block the progress thread, as a blocking MPI_Mrecv would (seen over TCP).
+  struct PendingRecv {
+    MPI_Request request;
+    Message message;
+    Clock::time_point deadline;
+  };
+  std::list<PendingRecv> recvs;
+  std::list<std::vector<char>> abandoned;  // buffers of sends and receives MPI may still use
 };
 
 Result<std::unique_ptr<MpiTransport>> MpiTransport::Create(std::chrono::milliseconds send_timeout) {
@@ -185,13 +193,39 @@ void MpiTransport::Progress() {
           count < 0) {
         count = 0;  // the message is still received (and then refused as garbled)
       }
-      Message m{st.MPI_SOURCE, st.MPI_TAG, std::vector<char>(static_cast<size_t>(count))};
-      if (Failed(MPI_Mrecv(m.bytes.data(), count, MPI_BYTE, &handle, MPI_STATUS_IGNORE),
-                 "MPI_Mrecv", st.MPI_SOURCE)) {
+      impl_->recvs.push_back(
+          {MPI_REQUEST_NULL,
+           Message{st.MPI_SOURCE, st.MPI_TAG, std::vector<char>(static_cast<size_t>(count))},
+           now + impl_->send_timeout});
+      auto& r = impl_->recvs.back();
+      if (Failed(MPI_Imrecv(r.message.bytes.data(), count, MPI_BYTE, &handle, &r.request),
+                 "MPI_Imrecv", st.MPI_SOURCE)) {
+        impl_->recvs.pop_back();
         continue;
       }
       busy = true;
-      inbox_.Push(std::move(m));
+    }
+    for (auto it = impl_->recvs.begin(); it != impl_->recvs.end();) {
+      int done = 0;
+      if (Failed(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test of a receive",
+                 it->message.source)) {
+        it = impl_->recvs.erase(it);
+      } else if (done) {
+        inbox_.Push(std::move(it->message));
+        it = impl_->recvs.erase(it);
+      } else if (now > it->deadline) {
+        (void)Failed(MPI_Request_free(&it->request), "MPI_Request_free", -1);
+        if (error_log_.Allow()) {
+          spdlog::warn(
+              "rank {}: a message from rank {} was abandoned after {} ms without "
+              "arriving whole",
+              rank_, it->message.source, impl_->send_timeout.count());
+        }
+        impl_->abandoned.push_back(std::move(it->message.bytes));
+        it = impl_->recvs.erase(it);
+      } else {
+        ++it;
+      }
     }
     idle = busy ? std::chrono::microseconds(20)
                 : std::min<std::chrono::microseconds>(idle * 2, std::chrono::milliseconds(1));
@@ -205,16 +239,25 @@ void MpiTransport::Progress() {
     }
   }
   impl_->sends.clear();
+  for (auto& r : impl_->recvs) {
+    (void)Failed(MPI_Request_free(&r.request), "MPI_Request_free", -1);
+    impl_->abandoned.push_back(std::move(r.message.bytes));
+  }
+  impl_->recvs.clear();
 }
 
 void MpiTransport::Finalize(std::chrono::milliseconds timeout, int exit_code) {
+  if (impl_->initialized_here) {
+    // Armed before the progress thread is joined: an MPI call of it stuck on a dead rank
+    // must not hold the exit either.
+    std::thread watchdog([timeout, exit_code] {
+      std::this_thread::sleep_for(timeout);
+      _exit(exit_code);  // MPI is stuck on a dead rank; everything else is done
+    });
+    watchdog.detach();
+  }
   Shutdown();
   if (!impl_->initialized_here) return;
-  std::thread watchdog([timeout, exit_code] {
-    std::this_thread::sleep_for(timeout);
-    _exit(exit_code);  // MPI_Finalize is stuck on a dead rank; everything else is done
-  });
-  watchdog.detach();
   (void)Failed(MPI_Comm_free(&impl_->comm), "MPI_Comm_free", -1);
   (void)Failed(MPI_Finalize(), "MPI_Finalize", -1);
 }

@@ -2,10 +2,12 @@
 // MPICH for this file alone, docs/architecture.md "Layers").
 //
 // One progress thread makes every MPI call after initialization: it posts queued sends with
-// MPI_Isend, tests them, and matches incoming messages with MPI_Improbe/MPI_Mrecv on a private
-// duplicate of MPI_COMM_WORLD whose error handler returns errors instead of aborting. A send
-// to a rank that died never completes: it is abandoned after send_timeout (its buffer is kept,
-// since MPI may still read it). Every failed MPI call is counted (errors(), and the counter
+// MPI_Isend, tests them, and matches incoming messages with MPI_Improbe and receives them with
+// MPI_Imrecv, tested too, on a private duplicate of MPI_COMM_WORLD whose error handler returns
+// errors instead of aborting. A send to a rank that died never completes, nor does a receive
+// of a message its sender died in the middle of (seen over TCP): each is abandoned after
+// send_timeout (its buffer is kept, since MPI may still use it), and no MPI call of the
+// progress thread blocks. Every failed MPI call is counted (errors(), and the counter
 // given to CountErrorsIn) and logged with MPI's description, rate-limited.
 #pragma once
 
@@ -46,9 +48,9 @@ class MpiTransport : public Transport {
   void Send(int dst, int tag, std::vector<char> bytes) override;
   std::optional<Message> Receive(std::chrono::milliseconds wait) override;
   void Shutdown() override;
-  // After Shutdown: finalizes MPI if Create initialized it. MPI_Finalize waits for the other
-  // ranks, and a dead rank can keep it waiting: past `timeout` the process exits with
-  // `exit_code` instead of hanging.
+  // Shuts down and finalizes MPI if Create initialized it. MPI_Finalize waits for the other
+  // ranks, and a dead rank can keep it waiting (over TCP, often even with every rank alive):
+  // past `timeout`, counted from the call, the process exits with `exit_code` instead.
   void Finalize(std::chrono::milliseconds timeout, int exit_code);
   uint64_t abandoned_sends() const { return abandoned_.load(); }
   uint64_t errors() const { return errors_.load(); }
