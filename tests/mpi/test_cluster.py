@@ -27,6 +27,35 @@ def run_tool(*args):
                           text=True).stdout
 
 
+def check_simulated(case, c, manifests, per_rank, staging):
+    """tools/bench/cluster_scale on the manifests c's ranks registered (placed), with their
+    capacities (RAM half of per_rank, SSD the rest) and staging window: rank 0's placement and
+    the cluster's predicted backing bytes as the daemons computed them, and rank 0's plan
+    bytes between what one decision sends and three times that."""
+    names = []
+    for r, text in enumerate(manifests):
+        names.append(os.path.join(c.root, f"manifest{r}"))
+        with open(names[-1], "w") as f:
+            f.write(text)
+    out = subprocess.run(
+        [SCALE_BIN, "--manifests", ",".join(names), "--dataset", c.dataset,
+         "--capacity", f"{per_rank // 2},{per_rank - per_rank // 2}", "--staging", str(staging)],
+        capture_output=True, text=True, check=True, timeout=120).stdout
+    sim = json.loads(out.strip().splitlines()[-1])
+    real = case.plan(c.mounts[0])["cluster"]
+    print(f"\n    rank 0: simulated {sim['node_objects']}, plan bytes sent "
+          f"{sim['plan_bytes_sent']}; measured {real['owned']['objects']} held, "
+          f"{real['from_peers']['objects']} from peers, plan bytes sent "
+          f"{real['plan_bytes_sent']}", end="", file=sys.stderr)
+    case.assertTrue(sim["exact"])
+    case.assertEqual(sim["node_objects"], {"held": real["owned"]["objects"],
+                                           "from_peers": real["from_peers"]["objects"],
+                                           "unheld": real["unowned"]["objects"]}, (sim, real))
+    case.assertEqual(sim["predicted_backing_bytes"], real["predicted_cluster_backing_bytes"])
+    case.assertLessEqual(sim["plan_bytes_sent"], real["plan_bytes_sent"])
+    case.assertLessEqual(real["plan_bytes_sent"], 3 * sim["plan_bytes_sent"])
+
+
 class Cluster:
     """mpiexec running N clairfs daemons; mounts at <root>/mnt<r>, SSD caches at <root>/ssd<r>."""
 
@@ -279,31 +308,7 @@ class ClusterTest(harness.ClairfsCase):
         manifests = self.manifests(ranks, epochs=3)
         self.register(c, manifests)
         self.wait_generations(c, 1)
-        plans = [self.plan(m)["cluster"] for m in c.mounts]
-        names = []
-        for r, text in enumerate(manifests):
-            names.append(os.path.join(c.root, f"manifest{r}"))
-            with open(names[-1], "w") as f:
-                f.write(text)
-        per_rank = int(self.bytes * 1.25 / ranks)
-        out = subprocess.run(
-            [SCALE_BIN, "--manifests", ",".join(names), "--dataset", self.dataset,
-             "--capacity", f"{per_rank // 2},{per_rank - per_rank // 2}",
-             "--staging", str(1 << 20)],
-            capture_output=True, text=True, check=True, timeout=120).stdout
-        sim = json.loads(out.strip().splitlines()[-1])
-        real = plans[0]
-        print(f"\n    rank 0: simulated {sim['node_objects']}, plan bytes sent "
-              f"{sim['plan_bytes_sent']}; measured {real['owned']['objects']} held, "
-              f"{real['from_peers']['objects']} from peers, plan bytes sent "
-              f"{real['plan_bytes_sent']}", file=sys.stderr)
-        self.assertTrue(sim["exact"])
-        self.assertEqual(sim["node_objects"], {"held": real["owned"]["objects"],
-                                               "from_peers": real["from_peers"]["objects"],
-                                               "unheld": real["unowned"]["objects"]}, (sim, real))
-        self.assertEqual(sim["predicted_backing_bytes"], real["predicted_cluster_backing_bytes"])
-        self.assertLessEqual(sim["plan_bytes_sent"], real["plan_bytes_sent"])
-        self.assertLessEqual(real["plan_bytes_sent"], 3 * sim["plan_bytes_sent"])
+        check_simulated(self, c, manifests, int(self.bytes * 1.25 / ranks), 1 << 20)
 
     def test_four_ranks_read_the_backing_store_once(self):
         self.run_epochs(4)

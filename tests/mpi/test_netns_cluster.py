@@ -211,10 +211,15 @@ class NetnsClusterTest(harness.ClairfsCase):
         return errors
 
     def test_every_node_reads_right_bytes_and_the_backing_store_once(self):
-        """(a), (b), (d) over 2 epochs."""
+        """(a), (b), (d) over 2 epochs, and the simulator's prediction of the placement."""
         c = self.cluster()
         manifests = self.manifests(NODES, epochs=2)
         self.register(c, manifests)
+        # The simulator's prediction of this cluster's placement (issue 28).
+        harness.wait_for(lambda: all(self.plan(m)["cluster"]["unanswered"] == []
+                                     for m in c.mounts), 30, "every coordinator to answer")
+        test_cluster.check_simulated(self, c, manifests, int(self.bytes * 1.25 / NODES),
+                                     256 << 10)
         c.wait_filled()
         errors = self.read_nodes(c, [self.entries(t) for t in manifests], range(NODES))
         self.assertEqual(errors, [])
