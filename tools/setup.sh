@@ -35,9 +35,10 @@ PACKAGES=(
 # hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check
 # clairfs.records against real LMDB environments and .npy files; acl: setfacl for the
 # permission tests and the fault matrix; mypy: test_packaging type-checks a script against the
-# package's annotations; clang-format: the format check of the C++ sources (tools/check_format.sh).
+# package's annotations; clang-format: the format check of the C++ sources (tools/check_format.sh);
+# iproute2 (ip, tc) and util-linux (nsenter): the emulated cluster of tests/mpi/test_netns_cluster.py.
 TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl mypy
-  clang-format)
+  clang-format iproute2 util-linux)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi
