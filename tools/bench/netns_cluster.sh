@@ -21,8 +21,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tools/bench/netns_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
 
-ACTION=${1-}
-shift || true
+ACTION=""
+if [[ ${1-} != -* ]]; then  # an option first (--help) goes to parse_options
+  ACTION=${1-}
+  shift || true
+fi
 declare -A OPTIONS=([--nodes]=NODES [--link-mbit]=MBIT [--id]=ID [--map]=MAP)
 parse_options "$@"
 
