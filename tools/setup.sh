@@ -19,6 +19,7 @@ done
 
 PACKAGES=(
   meson ninja-build pkg-config g++ python3
+  ccache  # meson compiles through it when installed: a second build of the same sources is fast
   # pip-installing tools/python into a venv or another Python offline (docs/pytorch.md,
   # "Installing"): venv and pip, and the setuptools and wheel that --no-build-isolation uses
   python3-venv python3-pip python3-setuptools python3-wheel
