@@ -17,17 +17,19 @@ ClusterNode::ClusterNode(Transport& transport, PeerOptions options, Stats* stats
       server_(transport, stats, damage_),
       coordinator_(transport, liveness_, options_, stats, [this] { Wake(); }) {
   liveness_.OnChange([this] { coordinator_.Invalidate(); });
+  reader_.SetHolderOf([this](const std::string& key) { return coordinator_.PeerOwner(key); });
   transport_.CountErrorsIn(&stats_->mpi_errors);
 }
 
 ClusterNode::~ClusterNode() { Stop(); }
 
-void ClusterNode::Start(LocalLookup lookup, std::function<void()> replan, Adopt adopt) {
+void ClusterNode::Start(LocalLookup lookup, std::function<void()> replan, Adopt adopt,
+                        Fetch fetch) {
   std::lock_guard lock(wake_mu_);
   if (started_ || stop_) return;
   started_ = true;
   replan_ = std::move(replan);
-  server_.Start(std::move(lookup), std::move(adopt), options_.serve_threads);
+  server_.Start(std::move(lookup), std::move(adopt), options_.serve_threads, std::move(fetch));
   threads_.emplace_back([this] { ReceiveLoop(); });
   threads_.emplace_back([this] { PlanLoop(); });
 }
@@ -120,6 +122,7 @@ void ClusterNode::Dispatch(Message m) {
   if (liveness_.Refused(src)) return;  // one good-looking message does not make it fit
   switch (m.tag) {
     case kRequest:
+    case kFetch:
     case kPush:
       server_.Enqueue(std::move(m));
       break;

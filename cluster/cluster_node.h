@@ -41,6 +41,7 @@ class ClusterNode {
  public:
   using LocalLookup = PeerServer::LocalLookup;
   using Adopt = PeerServer::Adopt;
+  using Fetch = PeerServer::Fetch;
 
   // transport and stats must outlive the node; failed transport calls are counted in
   // Stats::mpi_errors.
@@ -48,8 +49,9 @@ class ClusterNode {
   ~ClusterNode();
 
   // Starts the threads. replan re-places the active plan (Prefetcher::Replan); it is called
-  // from the planner thread with no lock held. lookup and adopt: PeerServer.
-  void Start(LocalLookup lookup, std::function<void()> replan, Adopt adopt = nullptr);
+  // from the planner thread with no lock held. lookup, adopt and fetch: PeerServer.
+  void Start(LocalLookup lookup, std::function<void()> replan, Adopt adopt = nullptr,
+             Fetch fetch = nullptr);
   // Tells the other nodes that this one leaves and joins the threads; waiting readers return
   // kUnavailable at once. Idempotent.
   void Stop();

@@ -41,12 +41,24 @@ void PeerReader::OnReply(Message m) {
 }
 
 Result<BlobPtr> PeerReader::Get(std::string_view key, const FileVersion& version) {
+  const std::optional<int> holder = directory_.Holder(key, version);
+  if (!holder) return Miss();
+  return Ask(*holder, kRequest, key, version, peer_timeout_, true, true);
+}
+
+Result<BlobPtr> PeerReader::GetFromHolder(std::string_view key, const FileVersion& version) {
+  const std::optional<int> holder = holder_of_ ? holder_of_(std::string(key)) : std::nullopt;
+  if (!holder || !liveness_.Live(*holder)) return Miss();
+  return Ask(*holder, kFetch, key, version, kFetchWaitFactor * peer_timeout_, false, false);
+}
+
+Result<BlobPtr> PeerReader::Ask(int holder, int tag, std::string_view key,
+                                const FileVersion& version, std::chrono::milliseconds wait,
+                                bool mark_down, bool forget) {
   {
     std::lock_guard lock(mu_);
     if (stop_) return Miss();
   }
-  const std::optional<int> holder = directory_.Holder(key, version);
-  if (!holder) return Miss();
   uint64_t id;
   auto slot = std::make_shared<Pending>();
   {
@@ -54,19 +66,18 @@ Result<BlobPtr> PeerReader::Get(std::string_view key, const FileVersion& version
     id = ++next_id_;
     pending_.emplace(id, slot);
   }
-  transport_.Send(*holder, kRequest, EncodeRequest({id, version, std::string(key)}));
+  transport_.Send(holder, tag, EncodeRequest({id, version, std::string(key)}));
   std::vector<char> reply;
   {
     std::unique_lock lock(mu_);
-    const bool answered =
-        reply_cv_.wait_for(lock, peer_timeout_, [&] { return stop_ || slot->done; });
+    const bool answered = reply_cv_.wait_for(lock, wait, [&] { return stop_ || slot->done; });
     pending_.erase(id);
     if (!answered || !slot->done) {
       lock.unlock();
       stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
-      if (!answered) liveness_.MarkDown(*holder);
+      if (!answered && mark_down) liveness_.MarkDown(holder);
       return Status::Error(Code::kUnavailable,
-                           "peer " + std::to_string(*holder) + " did not answer");
+                           "peer " + std::to_string(holder) + " did not answer");
     }
     reply = std::move(slot->reply);
   }
@@ -74,13 +85,13 @@ Result<BlobPtr> PeerReader::Get(std::string_view key, const FileVersion& version
   size_t n;
   auto h = DecodeReply(std::string_view(reply.data(), reply.size()), &data, &n);
   if (h && !h->found) {
-    directory_.Forget(key, *holder);
+    if (forget) directory_.Forget(key, holder);
     return Miss();
   }
   BlobPtr blob;
   if (h && h->version == version) blob = CheckedBlob(key, version, data, n, h->hash);
   if (!blob) {
-    damage_.Report(*holder, key);
+    damage_.Report(holder, key);
     return Miss();
   }
   stats_->peer_bytes_in.fetch_add(n, std::memory_order_relaxed);

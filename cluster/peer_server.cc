@@ -11,26 +11,37 @@ PeerServer::PeerServer(Transport& transport, Stats* stats, PeerDamage& damage)
 
 PeerServer::~PeerServer() { Stop(); }
 
-void PeerServer::Start(LocalLookup lookup, Adopt adopt, int threads) {
+void PeerServer::Start(LocalLookup lookup, Adopt adopt, int threads, Fetch fetch) {
   lookup_ = std::move(lookup);
   adopt_ = std::move(adopt);
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { ServeLoop(); });
+  fetch_ = std::move(fetch);
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    threads_.emplace_back([this] { ServeLoop(requests_); });
+  }
+  for (int i = 0; i < kFetchThreads; ++i) threads_.emplace_back([this] { ServeLoop(fetches_); });
 }
 
-void PeerServer::Enqueue(Message m) { requests_.Push(std::move(m)); }
+void PeerServer::Enqueue(Message m) {
+  if (m.tag == kFetch) {
+    fetches_.Push(std::move(m));
+  } else {
+    requests_.Push(std::move(m));
+  }
+}
 
 void PeerServer::Stop() {
   requests_.Close();
+  fetches_.Close();
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
 
-void PeerServer::ServeLoop() {
-  while (std::optional<Message> m = requests_.Pop()) {
+void PeerServer::ServeLoop(MessageQueue& queue) {
+  while (std::optional<Message> m = queue.Pop()) {
     if (m->tag == kPush) {
       Keep(*m);
     } else {
-      Serve(*m);
+      Serve(*m, m->tag == kFetch && fetch_ ? &fetch_ : nullptr);
     }
   }
 }
@@ -50,12 +61,13 @@ void PeerServer::Keep(const Message& m) {
   if (adopt_) adopt_(*key, std::move(blob));
 }
 
-void PeerServer::Serve(const Message& m) {
+void PeerServer::Serve(const Message& m, const Fetch* fetch) {
   auto q = DecodeRequest(std::string_view(m.bytes.data(), m.bytes.size()));
   if (!q) return;
   ReplyHeader h{q->id, 0, 0, q->version};
   auto r = lookup_ ? lookup_(q->path, q->version)
                    : Result<BlobPtr>(Status::Error(Code::kNotFound, "no local lookup"));
+  if (!r.ok() && fetch) r = (*fetch)(q->path, q->version);
   if (r.ok() && r.value()->version() == q->version) {
     const Blob& b = *r.value();
     h.found = 1;

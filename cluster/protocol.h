@@ -9,6 +9,8 @@
 //   kAssign   a coordinator's answer to a part: the holder of each of its objects
 //   kHave     files a node's tiers now hold (announcements, batched)
 //   kRequest  "send me path at version", answered by exactly one kReply
+//   kFetch    the same, to the node the placement gives it to, which fetches it first if it
+//             has not yet (a request's encoding; answered by one kReply once it has it)
 //   kReply    the bytes and their xxh3, or "not here" (answered at once, never waited for)
 //   kBye      the sender is leaving; stop asking it
 //   kPush     a file its owner had not announced when the sender read it from the backing
@@ -42,7 +44,16 @@ HeaderCheck CheckHeader(std::string_view bytes, uint16_t* version);
 // A kBye message: the header alone.
 std::vector<char> EncodeBye();
 
-enum Tag : int { kPart = 1, kHave = 2, kRequest = 3, kReply = 4, kBye = 5, kPush = 6, kAssign = 7 };
+enum Tag : int {
+  kPart = 1,
+  kHave = 2,
+  kRequest = 3,
+  kReply = 4,
+  kBye = 5,
+  kPush = 6,
+  kAssign = 7,
+  kFetch = 8,
+};
 
 // One object of a node's plan (a whole file or a chunk: cache/base/object_key.h).
 struct DigestFile {

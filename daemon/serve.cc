@@ -169,7 +169,10 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
           return prefetcher.GetLocal(path, version);
         },
         [&] { prefetcher.Replan(); },
-        [&](const std::string& path, BlobPtr blob) { prefetcher.Adopt(path, std::move(blob)); });
+        [&](const std::string& path, BlobPtr blob) { prefetcher.Adopt(path, std::move(blob)); },
+        [&](const std::string& key, const FileVersion& version) {
+          return prefetcher.FetchForPeer(key, version);
+        });
   }
   prefetcher.Start();
   guard.reset();

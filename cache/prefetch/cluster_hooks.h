@@ -26,6 +26,17 @@ class PeerSource {
   // failed its checks, kUnavailable when the peer did not answer in time or the source is
   // stopping. Blocks for at most the peer deadline.
   virtual Result<BlobPtr> Get(std::string_view key, const FileVersion& version) = 0;
+  // The object of key at version from the live node the cluster's placement gives it to,
+  // which reads it from the backing store for this reader if it has not yet (once, for every
+  // reader and its own fill), checked as Get's: kNotFound when no live node is to hold it or
+  // that node does not have it at this version, kUnavailable when it did not answer within its
+  // (longer) deadline; the caller then reads the backing store itself. Called when no peer has
+  // announced the object. Default: no such node.
+  virtual Result<BlobPtr> GetFromHolder(std::string_view key, const FileVersion& version) {
+    (void)key;
+    (void)version;
+    return Status::Error(Code::kNotFound, "no holder");
+  }
 };
 
 struct ClusterHooks {

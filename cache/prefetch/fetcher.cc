@@ -19,9 +19,12 @@ Result<BlobPtr> Fetcher::Read(const std::string& key, const FileVersion& version
     *source = FetchSource::Tier(found);
     return r;
   }
-  if (cluster_.peer && cluster_.peer->Contains(key, version) && PreferPeer()) {
+  if (cluster_.peer && PreferPeer()) {
     const auto start = Clock::now();
-    auto r = cluster_.peer->Get(key, version);  // bounded by the peer deadline
+    // From a peer that announced it, else from the node that is to hold it (which fetches
+    // it for this reader instead of both reading the backing store); both bounded.
+    auto r = cluster_.peer->Contains(key, version) ? cluster_.peer->Get(key, version)
+                                                   : cluster_.peer->GetFromHolder(key, version);
     if (r.ok() && (r.value()->size() != bytes || r.value()->version() != version)) {
       stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
     } else if (r.ok()) {

@@ -388,6 +388,32 @@ void Prefetcher::Adopt(const std::string& key, BlobPtr blob) {
   if (cluster_.held) cluster_.held(key, version);
 }
 
+Result<BlobPtr> Prefetcher::FetchForPeer(const std::string& key, const FileVersion& version) {
+  size_t t;
+  {
+    std::lock_guard lock(mu_);
+    const uint32_t id = plan_ && !hold_ ? plan_->Find(key) : kNoPos;
+    if (id == kNoPos) return Status::Error(Code::kNotFound, "not in this node's plan");
+    const PlanObject& o = plan_->objects[id];
+    if (!o.place.InTier() || o.version != version) {
+      return Status::Error(Code::kNotFound, "not held here at this version");
+    }
+    t = o.place.tier;
+  }
+  if (auto r = tiers_.Get(key, version); r.ok()) return r;
+  FetchSource source;
+  auto r = pool_.Demand(key, version, &source);
+  if (!r.ok()) return r;
+  if (r.value()->version() != version) return Status::Error(Code::kNotFound, "it changed");
+  // Stored unless the fill (whose flight this may have joined) stored it meanwhile.
+  if (source != FetchSource::Tier(t) && !tiers_.Contains(t, key, version) &&
+      StoreInTier(t, key, r.value(), source)) {
+    stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
+    if (cluster_.held) cluster_.held(key, version);
+  }
+  return r;
+}
+
 int Prefetcher::Attribute(uint32_t id) {
   int best = -1;
   uint32_t nearest = kNoPos;

@@ -142,6 +142,13 @@ class Prefetcher {
   // Thread-safe.
   void Adopt(const std::string& key, BlobPtr blob);
 
+  // For a peer that reads key before this node's fill got to it (PeerServer's kFetch): the
+  // object, if the active placement holds it in a tier of this node at version, from that
+  // tier, or read now (a demand fetch, joined with the fill's if it is running) and stored
+  // there, so that the backing store is read once for both. kNotFound when the placement does
+  // not hold it here at version. Thread-safe; bounded by the fetch timeout.
+  Result<BlobPtr> FetchForPeer(const std::string& key, const FileVersion& version);
+
   // The object of key at version from the fastest local tier holding it (a tier failure is a
   // miss), without I/O for absent objects. kNotFound if none. Thread-safe.
   Result<BlobPtr> GetLocal(const std::string& key, const FileVersion& version) const {

@@ -120,8 +120,9 @@ class OtherVersionTransport : public ForwardingTransport {
 
 // One node: its own backing view, RAM tier, prefetcher and cluster node.
 struct Node {
+  // fetch_for_peers: it answers a kFetch by reading the object (else from its tiers alone).
   Node(MemBacking& backing, Transport& t, uint64_t ram, PeerOptions po, Stats* stats,
-       uint64_t staging = 64 << 10, int tier_threads = 2)
+       uint64_t staging = 64 << 10, int tier_threads = 2, bool fetch_for_peers = true)
       : ram_tier("ram", ram), peer(t, po, stats) {
     PrefetchOptions o;
     o.staging_capacity = staging;
@@ -136,7 +137,11 @@ struct Node {
           return prefetcher->GetLocal(path, v);
         },
         [this] { prefetcher->Replan(); },
-        [this](const std::string& path, BlobPtr b) { prefetcher->Adopt(path, std::move(b)); });
+        [this](const std::string& path, BlobPtr b) { prefetcher->Adopt(path, std::move(b)); },
+        fetch_for_peers ? ClusterNode::Fetch([this](const std::string& key, const FileVersion& v) {
+          return prefetcher->FetchForPeer(key, v);
+        })
+                        : nullptr);
     prefetcher->Start();
   }
   ~Node() {
@@ -303,14 +308,40 @@ TEST_F(ClusterTest, ADeadPeerIsMarkedDownAndReadsFallBackToTheBackingStore) {
   EXPECT_NE(nodes_[0]->peer.InfoJson().find("\"unreachable\":[1]"), std::string::npos);
 }
 
-TEST_F(ClusterTest, FilesReadBeforeTheirOwnerHadThemArePushedToIt) {
+TEST_F(ClusterTest, FilesReadBeforeTheirHolderHadThemAreFetchedByItOnce) {
   net_ = std::make_unique<LoopbackNetwork>(2);
   stats_ = std::vector<Stats>(2);
-  // Node 1 never fills its tier itself: whatever it holds was pushed by node 0.
+  // Node 1 never fills its tier itself: whatever it holds it fetched because node 0 asked.
   nodes_.push_back(
       std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, PeerOptions{}, &stats_[0]));
   nodes_.push_back(std::make_unique<Node>(backing_, net_->at(1), kFiles * kSize / 2, PeerOptions{},
                                           &stats_[1], 64 << 10, 0));
+  auto all = Order(0, 1, 1);
+  nodes_[0]->prefetcher->Install(PlanOf(all));
+  nodes_[1]->prefetcher->Install(PlanOf(all));
+  ASSERT_TRUE(WaitFor([&] { return TierFetched(0) == kFiles / 2; }));
+  ASSERT_TRUE(WaitFor([&] {
+    return nodes_[1]->peer.InfoJson().find("\"state\":\"placed\"") != std::string::npos;
+  }));
+  ReadAll(0, all);  // half of these are node 1's: node 1 reads them for node 0
+  EXPECT_EQ(backing_.reads(), static_cast<uint64_t>(kFiles));  // each file once
+  EXPECT_EQ(TierFetched(1), static_cast<uint64_t>(kFiles / 2));
+  EXPECT_EQ(stats_[1].peer_adopted.load(), 0u);  // nothing pushed: node 0 read none of them
+  EXPECT_EQ(stats_[0].peer_fetched.load(), static_cast<uint64_t>(kFiles / 2));
+  ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.directory().bytes() == kFiles / 2 * kSize; }));
+  ReadAll(1, all);  // all from its own tier or node 0's: no backing read
+  EXPECT_EQ(backing_.reads(), static_cast<uint64_t>(kFiles));
+}
+
+TEST_F(ClusterTest, FilesReadBeforeTheirOwnerHadThemArePushedToIt) {
+  net_ = std::make_unique<LoopbackNetwork>(2);
+  stats_ = std::vector<Stats>(2);
+  // Node 1 never fills its tier itself, nor fetches for node 0: whatever it holds was pushed
+  // by node 0.
+  nodes_.push_back(
+      std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, PeerOptions{}, &stats_[0]));
+  nodes_.push_back(std::make_unique<Node>(backing_, net_->at(1), kFiles * kSize / 2, PeerOptions{},
+                                          &stats_[1], 64 << 10, 0, false));
   auto all = Order(0, 1, 1);
   nodes_[0]->prefetcher->Install(PlanOf(all));
   nodes_[1]->prefetcher->Install(PlanOf(all));
