@@ -34,12 +34,13 @@ PACKAGES=(
 )
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
 # hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check
-# clairfs.records against real LMDB environments and .npy files; acl: setfacl for the
+# clairfs.records against real LMDB environments and .npy files; h5py: test_hdf5 checks
+# clairfs.hdf5 against h5py and reads HDF5 datasets through mounts; acl: setfacl for the
 # permission tests and the fault matrix; mypy: test_packaging type-checks a script against the
 # package's annotations; clang-format: the format check of the C++ sources (tools/check_format.sh);
 # iproute2 (ip, tc) and util-linux (nsenter): the emulated cluster of tests/mpi/test_netns_cluster.py.
 TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl mypy
-  clang-format iproute2 util-linux)
+  clang-format iproute2 util-linux python3-h5py)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi
