@@ -12,6 +12,11 @@ Records inside big files (standard library only; docs/records.md):
     tar_members, tfrecord_records, lmdb_records, fixed_records, npy_records -> [Record]
     register_records(mount, [[(path, offset, length), ...], ...])
 
+HDF5 datasets (h5py imported on first use of these names; docs/records.md, "HDF5"):
+    hdf5_layout(path, dataset) -> HDF5Layout           # rows' or chunks' ranges, metadata ranges
+    hdf5_records, hdf5_metadata_ranges, hdf5_ranges_for_indices
+    register_hdf5(mount, path, dataset, [[row indices of epoch 0], ...])
+
 With torch (imported on first use of these names):
     register_loader(mount, loader, epochs)            # a DataLoader, before its first epoch
     register_dataset(mount, dataset, sampler, epochs) # a dataset with .samples and a sampler
@@ -35,16 +40,20 @@ _RECORDS_NAMES = ("Record", "fixed_records", "iter_tfrecord", "lmdb_data_path",
                   "lmdb_ranges_for_keys", "lmdb_records", "npy_records", "range_manifest_lines",
                   "read_tfrecord_at", "register_records", "tar_members", "tfrecord_records",
                   "write_tfrecord")
+_HDF5_NAMES = ("HDF5Layout", "hdf5_layout", "hdf5_metadata_ranges", "hdf5_ranges_for_indices",
+               "hdf5_records", "register_hdf5")
 
 __all__ = ["ManifestError", "check_stream_name", "control_path", "default_stream_name", "errors",
            "manifest_line", "plan", "register_paths", "relative_path", "stats", "unregister",
-           "write_compact_manifest", "write_manifest", *_RECORDS_NAMES, *_TORCH_NAMES]
+           "write_compact_manifest", "write_manifest", *_RECORDS_NAMES, *_HDF5_NAMES, *_TORCH_NAMES]
 
 if TYPE_CHECKING:  # what __getattr__ returns, for type checkers (nothing imported at run time)
     from .records import (Record, fixed_records, iter_tfrecord, lmdb_data_path,
                           lmdb_ranges_for_keys, lmdb_records, npy_records, range_manifest_lines,
                           read_tfrecord_at, register_records, tar_members, tfrecord_records,
                           write_tfrecord)
+    from .hdf5 import (HDF5Layout, hdf5_layout, hdf5_metadata_ranges, hdf5_ranges_for_indices,
+                       hdf5_records, register_hdf5)
     from .torch_order import (ResumeSampler, dataset_paths, loader_orders, register_dataset,
                               register_loader, sampler_orders)
 
@@ -58,4 +67,8 @@ def __getattr__(name: str) -> object:
         # Lazy too: a job registering whole files needs neither tarfile nor mmap.
         from . import records
         return getattr(records, name)
+    if name in _HDF5_NAMES:
+        # clairfs.hdf5 itself imports h5py only when a function of it runs.
+        from . import hdf5
+        return getattr(hdf5, name)
     raise AttributeError(f"module 'clairfs' has no attribute {name!r}")
