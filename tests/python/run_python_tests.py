@@ -7,6 +7,8 @@ Mounts, daemons and temp dirs are managed by tests/fs/harness.py, so nothing out
 The torch tests are skipped when torch or torchvision cannot be imported, the LMDB and .npy
 ones of test_records (which needs no mount) when lmdb or numpy cannot (tools/setup.sh
 --with-tests installs Debian's python3-torch, python3-torchvision, python3-lmdb, python3-numpy).
+test_hdf5 checks clairfs.hdf5 against h5py without a mount, then reads registered datasets
+with h5py through real mounts; skipped without python3-h5py.
 test_compact and test_orders need no mount (the compact encoder against a decoder written in
 the test; the orders computed with tensor ops against torch's own iteration). test_streams
 runs several processes (DistributedSampler ranks, jobs) as streams of one mount. test_resume
@@ -30,7 +32,7 @@ sys.path[:0] = [HERE, os.path.join(REPO, "tests", "fs"), os.path.join(REPO, "too
 import run_fs_tests  # noqa: E402
 
 MODULES = ["test_control", "test_cli", "test_serve_metrics", "test_cache_admin", "test_torch",
-           "test_records", "test_compact", "test_orders",
+           "test_records", "test_hdf5", "test_compact", "test_orders",
            "test_streams", "test_resume", "test_packaging", "test_imports"]
 
 if __name__ == "__main__":

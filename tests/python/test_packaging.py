@@ -31,7 +31,7 @@ SOURCE = os.path.join(REPO, "tools", "python")
 PROBE = r"""
 import importlib.metadata, json, os, sys
 import clairfs, clairfs.compact, clairfs.control, clairfs.records, clairfs.tfrecord
-import clairfs.lmdb_pages, clairfs.cli, clairfs.metrics
+import clairfs.lmdb_pages, clairfs.cli, clairfs.metrics, clairfs.hdf5
 here = os.path.dirname(clairfs.__file__)
 print(json.dumps({"file": os.path.realpath(clairfs.__file__), "prefix": os.path.realpath(sys.prefix),
                   "version": clairfs.__version__,
@@ -39,6 +39,7 @@ print(json.dumps({"file": os.path.realpath(clairfs.__file__), "prefix": os.path.
                   "typed": os.path.isfile(os.path.join(here, "py.typed")),
                   "torch_loaded": "torch" in sys.modules,
                   "prometheus_loaded": "prometheus_client" in sys.modules,
+                  "h5py_loaded": "h5py" in sys.modules,
                   "has_register_paths": callable(clairfs.register_paths)}))
 """
 
@@ -75,13 +76,17 @@ MYPY_MISSING = None if subprocess.run([sys.executable, "-m", "mypy", "--version"
                                       capture_output=True).returncode == 0 \
     else f"{sys.executable} -m mypy does not run (Debian: apt-get install mypy)"
 
-# A user's script: line 6 assigns an int to a str, the one error mypy must find.
+# A user's script: line 6 assigns an int to a str, the one error mypy must find (the lines
+# after it use the HDF5 helpers, whose annotations must hold too).
 USER_SCRIPT = """import clairfs
 entries: int = clairfs.register_paths("/m", [["a/1"]], stream="s")
 name: str = clairfs.default_stream_name()
 version: str = clairfs.__version__
 line: bytes = clairfs.manifest_line("a/1", 0, 10)
 wrong: str = clairfs.register_paths("/m", [["a/1"]])
+layout: clairfs.HDF5Layout = clairfs.hdf5_layout("/m/f.h5", "x")
+ranges: list[tuple[int, int]] = layout.row_ranges(3) + clairfs.hdf5_metadata_ranges("/m/f.h5", "x")
+hdf5_entries: int = clairfs.register_hdf5("/m", "f.h5", "x", [[0, 1], range(5)], stream="s")
 """
 
 
@@ -177,6 +182,7 @@ class PackagingTest(unittest.TestCase):
         self.assertFalse(self.system_probe["torch_loaded"], "import clairfs imported torch")
         self.assertFalse(self.system_probe["prometheus_loaded"],
                          "importing clairfs-ctl's modules imported prometheus_client")
+        self.assertFalse(self.system_probe["h5py_loaded"], "importing clairfs.hdf5 imported h5py")
 
 
 if __name__ == "__main__":
