@@ -137,6 +137,24 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, double share, int c
   return out;
 }
 
+void FillTiers(Plan& plan, const PlacementLimits& limits, const std::vector<uint32_t>& ordered,
+               LocalPlacement* out) {
+  std::vector<uint64_t> used(limits.tier_capacity.size(), 0);
+  for (uint32_t id : ordered) {
+    PlanObject& f = plan.objects[id];
+    for (size_t t = 0; t < used.size(); ++t) {
+      if (used[t] + f.bytes <= limits.tier_capacity[t]) {
+        used[t] += f.bytes;
+        f.place = Placement::Tier(t);
+        plan.tier_order[t].push_back(id);
+        ++out->owned_files;
+        out->owned_bytes += f.bytes;
+        break;
+      }
+    }
+  }
+}
+
 LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
                                const std::vector<int>& holder, const std::vector<uint32_t>& first,
                                int rank) {
@@ -169,20 +187,10 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
     if (first[a] != first[b]) return first[a] < first[b];
     return x.key < y.key;
   });
-  std::vector<uint64_t> used(ntiers, 0);
   plan.tier_order.assign(ntiers, {});
+  FillTiers(plan, limits, mine, &out);
   for (uint32_t id : mine) {
     PlanObject& f = plan.objects[id];
-    for (size_t t = 0; t < ntiers; ++t) {
-      if (used[t] + f.bytes <= limits.tier_capacity[t]) {
-        used[t] += f.bytes;
-        f.place = Placement::Tier(t);
-        plan.tier_order[t].push_back(id);
-        ++out.owned_files;
-        out.owned_bytes += f.bytes;
-        break;
-      }
-    }
     if (f.place.InTier()) continue;
     // Given beyond this node's capacity (the budgets' slack): read like an unheld object.
     if (f.bytes > limits.staging_capacity) f.place = kDirect;

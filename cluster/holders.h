@@ -78,6 +78,12 @@ LocalPlacement ApplyHolders(Plan& plan, const PlacementLimits& limits,
                             const std::unordered_map<uint64_t, HolderInfo>& holders, int rank,
                             Live live);
 
+// Puts the objects of ordered (ids of plan, in priority order) in the fastest tier each still
+// fits in, appending each to plan.tier_order (which must have a list per tier) and counting it
+// in out's owned_*; an object that fits nowhere keeps its place.
+void FillTiers(Plan& plan, const PlacementLimits& limits, const std::vector<uint32_t>& ordered,
+               LocalPlacement* out);
+
 // The non-template part of ApplyHolders: holder[i] and first[i] per plan object.
 LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
                                const std::vector<int>& holder, const std::vector<uint32_t>& first,

@@ -174,20 +174,10 @@ LocalPlacement ApplyPlacement(Plan& plan, const PlacementLimits& limits,
     if (cluster_first(a) != cluster_first(b)) return cluster_first(a) < cluster_first(b);
     return x.key < y.key;
   });
-  std::vector<uint64_t> used(ntiers, 0);
   plan.tier_order.assign(ntiers, {});
+  FillTiers(plan, limits, mine, &out);
   for (uint32_t id : mine) {
     PlanObject& f = plan.objects[id];
-    for (size_t t = 0; t < ntiers; ++t) {
-      if (used[t] + f.bytes <= limits.tier_capacity[t]) {
-        used[t] += f.bytes;
-        f.place = Placement::Tier(t);
-        plan.tier_order[t].push_back(id);
-        ++out.owned_files;
-        out.owned_bytes += f.bytes;
-        break;
-      }
-    }
     if (f.place == kStaging && f.freq > 0 && f.bytes > limits.staging_capacity) f.place = kDirect;
   }
   for (auto& ids : plan.tier_order) {

@@ -337,6 +337,21 @@ int Run(const Options& o) {
     for (size_t k = begin; k < s.sequence.size(); ++k) ++later_reads[s.sequence[k]];
   }
   double local = 0, peer = 0, backing = 0, reads_per_file = 0;
+  // Node 0's reads in epochs 2+ of the objects counted (by their place): the fractions.
+  auto count_reads = [&](const auto& counted) {
+    uint64_t total = 0;
+    for (uint32_t id = 0; id < plan0->objects.size(); ++id) {
+      const PlanObject& f = plan0->objects[id];
+      if (later_reads[id] == 0 || !counted(f)) continue;
+      total += later_reads[id];
+      double& share = f.place.InTier() ? local : f.place == kPeer ? peer : backing;
+      share += static_cast<double>(later_reads[id]);
+    }
+    if (total == 0) return;
+    local /= static_cast<double>(total);
+    peer /= static_cast<double>(total);
+    backing /= static_cast<double>(total);
+  };
   if (broadcast) {
     // Decode node 0's own digest to measure the time and memory per held entry.
     const Catalog cat = EncodeCatalog(digests[0]);
@@ -363,22 +378,7 @@ int Run(const Options& o) {
       ApplyPlacement(*plan0, limits, placement, ptrs, 0);
       out["place_seconds"] = Since(t);
       seconds += Since(t);
-      uint64_t total = 0;
-      for (uint32_t id = 0; id < plan0->objects.size(); ++id) {
-        const PlanObject& f = plan0->objects[id];
-        if (later_reads[id] == 0) continue;
-        total += later_reads[id];
-        if (f.place.InTier()) {
-          local += later_reads[id];
-        } else if (f.place == kPeer) {
-          peer += later_reads[id];
-        } else {
-          backing += later_reads[id];
-        }
-      }
-      local /= total;
-      peer /= total;
-      backing /= total;
+      count_reads([](const PlanObject&) { return true; });
       reads_per_file = static_cast<double>(placement.predicted_backing_bytes) / placement.bytes;
     }
   } else {
@@ -443,26 +443,10 @@ int Run(const Options& o) {
     // Held per node: its parts as sent (to map answers), the holders of what it reads.
     for (const Part& p : mine) memory += p.entries.size() * sizeof(PartEntry);
     memory += entries0 * (sizeof(uint64_t) + sizeof(HolderInfo) + 2 * sizeof(void*));
-    uint64_t total = 0;
-    for (uint32_t id = 0; id < plan0->objects.size(); ++id) {
-      const PlanObject& f = plan0->objects[id];
-      if (later_reads[id] == 0) continue;
+    count_reads([&](const PlanObject& f) {
       const int c = ring.Coordinator(KeyHash(f.key));
-      if (std::find(sample.begin(), sample.end(), c) == sample.end()) continue;
-      total += later_reads[id];
-      if (f.place.InTier()) {
-        local += later_reads[id];
-      } else if (f.place == kPeer) {
-        peer += later_reads[id];
-      } else {
-        backing += later_reads[id];
-      }
-    }
-    if (total) {
-      local /= total;
-      peer /= total;
-      backing /= total;
-    }
+      return std::find(sample.begin(), sample.end(), c) != sample.end();
+    });
     reads_per_file = totals.bytes ? static_cast<double>(totals.predicted_backing_bytes) /
                                         static_cast<double>(totals.bytes)
                                   : 0;
