@@ -310,6 +310,9 @@ void Prefetcher::TierLoop(size_t t) {
     FetchSource source;
     auto r = pool_.Fetch(key, version, t, &source);
     if (!r.ok() || r.value()->version() != version) continue;
+    // Another pass (a placement made again while this one fetched) joined the same flight and
+    // stored it already: counted once.
+    if (tiers_.Contains(t, key, version)) continue;
     // Refused when the plan changed meanwhile and no longer gives key to this tier.
     if (!StoreInTier(t, key, r.value(), source)) continue;
     stats_->tier_fetched[t].fetch_add(1, std::memory_order_relaxed);
