@@ -78,12 +78,14 @@ class Cluster:
         self.log_path = os.path.join(root, "mpiexec.log")
         self.proc = None
 
-    def start(self, timeout=30):
-        argv = ["mpiexec", "-disable-auto-cleanup", "-n", str(self.ranks), harness.BIN,
+    def start(self, timeout=30, launcher=(), env=None):
+        """launcher: mpiexec options placing the ranks (an emulated cluster's), env: theirs."""
+        argv = ["mpiexec", "-disable-auto-cleanup", *launcher, "-n", str(self.ranks), harness.BIN,
                 "--cluster", "-c", self.cfg_path, self.dataset, os.path.join(self.root, "mnt{rank}")]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         env=env)
         harness.register_proc(self.proc)
         for m in self.mounts:
             harness.register_mount(m)

@@ -93,23 +93,7 @@ class NetnsCluster(test_cluster.Cluster):
         super().__init__(case, net.root, dataset, NODES, ram=ram, ssd=ssd, staging="256KiB")
 
     def start(self, timeout=60):
-        argv = ["mpiexec", "-disable-auto-cleanup", *self.net.mpiexec_args(), "-n", str(NODES),
-                harness.BIN, "--cluster", "-c", self.cfg_path, self.dataset,
-                os.path.join(self.root, "mnt{rank}")]
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                         env=self.net.mpi_env())
-        harness.register_proc(self.proc)
-        for m in self.mounts:
-            harness.register_mount(m)
-        self.case.addCleanup(self.stop)
-        deadline = time.monotonic() + timeout
-        while not all(harness.is_fuse_mounted(m) for m in self.mounts):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.case.fail(f"cluster did not mount: {harness.read_tail(self.log_path)}")
-            time.sleep(0.05)
-        return self
+        return super().start(timeout, self.net.mpiexec_args(), self.net.mpi_env())
 
     def stop(self):
         """As test_cluster's, with less grace: a daemon whose MPI progress thread is stuck on a
