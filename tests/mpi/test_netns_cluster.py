@@ -96,9 +96,9 @@ class NetnsCluster(test_cluster.Cluster):
         return super().start(timeout, self.net.mpiexec_args(), self.net.mpi_env())
 
     def stop(self):
-        """As test_cluster's, with less grace: a daemon whose MPI progress thread is stuck on a
-        dead peer never reaches its 10 s MPI_Finalize deadline (docs/emulated_cluster.md);
-        whatever is left when mpiexec is gone, netns_cluster.sh down kills in the nodes."""
+        """As test_cluster's, with less grace: over TCP a daemon's MPI_Finalize usually hangs
+        until its 10 s deadline (docs/emulated_cluster.md); whatever is left when mpiexec is
+        gone, netns_cluster.sh down kills in the nodes."""
         for m in self.mounts:
             harness.release_mount(m)
         harness.release_proc(self.proc, grace=12.0)
