@@ -362,8 +362,17 @@ int Run(const Options& o) {
     std::string why;
     auto decoded = DecodeDigest({msg.data(), msg.size()}, &held, &why);
     const double decode = Since(t);
-    const double per_entry_bytes =
-        static_cast<double>(mallinfo2().uordblks - before) / std::max<size_t>(1, entries0);
+    double held_bytes = static_cast<double>(mallinfo2().uordblks - before);
+    if (held_bytes <= 0 && decoded) {
+      // mallinfo2 sees nothing under a sanitizer's allocator: the entries' own sizes instead
+      // (each entry, its key's heap bytes beyond the string's inline buffer, the catalog).
+      held_bytes = static_cast<double>(held ? held->bytes.size() : 0);
+      for (const DigestFile& f : decoded->files) {
+        held_bytes +=
+            static_cast<double>(sizeof f + (f.path.capacity() > 15 ? f.path.capacity() + 1 : 0));
+      }
+    }
+    const double per_entry_bytes = held_bytes / static_cast<double>(std::max<size_t>(1, entries0));
     const uint64_t others = digest_entries - entries0;
     seconds += decode / std::max<uint64_t>(1, entries0) * others;
     memory = static_cast<uint64_t>(per_entry_bytes * others);
