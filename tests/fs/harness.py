@@ -526,9 +526,11 @@ class ClairfsCase(unittest.TestCase):
         os.close(fd)
 
 
-def mpi_rank_daemon_pid(rank):
+def mpi_rank_daemon_pid(rank, netns=None):
     """The pid of an MPI rank's serving clairfs (its parent is the rank's supervisor), or
-    None."""
+    None. netns: a network namespace's file (/run/netns/NAME); only a daemon in it counts, as
+    on an emulated cluster where another MPI run has ranks of the same numbers."""
+    node = os.stat(netns) if netns else None
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -539,7 +541,10 @@ def mpi_rank_daemon_pid(rank):
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             with open(f"/proc/{ppid}/cmdline", "rb") as f:
                 parent = f.read()
+            ns = os.stat(f"/proc/{pid}/ns/net") if node else None
         except (OSError, ValueError, IndexError):
+            continue
+        if node and (ns.st_dev, ns.st_ino) != (node.st_dev, node.st_ino):
             continue
         if f"PMI_RANK={rank}".encode() in env and BIN.encode() in parent:
             return int(pid)

@@ -106,23 +106,12 @@ class NetnsCluster(test_cluster.Cluster):
             (f"mpiexec (exit {self.proc.returncode})", harness.read_tail(self.log_path)))
 
     def daemon_pid(self, rank):
-        """The pid of rank's serving daemon, the clairfs child of its supervisor, found in the
-        rank's node: another MPI suite on the machine has ranks of the same numbers."""
-        node = os.stat(f"/run/netns/{self.net.info[f'host_{rank}']}")
-        for cand in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-            try:
-                ns = os.stat(f"/proc/{cand}/ns/net")
-                with open(f"/proc/{cand}/environ", "rb") as f:
-                    env = f.read().split(b"\0")
-                with open(f"/proc/{cand}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{ppid}/cmdline", "rb") as f:
-                    parent = f.read()
-            except (OSError, ValueError, IndexError):
-                continue
-            if ((ns.st_dev, ns.st_ino) == (node.st_dev, node.st_ino)
-                    and f"PMI_RANK={rank}".encode() in env and harness.BIN.encode() in parent):
-                return cand
+        """The pid of rank's serving daemon, found in the rank's node: another MPI suite on the
+        machine has ranks of the same numbers."""
+        pid = harness.mpi_rank_daemon_pid(
+            rank, netns=f"/run/netns/{self.net.info[f'host_{rank}']}")
+        if pid is not None:
+            return pid
         self.case.fail(f"no daemon for rank {rank} in its node")
 
 
