@@ -18,10 +18,7 @@ struct Read {
 std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint64_t capacity,
                             uint64_t generation, int ranks) {
   std::vector<Part> parts(ranks);
-  for (Part& p : parts) {
-    p.generation = generation;
-    p.capacity = capacity;
-  }
+  for (Part& p : parts) p.generation = generation;
   const uint64_t span = plan.span();
   for (const PlanObject& o : plan.objects) {
     if (o.freq == 0) continue;
@@ -30,11 +27,32 @@ std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint6
     if (c < 0 || c >= ranks) continue;
     parts[c].entries.push_back({h, o.bytes, o.freq, QuantizeFirst32(o.first, span)});
   }
+  // The budgets: capacity over the coordinators by the bytes read at each, weighted by how
+  // often (holders.h).
+  std::vector<uint64_t> demand(ranks, 0);
+  std::vector<long double> weight(ranks, 0);
+  uint64_t bytes = 0;
+  long double total = 0;
+  for (int c = 0; c < ranks; ++c) {
+    for (const PartEntry& e : parts[c].entries) {
+      demand[c] += e.bytes;
+      weight[c] += static_cast<long double>(e.bytes) * e.freq;
+    }
+    bytes += demand[c];
+    total += weight[c];
+  }
+  for (int c = 0; c < ranks; ++c) {
+    if (bytes <= capacity) {
+      parts[c].budget = demand[c];
+      continue;
+    }
+    const long double share = static_cast<long double>(capacity) * weight[c] / total;
+    parts[c].budget = std::min<uint64_t>(demand[c], static_cast<uint64_t>(share * kBudgetSlack));
+  }
   return parts;
 }
 
-Decision DecideHolders(const std::vector<ReaderPart>& parts, double share, int coordinator,
-                       int ranks) {
+Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, int ranks) {
   Decision out;
   // The last tie-break: ranks in turn from the coordinator's, so that the odd objects of
   // different coordinators go to different nodes.
@@ -78,10 +96,7 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, double share, int c
     return a.key_hash < b.key_hash;
   });
   std::vector<uint64_t> budget(parts.size());
-  for (size_t p = 0; p < parts.size(); ++p) {
-    budget[p] = static_cast<uint64_t>(static_cast<long double>(parts[p].part->capacity) * share *
-                                      kBudgetSlack);
-  }
+  for (size_t p = 0; p < parts.size(); ++p) budget[p] = parts[p].part->budget;
   std::vector<uint32_t> candidates;
   for (const Object& o : objects) {
     ++out.totals.objects;

@@ -10,15 +10,20 @@
 // one with the most budget left at this coordinator (so objects all nodes read alike spread
 // evenly over them, by capacity), then the ranks in turn from the coordinator's. A reader
 // whose budget at this coordinator is spent is skipped for the next one; an object no reader
-// has budget for has no holder and is read from the backing store by each of its readers. A
-// node's budget at a coordinator is its capacity times the coordinator's share of the ring
-// times kBudgetSlack: each coordinator sees about that share of every node's objects, so the
-// budgets add up to the node's capacity with some slack for the spread. A reader takes an
-// object while any of its budget is left, so the last object may overshoot it: on a large
-// cluster the budget at one coordinator is a few objects or less (capacity / N), and a rule
-// that needed the whole object to fit would give small budgets nothing. What a holder is given
-// beyond its real capacity (the slack, the overshoots) it does not hold (ApplyHolders), and
-// those objects' readers read them from the backing store.
+// has budget for has no holder and is read from the backing store by each of its readers.
+//
+// A node's budget at a coordinator is set by the node itself, in its part (MakeParts): its
+// capacity split over the coordinators by the bytes it reads at each weighted by how often it
+// reads them (bytes x freq), times kBudgetSlack, and never more than those bytes; all of them
+// when it can hold everything it reads. The budgets so add up to the node's capacity with some
+// slack for the spread, and follow where its frequent reads are: a node of the locality-aware
+// sampler reads its own objects in nearly every epoch and a few others once, in uneven counts
+// per coordinator, and gets room at each for the objects it will be given there. A reader takes an
+// object while any of its budget is left, so the last object may overshoot it: on a large cluster
+// the budget at one coordinator is a few objects or less (capacity / N), and a rule that needed the
+// whole object to fit would give small budgets nothing. What a holder is given beyond its real
+// capacity (the slack, the overshoots) it does not hold (ApplyHolders), and those objects' readers
+// read them from the backing store.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +40,8 @@ inline constexpr double kBudgetSlack = 1.25;
 
 // Reader side. The parts of plan for every rank of ring (by rank, size ranks; a rank not on
 // the ring gets an empty part too): its objects read at least once, by coordinator, in plan
-// order. seq is left 0 for the sender to set.
+// order, and its budget at each (see above) from capacity, the bytes of its tiers. seq is left
+// 0 for the sender to set.
 std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint64_t capacity,
                             uint64_t generation, int ranks);
 
@@ -48,10 +54,9 @@ struct Decision {
   std::vector<Assignment> assignments;  // aligned with the parts given, seq set
   CoordinatorTotals totals;
 };
-// share: this coordinator's share of the ring (CoordinatorRing::Share); coordinator: its rank,
-// of ranks. At most one part per rank. The same arguments give the same decision on any node.
-Decision DecideHolders(const std::vector<ReaderPart>& parts, double share, int coordinator,
-                       int ranks);
+// coordinator: this coordinator's rank, of ranks. At most one part per rank. The same arguments
+// give the same decision on any node.
+Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, int ranks);
 
 // What one coordinator said about an object this node reads.
 struct HolderInfo {

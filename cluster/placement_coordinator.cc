@@ -73,7 +73,7 @@ void PlacementCoordinator::SendPartLocked(int r, Part p, bool as_delta) {
     delta.seq = p.seq;
     delta.base = sent_[r]->seq;
     delta.generation = p.generation;
-    delta.capacity = p.capacity;
+    delta.budget = p.budget;
     p.entries = ApplyDelta(sent_[r]->entries, delta.removed, delta.entries);
   }
   if (r == rank_) {
@@ -263,7 +263,6 @@ void PlacementCoordinator::Coordinate() {
   }
   std::vector<ReaderPart> given;
   std::vector<std::shared_ptr<const Part>> hold;  // keeps given's parts alive unlocked
-  double share;
   {
     std::lock_guard lock(mu_);
     if (!coord_dirty_ || !first_part_at_) return;
@@ -275,10 +274,9 @@ void PlacementCoordinator::Coordinate() {
       hold.push_back(parts_[r]);
       given.push_back({r, parts_[r].get()});
     }
-    share = LiveRingLocked().Share(rank_);
   }
   const auto start = Clock::now();
-  Decision d = DecideHolders(given, share, rank_, size_);
+  Decision d = DecideHolders(given, rank_, size_);
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   bool mine = false;
   {

@@ -69,7 +69,7 @@ std::vector<char> EncodePart(const Part& p) {
   w.PutVarint(p.seq);
   w.PutVarint(p.base);
   w.PutVarint(p.generation);
-  w.PutVarint(p.capacity);
+  w.PutVarint(p.budget);
   w.PutVarint(p.removed.size());
   for (uint64_t h : p.removed) w.Put(h);
   w.PutVarint(p.entries.size());
@@ -87,7 +87,7 @@ std::optional<Part> DecodePart(std::string_view bytes, std::string* error) {
   Part p;
   uint64_t n;
   if (!r.GetVarint(&p.seq) || !r.GetVarint(&p.base) || !r.GetVarint(&p.generation) ||
-      !r.GetVarint(&p.capacity)) {
+      !r.GetVarint(&p.budget)) {
     *error = "truncated part header";
     return std::nullopt;
   }

@@ -19,7 +19,7 @@
 // hash: the holders' announcements and the transfers name the full key and version.
 //
 // Encodings (after the protocol header, protocol.h):
-//   kPart    varint seq, varint base, varint generation, varint capacity, varint removed
+//   kPart    varint seq, varint base, varint generation, varint budget, varint removed
 //            count, u64 key hash per removed entry, varint count, then per entry: u64 key
 //            hash, varint bytes, varint freq (>= 1), u32 first
 //   kAssign  varint seq (the part's it answers), the totals as five varints (objects, bytes,
@@ -53,7 +53,7 @@ struct Part {
   // one's (ApplyDelta).
   uint64_t base = 0;
   uint64_t generation = 0;  // the node's registration it comes from
-  uint64_t capacity = 0;    // the node's tiers, in bytes
+  uint64_t budget = 0;      // bytes the receiver may give the node to hold (holders.h)
   std::vector<PartEntry> entries;
   std::vector<uint64_t> removed = {};  // with base only
 };

@@ -33,8 +33,9 @@ namespace clairfs::cluster {
 
 inline constexpr uint32_t kMagic = 0x53464c43;  // "CLFS" in memory order
 // 1: unversioned; 2: whole files only; 3: digests list every object's key and version;
-// 4: catalogs sent once per rank; 5: partitioned plans (kPart, kAssign) instead of digests
-inline constexpr uint16_t kProtocolVersion = 5;
+// 4: catalogs sent once per rank; 5: partitioned plans (kPart, kAssign) instead of digests;
+// 6: a part carries the reader's budget at its receiver, not the reader's capacity
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr size_t kHeaderBytes = 8;
 
 enum class HeaderCheck { kOk, kNoMagic, kOtherVersion };

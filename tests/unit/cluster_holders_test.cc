@@ -59,7 +59,7 @@ TEST(PlanPartsTest, RoundTripAndHostileBytes) {
   ASSERT_TRUE(q) << why;
   EXPECT_EQ(q->seq, 7u);
   EXPECT_EQ(q->generation, 2u);
-  EXPECT_EQ(q->capacity, 1000u);
+  EXPECT_EQ(q->budget, 1000u);
   ASSERT_EQ(q->entries.size(), 2u);
   EXPECT_EQ(q->entries[1].key_hash, ~0ull);
   EXPECT_EQ(q->entries[0].bytes, 110000u);
@@ -126,11 +126,11 @@ PartEntry Entry(uint64_t h, uint32_t freq, uint32_t first = 0, uint64_t bytes = 
 }
 
 TEST(DecideHoldersTest, MostFrequentReaderHoldsWithinItsBudget) {
-  // share 1 (one coordinator), slack 1.25: a capacity of 160 is a budget of 200 (two objects).
-  Part a{1, 0, 1, 160, {Entry(1, 1, 10), Entry(2, 5, 20), Entry(3, 1, 30), Entry(4, 1, 0)}};
-  Part b{1, 0, 1, 1000, {Entry(2, 1, 5), Entry(4, 3, 90), Entry(5, 1, 1)}};
+  // a's budget here: 200 (two objects).
+  Part a{1, 0, 1, 200, {Entry(1, 1, 10), Entry(2, 5, 20), Entry(3, 1, 30), Entry(4, 1, 0)}};
+  Part b{1, 0, 1, 1250, {Entry(2, 1, 5), Entry(4, 3, 90), Entry(5, 1, 1)}};
   Part c{1, 0, 1, 0, {Entry(6, 1, 1)}};  // no room: what only it reads has no holder
-  Decision d = DecideHolders({{0, &a}, {1, &b}, {2, &c}}, 1.0, 0, 3);
+  Decision d = DecideHolders({{0, &a}, {1, &b}, {2, &c}}, 0, 3);
   ASSERT_EQ(d.assignments.size(), 3u);
   // Object 2 goes to a (freq 5 > 1), object 4 to b (3 > 1); 1 and 3 only a reads: a has
   // budget 200 - 100 (object 2) for one more, the earlier-read 1, and 3 is left without one.
@@ -148,10 +148,10 @@ TEST(DecideHoldersTest, MostFrequentReaderHoldsWithinItsBudget) {
 }
 
 TEST(DecideHoldersTest, ABudgetSmallerThanAnObjectStillTakesOne) {
-  // 1,024 coordinators: a share of 1/1024 of a 200,000-byte capacity is less than one object.
-  Part a{1, 0, 1, 200000, {Entry(1, 1, 0, 100000), Entry(2, 1, 1, 100000)}};
-  Part b{1, 0, 1, 200000, {Entry(1, 1, 5, 100000), Entry(2, 1, 6, 100000)}};
-  Decision d = DecideHolders({{0, &a}, {1, &b}}, 1.0 / 1024, 0, 1024);
+  // 1,024 coordinators: 1/1024 of a 200,000-byte capacity (x 1.25) is less than one object.
+  Part a{1, 0, 1, 244, {Entry(1, 1, 0, 100000), Entry(2, 1, 1, 100000)}};
+  Part b{1, 0, 1, 244, {Entry(1, 1, 5, 100000), Entry(2, 1, 6, 100000)}};
+  Decision d = DecideHolders({{0, &a}, {1, &b}}, 0, 1024);
   // One object each (the most budget left goes first), not none.
   EXPECT_EQ(d.assignments[0].holder, (std::vector<int>{0, 1}));
   EXPECT_EQ(d.totals.held_objects, 2u);
@@ -160,12 +160,12 @@ TEST(DecideHoldersTest, ABudgetSmallerThanAnObjectStillTakesOne) {
 TEST(DecideHoldersTest, ObjectsEveryNodeReadsAlikeSpreadEvenly) {
   std::vector<Part> parts(4);
   for (int r = 0; r < 4; ++r) {
-    parts[r] = Part{static_cast<uint64_t>(r + 1), 0, 1, 1 << 20, {}};
+    parts[r] = Part{static_cast<uint64_t>(r + 1), 0, 1, 327680, {}};  // (1 MiB / 4) x 1.25
     for (uint64_t i = 0; i < 1001; ++i) parts[r].entries.push_back(Entry(i * 7919, 2, i));
   }
   std::vector<ReaderPart> given;
   for (int r = 0; r < 4; ++r) given.push_back({r, &parts[r]});
-  Decision d = DecideHolders(given, 0.25, 1, 4);
+  Decision d = DecideHolders(given, 1, 4);
   std::map<int, int> held;
   for (int h : d.assignments[0].holder) ++held[h];
   ASSERT_EQ(held.size(), 4u);
@@ -178,8 +178,45 @@ TEST(DecideHoldersTest, ObjectsEveryNodeReadsAlikeSpreadEvenly) {
   for (int r = 1; r < 4; ++r) EXPECT_EQ(d.assignments[r].holder, d.assignments[0].holder);
   // Given in another order, the same decision.
   std::vector<ReaderPart> reversed(given.rbegin(), given.rend());
-  Decision e = DecideHolders(reversed, 0.25, 1, 4);
+  Decision e = DecideHolders(reversed, 1, 4);
   EXPECT_EQ(e.assignments[3].holder, d.assignments[0].holder);
+}
+
+TEST(MakePartsTest, BudgetsFollowWhereTheNodeReads) {
+  // 40 files of 100 bytes over 4 coordinators, files 0-9 read in a second epoch too: each
+  // part's budget is the capacity split by bytes x reads at that coordinator, times the slack,
+  // never beyond the bytes read there.
+  using clairfs::testing::MemBacking;
+  MemBacking backing;
+  std::vector<int> all, some;
+  for (int i = 0; i < 40; ++i) {
+    backing.AddFile("f" + std::to_string(i), std::string(100, 'x'));
+    all.push_back(i);
+    if (i < 10) some.push_back(i);
+  }
+  auto plan = clairfs::testing::PlanOfEpochs(backing, {all, some},
+                                             [](int i) { return "f" + std::to_string(i); });
+  const CoordinatorRing ring({0, 1, 2, 3});
+  auto demand = [](const Part& p) { return p.entries.size() * 100; };
+  auto weight = [](const Part& p) {
+    uint64_t w = 0;
+    for (const PartEntry& e : p.entries) w += e.bytes * e.freq;
+    return w;
+  };
+  // Room for everything: every budget is what is read there.
+  for (const Part& p : MakeParts(*plan, ring, 4000, 1, 4)) EXPECT_EQ(p.budget, demand(p));
+  // Room for a fifth: 800 bytes split by 5,000 bytes x reads, x 1.25.
+  std::vector<Part> parts = MakeParts(*plan, ring, 800, 1, 4);
+  uint64_t sum = 0;
+  for (const Part& p : parts) {
+    EXPECT_EQ(p.budget, std::min<uint64_t>(demand(p), weight(p) * 800 * 5 / 4 / 5000));
+    sum += p.budget;
+  }
+  EXPECT_LE(sum, 1000u);
+  EXPECT_GE(sum, 996u);  // rounding down at each
+  // A part read nowhere has no budget.
+  std::vector<Part> five = MakeParts(*plan, CoordinatorRing({0, 1, 2, 3}), 800, 1, 5);
+  EXPECT_EQ(five[4].budget, 0u);
 }
 
 TEST(ApplyHoldersTest, HeldObjectsFillTheTiersOthersComeFromPeersOrAreStaged) {
