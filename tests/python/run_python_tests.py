@@ -32,7 +32,7 @@ sys.path[:0] = [HERE, os.path.join(REPO, "tests", "fs"), os.path.join(REPO, "too
 import run_fs_tests  # noqa: E402
 
 MODULES = ["test_control", "test_cli", "test_serve_metrics", "test_cache_admin", "test_torch",
-           "test_records", "test_hdf5", "test_compact", "test_orders",
+           "test_records", "test_hdf5", "test_compact", "test_orders", "test_locality",
            "test_streams", "test_resume", "test_packaging", "test_imports"]
 
 if __name__ == "__main__":

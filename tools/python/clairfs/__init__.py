@@ -22,6 +22,8 @@ With torch (imported on first use of these names):
     register_dataset(mount, dataset, sampler, epochs) # a dataset with .samples and a sampler
     loader_orders, sampler_orders, dataset_paths      # the same orders, without registering
     ResumeSampler(sampler, skip)                      # resume part-way through an epoch
+    LocalitySampler(dataset, ..., batch_size=B)       # DistributedSampler whose ranks read what
+                                                      # their node holds (clairfs.locality)
     register_loader(..., skip_batches=B)              # a plan that starts at batch B
 
 docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
@@ -34,7 +36,7 @@ from .control import (ManifestError, check_stream_name, control_path, default_st
                       manifest_line, plan, register_paths, relative_path, stats, unregister,
                       write_compact_manifest, write_manifest)
 
-_TORCH_NAMES = ("ResumeSampler", "dataset_paths", "loader_orders", "register_dataset",
+_TORCH_NAMES = ("LocalitySampler", "ResumeSampler", "dataset_paths", "loader_orders", "register_dataset",
                 "register_loader", "sampler_orders")
 _RECORDS_NAMES = ("Record", "fixed_records", "iter_tfrecord", "lmdb_data_path",
                   "lmdb_ranges_for_keys", "lmdb_records", "npy_records", "range_manifest_lines",
@@ -54,12 +56,16 @@ if TYPE_CHECKING:  # what __getattr__ returns, for type checkers (nothing import
                           write_tfrecord)
     from .hdf5 import (HDF5Layout, hdf5_layout, hdf5_metadata_ranges, hdf5_ranges_for_indices,
                        hdf5_records, register_hdf5)
+    from .locality import LocalitySampler
     from .torch_order import (ResumeSampler, dataset_paths, loader_orders, register_dataset,
                               register_loader, sampler_orders)
 
 
 def __getattr__(name: str) -> object:
     # Lazy: importing torch takes seconds and a job listing paths by itself does not need it.
+    if name == "LocalitySampler":
+        from . import locality
+        return locality.LocalitySampler
     if name in _TORCH_NAMES:
         from . import torch_order
         return getattr(torch_order, name)

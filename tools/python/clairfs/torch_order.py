@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 
     from .control import StrPath
 
+# Sampler classes of this package that compute an epoch's order themselves, deterministically
+# from their state and set_epoch (no generator): class -> function(sampler) giving the next
+# iteration's order as an int64 tensor; their length is num_samples. clairfs.locality adds its.
+FAST_SAMPLERS: dict[type, Any] = {}
+
 # Samplers whose order comes from `self.generator`, or from a fresh seed drawn from torch's
 # global RNG at every iteration when it is None (unknowable in advance).
 _SEEDED_BY_GENERATOR = (RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
@@ -213,6 +218,8 @@ def _fast_order(s):
               and s.total_size == s.num_samples * s.num_replicas
               and (s.total_size <= n if s.drop_last else s.total_size >= n))
         return (lambda: _distributed_order(s)) if ok else None
+    if t in FAST_SAMPLERS:
+        return lambda: FAST_SAMPLERS[t](s)
     if t is BatchSampler:
         inner = _fast_order(s.sampler)
         bs = s.batch_size
@@ -247,7 +254,7 @@ def _fast_length(s, first=False):
     t = type(s)
     if t is SequentialSampler:
         return len(s.data_source)
-    if t is RandomSampler or t is DistributedSampler:
+    if t is RandomSampler or t is DistributedSampler or t in FAST_SAMPLERS:
         return s.num_samples
     if t is ResumeSampler:
         n = _fast_length(s.sampler, first)
