@@ -3,7 +3,10 @@
 ImageNet (20,000 files x 10 epochs): the JSON keys issue 28 names, a plan whose bytes and
 memory per node shrink as the cluster grows from 16 to 256 nodes where the broadcast one's
 grow, the backing store read once per file, read fractions that add up, and a node leaving
-that costs a small fraction of a registration. Runs in a few seconds."""
+that costs a small fraction of a registration; the locality-aware sampler (issue 29) at 256
+nodes: what a node reads from peers is what the sampler gives it beyond what it holds (under
+5 % at 128 samples per node and batch), DistributedSampler's most, the backing store
+still read once. Runs in a few seconds."""
 import json
 import os
 import subprocess
@@ -53,6 +56,18 @@ def main():
     # Same plans, same placement rule for an object one node reads most: the broadcast
     # placement (run at 16 nodes) and the partitioned one agree on the backing reads.
     check(old_small["backing_reads_per_file"] == 1.0, f"broadcast at 16: {old_small}")
+    # The locality-aware sampler: the placement follows it (every coordinator simulated).
+    # 64 nodes of 4 ranks, 32 samples per rank: 128 per node and batch, 2.4 batches an epoch.
+    loc = run("--nodes", "64", "--sampler", "locality", "--ranks-per-node", "4", "--batch", "32",
+              "--sample-coordinators", "64")
+    check(loc["backing_reads_per_file"] == 1.0, f"locality: each file read once: {loc}")
+    check(loc["assigned_away"] < 0.05, f"locality: under 5 % given away from holders: {loc}")
+    check(abs(loc["read_peer"] - loc["node_assigned_away"]) < 0.005,
+          f"locality: node 0 reads from peers what the sampler gave it of others': {loc}")
+    check(small["read_peer"] > 0.7, f"DistributedSampler reads most from peers: {small}")
+    print(f"cluster_scale: 64 nodes, read from peers: locality {loc['read_peer']:.3f} "
+          f"(assigned away {loc['node_assigned_away']:.3f} of node 0's, "
+          f"{loc['assigned_away']:.3f} of all), distributed at 16 {small['read_peer']:.3f}")
     print(f"cluster_scale: 16 -> 256 nodes, bytes sent {small['plan_bytes_sent']} -> "
           f"{big['plan_bytes_sent']} (broadcast {old_small['plan_bytes_sent']} -> "
           f"{old_big['plan_bytes_sent']})")

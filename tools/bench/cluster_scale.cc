@@ -2,7 +2,9 @@
 // real planning code (docs/benchmarks.md, "A thousand nodes").
 //
 // Every node's access string comes from the same seeded sampler (DistributedSampler: one
-// global shuffle per epoch, padded to a multiple of N, rank r taking every N-th sample from r),
+// global shuffle per epoch, padded to a multiple of N, rank r taking every N-th sample from r;
+// or --sampler locality: the global batches of the same shuffles handed to the nodes that hold
+// their samples, as clairfs.locality.LocalitySampler hands them),
 // each is built into a real Plan, and the real code splits it (MakeParts) and encodes it. Node
 // 0's view is simulated whole: the parts it sends, the parts it receives as a coordinator, its
 // decision (DecideHolders), its assignments, and its placement (ApplyHolders). The other
@@ -63,6 +65,9 @@ struct Options {
   uint64_t files = 1281167;
   int epochs = 90;
   std::string sampler = "distributed";
+  int ranks_per_node = 1;         // locality: ranks on each node
+  uint64_t batch = 32;            // locality: samples per rank in a global batch
+  bool print_assignment = false;  // locality: epoch 0's order and nodes as JSON, then exit
   std::string protocol = "partitioned";
   uint64_t mean_bytes = 110 * 1024;
   std::vector<uint64_t> capacity;  // per node, per tier; none: twice the dataset over the nodes
@@ -122,8 +127,19 @@ struct Dataset {
   uint64_t bytes = 0;
 };
 
-// Every rank's order: the epochs' global shuffles, shared by every node (DistributedSampler
-// with shuffle=True), or the manifests given.
+uint64_t SplitMix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Every node's order: the epochs' global shuffles, shared by every node, split as
+// DistributedSampler splits them (shuffle=True; one rank per node: rank r takes every N-th
+// sample from r) or as clairfs.locality.LocalitySampler does (R ranks per node, b samples per
+// rank and batch: a global batch's samples go to the nodes that hold them, splitmix64(index)
+// mod N, up to R * b each, the rest to the free places in node order; the same function as
+// tools/python/clairfs/locality.py's assign), or the manifests given.
 struct Sampler {
   Sampler(const Options& o, uint64_t files) : nodes(o.nodes), epochs(o.epochs), files(files) {
     per_rank = (files + nodes - 1) / nodes;
@@ -134,13 +150,14 @@ struct Sampler {
       std::mt19937_64 rng(o.seed + e);
       std::shuffle(p, p + files, rng);
     }
+    if (o.sampler == "locality") Localize(o.ranks_per_node, o.batch);
   }
   // orders[r][e]: rank r's dataset indices in epoch e.
   explicit Sampler(std::vector<std::vector<std::vector<uint32_t>>> orders)
       : nodes(static_cast<int>(orders.size())), given(std::move(orders)) {
     for (const auto& r : given) epochs = std::max(epochs, static_cast<int>(r.size()));
   }
-  // Rank r's samples in epoch e: indices r, r + N, ... of the shuffle padded to N * per_rank.
+  // Node r's samples in epoch e.
   template <typename F>
   void ForEach(int r, int e, F f) const {
     if (!given.empty()) {
@@ -149,13 +166,83 @@ struct Sampler {
       }
       return;
     }
+    if (!by_node.empty()) {
+      const size_t* b = node_begin.data() + static_cast<size_t>(e) * (nodes + 1);
+      for (size_t k = b[r]; k < b[r + 1]; ++k) f(by_node[k]);
+      return;
+    }
     const uint32_t* p = perm.data() + static_cast<size_t>(e) * files;
     for (uint64_t k = r; k < per_rank * nodes; k += nodes) f(p[k % files]);
+  }
+  // The node of each position of a global order (padded to a multiple of the ranks), as
+  // LocalitySampler assigns them; *away: the positions given to a node that does not hold them.
+  std::vector<uint32_t> Assign(const std::vector<uint32_t>& order, int ranks_per_node,
+                               uint64_t batch, uint64_t* away) const {
+    const uint64_t replicas = static_cast<uint64_t>(nodes) * ranks_per_node;
+    const uint64_t global = replicas * batch, total = order.size();
+    std::vector<uint32_t> node(total);
+    std::vector<uint64_t> count(nodes);
+    std::vector<uint64_t> over;
+    for (uint64_t k0 = 0; k0 < total; k0 += global) {
+      const uint64_t end = std::min(total, k0 + global);
+      const uint64_t cap = (end - k0) / replicas * ranks_per_node;
+      std::fill(count.begin(), count.end(), 0);
+      over.clear();
+      for (uint64_t k = k0; k < end; ++k) {
+        const auto h = static_cast<uint32_t>(SplitMix64(order[k]) % nodes);
+        if (count[h] < cap) {
+          node[k] = h;
+          ++count[h];
+        } else {
+          over.push_back(k);
+        }
+      }
+      uint32_t c = 0;
+      for (uint64_t k : over) {
+        while (count[c] >= cap) ++c;
+        node[k] = c;
+        ++count[c];
+      }
+      *away += over.size();
+    }
+    return node;
+  }
+  void Localize(int ranks_per_node, uint64_t batch) {
+    const uint64_t replicas = static_cast<uint64_t>(nodes) * ranks_per_node;
+    const uint64_t total = (files + replicas - 1) / replicas * replicas;
+    by_node.resize(static_cast<size_t>(epochs) * total);
+    node_begin.resize(static_cast<size_t>(epochs) * (nodes + 1));
+    std::vector<uint32_t> order(total);
+    for (int e = 0; e < epochs; ++e) {
+      const uint32_t* p = perm.data() + static_cast<size_t>(e) * files;
+      for (uint64_t k = 0; k < total; ++k) order[k] = p[k % files];
+      const std::vector<uint32_t> node = Assign(order, ranks_per_node, batch, &assigned_away);
+      // Counting sort by node, positions ascending within a node.
+      size_t* b = node_begin.data() + static_cast<size_t>(e) * (nodes + 1);
+      uint32_t* out = by_node.data() + static_cast<size_t>(e) * total;
+      std::vector<size_t> next(nodes + 1, 0);
+      for (uint32_t n : node) ++next[n + 1];
+      for (int n = 0; n < nodes; ++n) next[n + 1] += next[n];
+      for (int n = 0; n <= nodes; ++n) b[n] = static_cast<size_t>(e) * total + next[n];
+      for (uint64_t k = 0; k < total; ++k) out[next[node[k]]++] = order[k];
+      for (uint64_t k = 0; e > 0 && k < total; ++k) {
+        if (node[k] != 0) continue;
+        ++node0_later;
+        if (SplitMix64(order[k]) % nodes != 0) ++node0_later_away;
+      }
+    }
+    assigned_total = static_cast<uint64_t>(epochs) * total;
   }
   int nodes = 0, epochs = 0;
   uint64_t files = 0, per_rank = 0;
   std::vector<uint32_t> perm;
   std::vector<std::vector<std::vector<uint32_t>>> given;
+  // Locality: every epoch's samples grouped by node (node_begin[e * (nodes + 1) + n] where node
+  // n's of epoch e begin), and how many samples went to a node not holding them.
+  std::vector<uint32_t> by_node;
+  std::vector<size_t> node_begin;
+  uint64_t assigned_away = 0, assigned_total = 0;
+  uint64_t node0_later = 0, node0_later_away = 0;  // node 0's samples in epochs 2+, not its own
 };
 
 // The manifests' paths (the dataset, in order of first appearance) and every rank's orders.
@@ -233,6 +320,19 @@ int Run(const Options& o) {
   }
   const Dataset& data = *owned_data;
   const Sampler& sampler = *owned_sampler;
+  if (o.print_assignment) {
+    // For tests/python/test_locality.py: the same assignment computed by clairfs.locality.
+    const uint64_t replicas = static_cast<uint64_t>(sampler.nodes) * o.ranks_per_node;
+    std::vector<uint32_t> order((data.files + replicas - 1) / replicas * replicas);
+    for (uint64_t k = 0; k < order.size(); ++k) order[k] = sampler.perm[k % data.files];
+    uint64_t away = 0;
+    nlohmann::json a;
+    a["order"] = order;
+    a["node"] = sampler.Assign(order, o.ranks_per_node, o.batch, &away);
+    a["away"] = away;
+    std::printf("%s\n", a.dump().c_str());
+    return 0;
+  }
   const int nodes = sampler.nodes;
   PlacementLimits limits{{}, o.capacity, o.staging};
   if (limits.tier_capacity.empty()) limits.tier_capacity = {2 * data.bytes / nodes + 1};
@@ -308,7 +408,7 @@ int Run(const Options& o) {
         for (int c = 0; c < nodes - 1; ++c) {
           if (moved[c].entries == parts[c].entries) continue;
           // As the daemon sends it: the change, when smaller than the whole part.
-          Part delta{2, 1, 1, capacity, {}};
+          Part delta{2, 1, 1, moved[c].budget, {}};
           if (!MakeDelta(parts[c].entries, moved[c].entries, &delta.removed, &delta.entries)) {
             delta = moved[c];
           }
@@ -412,7 +512,7 @@ int Run(const Options& o) {
         }
         t = Clock::now();
       }
-      Decision d = DecideHolders(given, ring.Share(c), c, nodes);
+      Decision d = DecideHolders(given, c, nodes);
       if (c == 0) {
         for (int p = 1; p < nodes; ++p) sent += EncodeAssignment(d.assignments[p], p).size();
         for (int p = 0; p < nodes; ++p)
@@ -463,6 +563,18 @@ int Run(const Options& o) {
   }
   out["protocol"] = o.protocol;
   out["sampler"] = o.manifests.empty() ? o.sampler : "manifests";
+  if (sampler.assigned_total > 0) {
+    // The share of every node's samples given to a node that does not hold them (so read
+    // from a peer once the holders have them), over every epoch.
+    out["ranks_per_node"] = o.ranks_per_node;
+    out["batch"] = o.batch;
+    out["assigned_away"] =
+        static_cast<double>(sampler.assigned_away) / static_cast<double>(sampler.assigned_total);
+    // Node 0's share of it in epochs 2+: what read_peer should be if the placement follows.
+    out["node_assigned_away"] =
+        static_cast<double>(sampler.node0_later_away) /
+        static_cast<double>(std::max<uint64_t>(1, sampler.node0_later));
+  }
   out["nodes"] = nodes;
   out["files"] = data.files;
   out["epochs"] = sampler.epochs;
@@ -504,7 +616,13 @@ int main(int argc, char** argv) {
   app.add_option("--files", o.files, "objects in the dataset")->check(CLI::Range(1, 1 << 30));
   app.add_option("--epochs", o.epochs, "epochs in every node's plan")->check(CLI::Range(1, 1000));
   app.add_option("--sampler", o.sampler, "how ranks split each epoch")
-      ->check(CLI::IsMember({"distributed"}));
+      ->check(CLI::IsMember({"distributed", "locality"}));
+  app.add_option("--ranks-per-node", o.ranks_per_node, "locality: ranks on each node")
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--batch", o.batch, "locality: samples per rank in each global batch")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_flag("--print-assignment", o.print_assignment,
+               "locality: print epoch 0's order and each position's node as JSON, and exit");
   app.add_option("--protocol", o.protocol, "partitioned (today's) or broadcast (version 4)")
       ->check(CLI::IsMember({"partitioned", "broadcast"}));
   app.add_option("--mean-bytes", o.mean_bytes, "mean object size");
