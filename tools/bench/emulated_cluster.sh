@@ -7,7 +7,9 @@
 #          cgroup-v1 blkio group that every daemon is in: the nodes share its bandwidth, as
 #          they share a PFS's (pfs_lib.sh); the memory group caps the page cache they keep of it
 #   reads  node r replays its rank's order: make_manifest.py --rank r --world K --epochs E
-#          (a seeded global shuffle per epoch split like DistributedSampler), the whole manifest
+#          (a seeded global shuffle per epoch split like DistributedSampler; with --sampler
+#          locality, the global batches of --batch samples per rank, --ranks-per-node ranks a
+#          node, split like clairfs.locality.LocalitySampler), the whole manifest
 #          registered at the start; each epoch's list read through the node's mount by one
 #          clairfs-bench (--threads readers, --verify), all nodes at once, the next epoch
 #          started when every node is done (the barrier of a synchronous training epoch)
@@ -42,6 +44,7 @@
 #          [--epochs E] [--link-mbit M] [--bps B] [--iops N] [--ram MIB] [--staging MIB]
 #          [--threads T] [--pagecache MIB] [--overhead MIB] [--warm] [--tmp DIR] [--out FILE]
 #          [--clairfs-bin PATH] [--bench-bin PATH]
+#          [--sampler distributed|locality] [--batch B] [--ranks-per-node R]
 # Defaults: K 8, 2000 files of mean 32 KB (lognormal, sigma 0.5), E 3, links 100 Mbit/s, PFS
 #   20 MB/s (20000000) and 400 IOPS, RAM auto, staging 4 MiB (well below the 7 MB or so a node
 #   gets from its peers in an epoch at the defaults: a window that holds a node's reads of all
@@ -63,6 +66,7 @@ set -euo pipefail
 
 NODES=8 FILES=2000 MEAN_KB=32 SIGMA=0.5 EPOCHS=3 LINK_MBIT=100 BPS=20000000 IOPS=400
 RAM="" STAGING=4 THREADS=2 PAGECACHE=32 OVERHEAD=64 WARM=0 TMPBASE=/var/tmp OUT=""
+SAMPLER=distributed BATCH=32 RANKS_PER_NODE=1
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
@@ -83,9 +87,11 @@ declare -A OPTIONS=([--nodes]=NODES [--files]=FILES [--mean-kb]=MEAN_KB [--sigma
   [--epochs]=EPOCHS [--link-mbit]=LINK_MBIT [--bps]=BPS [--iops]=IOPS [--ram]=RAM
   [--staging]=STAGING [--threads]=THREADS [--pagecache]=PAGECACHE [--overhead]=OVERHEAD
   [--warm]=WARM=1 [--tmp]=TMPBASE [--out]=OUT [--clairfs-bin]=CLAIRFS_BIN
-  [--bench-bin]=BENCH_BIN)
+  [--bench-bin]=BENCH_BIN [--sampler]=SAMPLER [--batch]=BATCH
+  [--ranks-per-node]=RANKS_PER_NODE)
 parse_options "$@"
-for v in NODES FILES EPOCHS THREADS; do
+[[ $SAMPLER == distributed || $SAMPLER == locality ]] || die "--sampler: distributed or locality"
+for v in NODES FILES EPOCHS THREADS BATCH RANKS_PER_NODE; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v,,}: a positive integer, not '${!v}'"
 done
 for v in LINK_MBIT BPS IOPS STAGING PAGECACHE OVERHEAD; do
@@ -123,8 +129,9 @@ DATA_BYTES=$(find "$DATA" -type f -printf '%s\n' | awk '{s += $1} END {printf "%
 # Each node's manifest (all epochs), its per-epoch lists, and each list's XXH3 sum read from the
 # PFS before it is throttled (page cache warm: cheap).
 for ((r = 0; r < NODES; r++)); do
-  "$PYTHON" "$REPO/tools/make_manifest.py" "$DATA" --epochs "$EPOCHS" --seed 1 --rank "$r" \
-    --world "$NODES" >"$WORK/lists/n$r.manifest"
+  PYTHONPATH=$REPO/tools/python "$PYTHON" "$REPO/tools/make_manifest.py" "$DATA" \
+    --epochs "$EPOCHS" --seed 1 --rank "$r" --world "$NODES" --sampler "$SAMPLER" \
+    --batch "$BATCH" --ranks-per-node "$RANKS_PER_NODE" >"$WORK/lists/n$r.manifest"
   awk -v p="$WORK/lists/n$r.e" '/^#epoch/ {f = p (e++); printf "" > f; next} {print > f}' \
     "$WORK/lists/n$r.manifest"
   for ((e = 0; e < EPOCHS; e++)); do
@@ -321,8 +328,10 @@ RSS_MIB=$(for p in "${DAEMON[@]}"; do awk '/VmHWM/ {print $2}' "/proc/$p/status"
 read -r ALL_BB ALL_BO < <(awk '{bb += $3; bo += $4} END {printf "%.0f %.0f\n", bb, bo}' "$WORK/snap/$EPOCHS.txt")
 JSON=$(awk -v k="$NODES" -v files="$FILES" -v data="$DATA_BYTES" -v ep="$EPOCHS" -v m="$LINK_MBIT" \
   -v B="$BPS" -v I="$IOPS" -v ram="$RAM" -v gb="$GROUP_BYTES" -v gi="$GROUP_IOS" \
+  -v sampler="$SAMPLER" -v batch="$BATCH" -v rpn="$RANKS_PER_NODE" \
   -v oom="$(pfs_oom_kills)" -v abb="$ALL_BB" -v abo="$ALL_BO" -v rss="$RSS_MIB" '
   $1 == "T" { rd += $6; pin += $7; pout += $8; rx += $9; tx += $10; bb += $11; bo += $12
+              erd[$2] += $6; epin[$2] += $7
               if ($13 != "ok") wrong++ }
   $1 == "E" { w[$2] = $3; lb[$2] = $4; iv[$2] = $5; busy[$2] = $6; db[$2] = $7; n++ }
   END {
@@ -338,7 +347,11 @@ JSON=$(awk -v k="$NODES" -v files="$FILES" -v data="$DATA_BYTES" -v ep="$EPOCHS"
     for (i = 0; i < n; i++) printf "%s%.2f", (i ? ", " : ""), busy[i]
     printf "], \"epoch_pfs_device_bytes\": ["
     for (i = 0; i < n; i++) printf "%s%.0f", (i ? ", " : ""), db[i]
-    printf "], \"bytes_read\": %.0f, \"peer_bytes_in\": %.0f, \"peer_bytes_out\": %.0f, ", rd, pin, pout
+    printf "], \"epoch_peer_fraction\": ["
+    for (i = 0; i < n; i++) printf "%s%.4f", (i ? ", " : ""), (erd[i] ? epin[i] / erd[i] : 0)
+    printf "], \"sampler\": \"%s\", \"batch\": %d, \"ranks_per_node\": %d, ", sampler, batch, rpn
+    printf "\"peer_fraction\": %.4f, ", rd ? pin / rd : 0
+    printf "\"bytes_read\": %.0f, \"peer_bytes_in\": %.0f, \"peer_bytes_out\": %.0f, ", rd, pin, pout
     printf "\"link_bytes_rx\": %.0f, \"link_bytes_tx\": %.0f, \"backing_bytes_in_epochs\": %.0f, ", rx, tx, bb
     printf "\"backing_bytes\": %.0f, \"backing_objects\": %.0f, \"backing_over_dataset\": %.3f, ", abb, abo, abb / data
     printf "\"pfs_group_bytes\": %.0f, \"pfs_group_ios\": %.0f, \"daemons_peak_rss_mib\": %d, ", gb, gi, rss
