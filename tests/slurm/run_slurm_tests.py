@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""The Slurm integration against a real Slurm on this machine (tools/slurm, docs/slurm.md).
+
+Starts munged, slurmctld and slurmd (one node, localhost) with the clairfs SPANK plugin in
+plugstack.conf, submits real jobs with sbatch as the unprivileged user nobody, and checks:
+a job reads every byte of a dataset through the mount; two jobs share one mount and one
+daemon, and after the last one the mount and the daemon are gone; a failing mount fails the
+job with a clear message in its output and leaves the node in service; a job that vanished
+without its epilog does not keep a mount.
+
+Environment: CLAIRFS_BIN, CLAIRFS_SLURM_HELPER, CLAIRFS_SPANK_PLUGIN (meson test sets them);
+CLAIRFS_TEST_KEEP=1 keeps the temporary directory (job outputs, Slurm's and clairfs's logs).
+Exit status: 0 passed, 1 failed, 77 skipped (no /dev/fuse, not root, or Slurm/munge missing).
+"""
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from slurm_cluster import SlurmCluster, missing_binaries, wait_for  # noqa: E402
+
+NOBODY = (65534, 65534)  # the jobs' user and group (Debian's nobody:nogroup)
+CLAIRFS = os.environ.get("CLAIRFS_BIN", "")
+HELPER = os.environ.get("CLAIRFS_SLURM_HELPER", "")
+PLUGIN = os.environ.get("CLAIRFS_SPANK_PLUGIN", "")
+VERIFY = os.path.join(HERE, "verify_dataset.py")
+
+
+def skip_reason():
+    if not PLUGIN:
+        return "no SPANK plugin in this build (slurm/spank.h missing: libslurm-dev; or a sanitizer build)"
+    if os.geteuid() != 0:
+        return "needs root (Slurm's daemons, mounts as root)"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    missing = missing_binaries()
+    if missing:
+        return "not installed: " + " ".join(missing) + " (apt-get install slurmctld slurmd slurm-client munge)"
+    return None
+
+
+def make_dataset(root, seed=7):
+    """Files of several sizes in nested directories (one larger than a 4 MiB chunk); returns
+    {relative path: sha256}."""
+    rng = random.Random(seed)
+    digests = {}
+    sizes = [0, 1, 4095, 4096, 70_000, 300_000] + [rng.randrange(1, 200_000) for _ in range(30)] + [5 << 20]
+    for i, size in enumerate(sizes):
+        rel = os.path.join(f"class{i % 4}", f"sample{i:03d}.bin")
+        os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+        data = rng.randbytes(size)
+        with open(os.path.join(root, rel), "wb") as f:
+            f.write(data)
+        digests[rel] = hashlib.sha256(data).hexdigest()
+    return digests
+
+
+def clairfs_mounts():
+    """Mount points of fuse.clairfs mounts on the machine."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split()[0] == "fuse.clairfs":
+                points.append(left.split()[4].replace("\\040", " "))
+    return points
+
+
+def daemons_of(mountpoint):
+    """Pids of clairfs processes serving mountpoint (by their command line)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if args and args[0] == CLAIRFS.encode() and mountpoint.encode() in args:
+            pids.append(int(entry))
+    return pids
+
+
+class SlurmIntegration(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="clairfs-slurm-")
+        os.chmod(cls.tmp, 0o755)  # the jobs' user reaches the dataset, scripts and outputs
+        cls.data = os.path.join(cls.tmp, "data")
+        cls.dataset = os.path.join(cls.data, "ds1")
+        cls.digests = make_dataset(cls.dataset)
+        cls.expected = os.path.join(cls.tmp, "expected.json")
+        with open(cls.expected, "w") as f:
+            json.dump(cls.digests, f)
+        cls.manifest = os.path.join(cls.tmp, "manifest.txt")
+        with open(cls.manifest, "w") as f:
+            f.write("#epoch\n" + "".join(p + "\n" for p in sorted(cls.digests)))
+        cls.out = os.path.join(cls.tmp, "out")
+        os.mkdir(cls.out)
+        os.chmod(cls.out, 0o1777)
+        cls.mount_root = os.path.join(cls.tmp, "mnt")
+        cls.state_dir = os.path.join(cls.tmp, "state")
+        config = os.path.join(cls.tmp, "clairfs.yaml")
+        with open(config, "w") as f:
+            f.write("cache:\n  tiers:\n    - kind: ram\n      capacity: 64MiB\n"
+                    "control:\n  group: nogroup\n"
+                    f"log:\n  file: {cls.tmp}/clairfs.log\n")
+        # The daemon stays in the test's cgroups (cgroup=none): this machine's jobs run in none
+        # (proctrack/linuxproc, task/none), and moving a test's process into the machine's
+        # root cgroups would take it out of the limits the test runs under.
+        cls.settings = [f"helper={HELPER}", f"clairfs={CLAIRFS}", f"mount_root={cls.mount_root}",
+                        f"state_dir={cls.state_dir}", f"allow={cls.data}", f"config={config}",
+                        "cgroup=none", "timeout=60"]
+        cls.cluster = SlurmCluster(os.path.join(cls.tmp, "slurm"), ["required " + PLUGIN + " " + " ".join(cls.settings)])
+        os.makedirs(cls.cluster.root)
+        try:
+            cls.cluster.start()
+        except BaseException:
+            print(cls.cluster.log("slurmctld"), cls.cluster.log("slurmd"), file=sys.stderr)
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            if cls.cluster.procs.get("slurmctld") and cls.cluster.procs["slurmctld"].poll() is None:
+                cls.cluster.run(["scancel", "--user=nobody"])
+                cls.cluster.run(["scancel", "--user=root"])
+                wait_for("the jobs to leave the queue",
+                         lambda: cls.cluster.run(["squeue", "-h"]).stdout.strip() == "", 30, 0.2)
+        finally:
+            cls.cluster.stop()
+            for point in clairfs_mounts():
+                if point.startswith(cls.tmp + "/"):
+                    subprocess.run(["umount", "-l", point], timeout=20)
+            for point in [p for p in clairfs_mounts() if p.startswith(cls.tmp + "/")] + [cls.mount_root]:
+                for pid in daemons_of(point):
+                    os.kill(pid, 9)
+            if os.environ.get("CLAIRFS_TEST_KEEP"):
+                print(f"slurm: kept {cls.tmp}", file=sys.stderr)
+            elif not any(p.startswith(cls.tmp + "/") for p in clairfs_mounts()):
+                shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    # --- helpers --------------------------------------------------------------------------
+    def submit(self, script, *args):
+        return self.cluster.sbatch([f"--output={self.out}/job-%j.out", "--ntasks=1", "--cpus-per-task=1"] + list(args),
+                                   "#!/bin/bash\n" + script, user=NOBODY)
+
+    def output(self, job):
+        with open(f"{self.out}/job-{job}.out", errors="replace") as f:
+            return f.read()
+
+    def finished(self, job, timeout=60):
+        fields = self.cluster.wait_job(job, timeout)
+        return fields["JobState"], fields.get("ExitCode", "")
+
+    def mountpoint_of(self, job):
+        for line in self.output(job).splitlines():
+            if line.startswith("mount="):
+                return line[len("mount="):]
+        self.fail(f"job {job} printed no mount=: {self.output(job)}")
+
+    def assert_released(self, mountpoint):
+        wait_for(f"{mountpoint} to be unmounted", lambda: mountpoint not in clairfs_mounts(), 20)
+        wait_for(f"the daemon of {mountpoint} to exit", lambda: not daemons_of(mountpoint), 20)
+        self.assertFalse(os.path.exists(mountpoint), "the mountpoint directory stays behind")
+        self.assertEqual([f for f in os.listdir(self.state_dir) if f.endswith(".jobs")], [],
+                         "a job list stays behind")
+
+    def assert_node_in_service(self):
+        state = wait_for("the node to be idle", lambda: self.cluster.node_state() == "idle" and "idle", 20)
+        self.assertEqual(state, "idle")
+
+    # --- tests ----------------------------------------------------------------------------
+    def test_1_job_reads_every_byte(self):
+        """A job with --clairfs and --clairfs-manifest reads every byte through the mount."""
+        job = self.submit(f'echo "mount=$CLAIRFS_MOUNT"\nset -e\n'
+                          f'python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}\n'
+                          f'grep -q "slurm-$SLURM_JOB_ID" "$CLAIRFS_MOUNT/.clairfs/plan" && echo "stream registered"\n'
+                          f'findmnt -n -o FSTYPE "$CLAIRFS_MOUNT"\n',
+                          f"--clairfs={self.dataset}", f"--clairfs-manifest={self.manifest}")
+        state, code = self.finished(job)
+        out = self.output(job)
+        self.assertEqual((state, code), ("COMPLETED", "0:0"), out)
+        self.assertIn(f"verified {len(self.digests)} files", out)
+        self.assertIn("stream registered", out)
+        self.assertIn("fuse.clairfs", out)
+        mountpoint = self.mountpoint_of(job)
+        self.assertTrue(mountpoint.startswith(self.mount_root + "/"), mountpoint)
+        self.assert_released(mountpoint)
+
+    def test_2_two_jobs_share_one_mount(self):
+        """Two jobs on the node using one dataset share one mount and one daemon; the mount
+        stays while one of them runs and goes with the last."""
+        sync = os.path.join(self.tmp, "sync")
+        os.makedirs(sync, exist_ok=True)
+        os.chmod(sync, 0o1777)
+        script = (f'echo "mount=$CLAIRFS_MOUNT"\n'
+                  f'echo "$CLAIRFS_MOUNT" > {sync}/started-$SLURM_JOB_ID\n'
+                  # wait for the test's go-ahead, polling with a deadline of 60 s
+                  f'for i in $(seq 600); do [ -e {sync}/release-$SLURM_JOB_ID ] && break; sleep 0.1; done\n'
+                  f'[ -e {sync}/release-$SLURM_JOB_ID ] || {{ echo "no go-ahead"; exit 2; }}\n'
+                  f'python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}\n')
+        # The first registers a manifest (its stream slurm-<job>), the second none.
+        jobs = [self.submit(script, f"--clairfs={self.dataset}", f"--clairfs-manifest={self.manifest}"),
+                self.submit(script, f"--clairfs={self.dataset}")]
+        started = [os.path.join(sync, f"started-{j}") for j in jobs]
+        wait_for("both jobs to start", lambda: all(os.path.exists(p) and os.path.getsize(p) for p in started), 60)
+        points = {open(p).read().strip() for p in started}
+        self.assertEqual(len(points), 1, points)
+        mountpoint = points.pop()
+        self.assertEqual(clairfs_mounts().count(mountpoint), 1)
+        daemons = daemons_of(mountpoint)
+        self.assertEqual(len(daemons), 1, daemons)
+        plan = os.path.join(mountpoint, ".clairfs", "plan")
+        self.assertIn(f'"slurm-{jobs[0]}"', open(plan).read())
+        # The first job ends; the second still has its mount and the same daemon, and the
+        # first one's stream left the plan.
+        open(os.path.join(sync, f"release-{jobs[0]}"), "w").close()
+        self.assertEqual(self.finished(jobs[0]), ("COMPLETED", "0:0"), self.output(jobs[0]))
+        self.assertIn(mountpoint, clairfs_mounts())
+        self.assertEqual(daemons_of(mountpoint), daemons)
+        self.assertNotIn(f'"slurm-{jobs[0]}"', open(plan).read())
+        open(os.path.join(sync, f"release-{jobs[1]}"), "w").close()
+        self.assertEqual(self.finished(jobs[1]), ("COMPLETED", "0:0"), self.output(jobs[1]))
+        self.assertIn(f"verified {len(self.digests)} files", self.output(jobs[1]))
+        self.assert_released(mountpoint)
+
+    def test_3_failing_mount_fails_the_job(self):
+        """A dataset that does not exist, and one outside the allowed prefixes: each job fails
+        with the reason in its output, and the node stays in service."""
+        cases = [(os.path.join(self.data, "missing"), "No such file or directory"),
+                 ("/etc", "outside the prefixes this node allows")]
+        for dataset, reason in cases:
+            job = self.submit('echo "the job script ran"\n', f"--clairfs={dataset}")
+            state, code = self.finished(job)
+            out = self.output(job)
+            self.assertEqual(state, "FAILED", out)
+            self.assertNotEqual(code, "0:0")
+            self.assertIn(f"clairfs: the dataset {dataset} could not be mounted", out)
+            self.assertIn(reason, out)
+            self.assertNotIn("the job script ran", out)
+            self.assert_node_in_service()
+        self.assertEqual([p for p in clairfs_mounts() if p.startswith(self.tmp)], [])
+        # and the node still runs jobs, with and without clairfs
+        job = self.submit(f'echo "mount=$CLAIRFS_MOUNT"\npython3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}\n',
+                          f"--clairfs={self.dataset}")
+        self.assertEqual(self.finished(job), ("COMPLETED", "0:0"), self.output(job))
+        self.assert_released(self.mountpoint_of(job))
+
+    def test_4_rejected_manifest_fails_the_job(self):
+        """A manifest clairfs rejects fails the job with clairfs's report; the mount goes."""
+        bad = os.path.join(self.tmp, "bad-manifest.txt")
+        with open(bad, "w") as f:
+            f.write("class0/sample000.bin\nclass0/no-such-file.bin\n")
+        job = self.submit('echo "mount=$CLAIRFS_MOUNT"\n', f"--clairfs={self.dataset}", f"--clairfs-manifest={bad}")
+        state, _ = self.finished(job)
+        out = self.output(job)
+        self.assertEqual(state, "FAILED", out)
+        self.assertIn("clairfs rejected the manifest", out)
+        self.assertIn("no-such-file.bin", out)
+        self.assert_node_in_service()
+        wait_for("the mount to go", lambda: not [p for p in clairfs_mounts() if p.startswith(self.mount_root)], 20)
+
+    def test_5_vanished_job_does_not_keep_the_mount(self):
+        """A job listed on a mount with no process left on the node (killed without its
+        epilog) is dropped by the next release, and the mount with it."""
+        settings = self.settings
+        r = subprocess.run([HELPER, "acquire", "4242", self.dataset] + settings,
+                           capture_output=True, text=True, timeout=90)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        mountpoint = r.stdout.strip()
+        self.assertIn(mountpoint, clairfs_mounts())
+        r = subprocess.run([HELPER, "release", "0"] + settings, capture_output=True, text=True, timeout=90)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_released(mountpoint)
+
+
+def main():
+    reason = skip_reason()
+    if reason:
+        print(f"slurm: skipped: {reason}")
+        return 77
+    for name, value in (("CLAIRFS_BIN", CLAIRFS), ("CLAIRFS_SLURM_HELPER", HELPER), ("CLAIRFS_SPANK_PLUGIN", PLUGIN)):
+        if not value or not os.path.exists(value):
+            print(f"slurm: {name} must name the built program ({value!r})")
+            return 1
+    started = time.monotonic()
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(SlurmIntegration)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    print(f"slurm: {result.testsRun} tests in {time.monotonic() - started:.1f} s")
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
