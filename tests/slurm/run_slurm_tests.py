@@ -153,9 +153,9 @@ class SlurmIntegration(unittest.TestCase):
                 shutil.rmtree(cls.tmp, ignore_errors=True)
 
     # --- helpers --------------------------------------------------------------------------
-    def submit(self, script, *args):
+    def submit(self, script, *args, cwd=None):
         return self.cluster.sbatch([f"--output={self.out}/job-%j.out", "--ntasks=1", "--cpus-per-task=1"] + list(args),
-                                   "#!/bin/bash\n" + script, user=NOBODY)
+                                   "#!/bin/bash\n" + script, user=NOBODY, cwd=cwd)
 
     def output(self, job):
         with open(f"{self.out}/job-{job}.out", errors="replace") as f:
@@ -184,12 +184,15 @@ class SlurmIntegration(unittest.TestCase):
 
     # --- tests ----------------------------------------------------------------------------
     def test_1_job_reads_every_byte(self):
-        """A job with --clairfs and --clairfs-manifest reads every byte through the mount."""
+        """A job with --clairfs and --clairfs-manifest (a relative path) reads every byte
+        through the mount; its manifest is its stream slurm-<job> in the plan."""
         job = self.submit(f'echo "mount=$CLAIRFS_MOUNT"\nset -e\n'
                           f'python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}\n'
                           f'grep -q "slurm-$SLURM_JOB_ID" "$CLAIRFS_MOUNT/.clairfs/plan" && echo "stream registered"\n'
                           f'findmnt -n -o FSTYPE "$CLAIRFS_MOUNT"\n',
-                          f"--clairfs={self.dataset}", f"--clairfs-manifest={self.manifest}")
+                          # a relative manifest path: from the submission directory
+                          f"--clairfs={self.dataset}", f"--clairfs-manifest={os.path.basename(self.manifest)}",
+                          cwd=os.path.dirname(self.manifest))
         state, code = self.finished(job)
         out = self.output(job)
         self.assertEqual((state, code), ("COMPLETED", "0:0"), out)

@@ -165,13 +165,15 @@ PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             return ""
         return r.stdout.strip() if r.returncode == 0 else ""
 
-    def sbatch(self, args, script, user=None):
-        """Submits script (text) with sbatch args; returns the job id. user: (uid, gid) to
-        submit as (the job then runs as that user)."""
+    def sbatch(self, args, script, user=None, cwd=None):
+        """Submits script (text) with sbatch args from cwd; returns the job id. user: (uid,
+        gid) to submit as (the job then runs as that user)."""
         pre = []
         if user is not None:
             pre = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups"]
-        r = self.run(pre + ["sbatch", "--parsable"] + list(args), input=script)
+        env = dict(self.env, PWD=cwd) if cwd else self.env
+        r = subprocess.run(pre + ["sbatch", "--parsable"] + list(args), input=script, env=env, cwd=cwd,
+                           capture_output=True, text=True, timeout=20)
         if r.returncode != 0:
             raise RuntimeError(f"sbatch {args} failed: {r.stderr}")
         return int(r.stdout.strip().split(";")[0])
