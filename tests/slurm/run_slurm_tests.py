@@ -189,14 +189,16 @@ class SlurmIntegration(unittest.TestCase):
         job = self.submit(f'echo "mount=$CLAIRFS_MOUNT"\nset -e\n'
                           f'python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}\n'
                           f'grep -q "slurm-$SLURM_JOB_ID" "$CLAIRFS_MOUNT/.clairfs/plan" && echo "stream registered"\n'
-                          f'findmnt -n -o FSTYPE "$CLAIRFS_MOUNT"\n',
+                          f'findmnt -n -o FSTYPE "$CLAIRFS_MOUNT"\n'
+                          # a step of the job (srun) reads through the same mount
+                          f'srun --ntasks=1 python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}\n',
                           # a relative manifest path: from the submission directory
                           f"--clairfs={self.dataset}", f"--clairfs-manifest={os.path.basename(self.manifest)}",
                           cwd=os.path.dirname(self.manifest))
         state, code = self.finished(job)
         out = self.output(job)
         self.assertEqual((state, code), ("COMPLETED", "0:0"), out)
-        self.assertIn(f"verified {len(self.digests)} files", out)
+        self.assertEqual(out.count(f"verified {len(self.digests)} files"), 2, out)
         self.assertIn("stream registered", out)
         self.assertIn("fuse.clairfs", out)
         mountpoint = self.mountpoint_of(job)
@@ -283,8 +285,13 @@ class SlurmIntegration(unittest.TestCase):
         r = subprocess.run([HELPER, "acquire", "4242", self.dataset] + settings,
                            capture_output=True, text=True, timeout=90)
         self.assertEqual(r.returncode, 0, r.stderr)
-        mountpoint = r.stdout.strip()
+        mountpoint, joined = r.stdout.split()
+        self.assertEqual(joined, "new")
         self.assertIn(mountpoint, clairfs_mounts())
+        # the same job again (another of its steps): recorded already
+        r = subprocess.run([HELPER, "acquire", "4242", self.dataset] + settings,
+                           capture_output=True, text=True, timeout=90)
+        self.assertEqual((r.returncode, r.stdout.split()), (0, [mountpoint, "known"]), r.stderr)
         r = subprocess.run([HELPER, "release", "0"] + settings, capture_output=True, text=True, timeout=90)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assert_released(mountpoint)

@@ -3,7 +3,8 @@
 // Prolog/Epilog scripts and by hand (docs/slurm.md).
 //
 //   clairfs-slurm acquire JOB DATASET [SETTING...]   as root: mount DATASET for JOB (or join
-//       its mount); prints the mountpoint. Exit 0, or 1 with the reason on stderr.
+//       its mount); prints the mountpoint, then `new` or, when JOB was already recorded on it
+//       (another step of the job), `known`. Exit 0, or 1 with the reason on stderr.
 //   clairfs-slurm register JOB MOUNTPOINT FILE       as the job's user: register FILE as the
 //       job's manifest. Exit 0, or 1 with the reason (clairfs's report) on stderr.
 //   clairfs-slurm release JOB [SETTING...]           as root: JOB leaves every mount; a mount
@@ -42,12 +43,14 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-std::string Mount(const Settings& s, uint32_t job, const Dataset& d, Deadline deadline) {
+std::string Mount(const Settings& s, uint32_t job, const Dataset& d, Deadline deadline,
+                  bool* known) {
   if (auto e = MakeDirs(s.state_dir); !e.empty()) return e;
   if (auto e = MakeDirs(s.mount_root); !e.empty()) return e;
   DatasetLock lock;
   if (auto e = lock.Acquire(s.state_dir, d.name, deadline); !e.empty()) return e;
-  PruneJobs(s.state_dir, d.name, job);
+  const std::vector<uint32_t> jobs = PruneJobs(s.state_dir, d.name, job);
+  *known = std::find(jobs.begin(), jobs.end(), job) != jobs.end();
   if (!(IsClairfsMount(d.mountpoint) && MountAnswers(d.mountpoint))) {
     // None, or a killed daemon's (a new clairfs detaches that one by itself).
     if (auto e = StartDaemon(s, d, deadline); !e.empty()) {
@@ -63,8 +66,9 @@ int Acquire(uint32_t job, const std::string& dataset, const Settings& s) {
   if (job == 0) return Fail("acquire needs a job id");
   Dataset d;
   if (auto e = ResolveDataset(s, dataset, &d); !e.empty()) return Fail(e);
-  if (auto e = Mount(s, job, d, deadline); !e.empty()) return Fail(e);
-  std::printf("%s\n", d.mountpoint.c_str());
+  bool known = false;
+  if (auto e = Mount(s, job, d, deadline, &known); !e.empty()) return Fail(e);
+  std::printf("%s\n%s\n", d.mountpoint.c_str(), known ? "known" : "new");
   return 0;
 }
 

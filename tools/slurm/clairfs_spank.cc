@@ -5,7 +5,8 @@
 //   clairfs-slurm acquire mounts the dataset under the admin's mount root, or joins the mount
 //   another job of the node already made; the job's environment gets CLAIRFS_MOUNT (the
 //   mountpoint) and CLAIRFS_DATASET (the path asked for). With --clairfs-manifest the file is
-//   then registered as the job's user (clairfs-slurm register, credentials dropped first).
+//   then registered as the job's user (clairfs-slurm register, credentials dropped first),
+//   by the job's first step on the node only.
 // - a failure there is not returned to slurmstepd (a failed step setup can drain the node):
 //   it is kept and task_init, which runs in each task with the job's output open, prints it
 //   to the task's stderr ("clairfs: ...") and fails the task, so the job fails with exit
@@ -129,13 +130,16 @@ std::string MountForJob(spank_t sp, const PluginArgs& p) {
   args.insert(args.end(), p.settings.begin(), p.settings.end());
   std::string out;
   if (auto e = RunHelper(p, args, nullptr, &out); !e.empty()) return e;
-  const std::string mountpoint = Trim(out);
+  const size_t nl = out.find('\n');
+  const std::string mountpoint = out.substr(0, nl);
+  const bool known = nl != std::string::npos && Trim(out.substr(nl + 1)) == "known";
   if (mountpoint.empty() || mountpoint[0] != '/') return "clairfs-slurm printed no mountpoint";
   if (spank_setenv(sp, "CLAIRFS_MOUNT", mountpoint.c_str(), 1) != ESPANK_SUCCESS ||
       spank_setenv(sp, "CLAIRFS_DATASET", dataset_arg.c_str(), 1) != ESPANK_SUCCESS)
     return "cannot set CLAIRFS_MOUNT in the job's environment";
   slurm_info("clairfs: job %u uses %s at %s", job, dataset_arg.c_str(), mountpoint.c_str());
-  if (manifest_arg.empty()) return "";
+  // Once per job and node: a later step registering again would restart the job's stream.
+  if (manifest_arg.empty() || known) return "";
   clairfs::slurm::Credentials user;
   gid_t* groups = nullptr;
   int ngroups = 0;
