@@ -243,9 +243,13 @@ class SlurmIntegration(unittest.TestCase):
         self.assert_released(mountpoint)
 
     def test_3_failing_mount_fails_the_job(self):
-        """A dataset that does not exist, and one outside the allowed prefixes: each job fails
-        with the reason in its output, and the node stays in service."""
+        """A dataset that does not exist, one the job's user may not open and one outside the
+        allowed prefixes: each job fails with the reason in its output, and the node stays in
+        service."""
+        private = os.path.join(self.data, "private")  # allowed, but the job's user may not open it
+        os.makedirs(private, mode=0o700, exist_ok=True)
         cases = [(os.path.join(self.data, "missing"), "No such file or directory"),
+                 (private, "Permission denied"),
                  ("/etc", "outside the prefixes this node allows")]
         for dataset, reason in cases:
             job = self.submit('echo "the job script ran"\n', f"--clairfs={dataset}")

@@ -197,8 +197,26 @@ PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         return wait_for(f"job {job_id} to finish", done, timeout, 0.2)
 
     # --- teardown -----------------------------------------------------------------------
+    def leftovers(self):
+        """Pids of processes of this cluster other than its daemons: slurmstepd and the jobs'
+        processes, which carry this cluster's SLURM_CONF in their environment."""
+        mark = b"SLURM_CONF=" + self.env["SLURM_CONF"].encode() + b"\0"
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if mark in f.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+        return pids
+
     def stop(self):
-        """SIGTERM to every daemon (slurmd first), SIGKILL after 10 s; waits for each."""
+        """SIGTERM to every daemon (slurmd first), SIGKILL after 10 s; waits for each. Then
+        SIGKILL to any slurmstepd or job process of this cluster still there (jobs are
+        normally over by then: the caller cancels them first)."""
         for name in ("slurmd", "slurmctld", "munged"):
             p = self.procs.get(name)
             if p is None or p.poll() is not None:
@@ -215,3 +233,9 @@ PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
                 except ProcessLookupError:
                     pass
                 p.wait(timeout=10)
+        for pid in self.leftovers():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_for("this cluster's processes to exit", lambda: not self.leftovers(), 10)

@@ -5,6 +5,9 @@
 //   clairfs-slurm acquire JOB DATASET [SETTING...]   as root: mount DATASET for JOB (or join
 //       its mount); prints the mountpoint, then `new` or, when JOB was already recorded on it
 //       (another step of the job), `known`. Exit 0, or 1 with the reason on stderr.
+//   clairfs-slurm check JOB DATASET                  as the job's user: DATASET is a directory
+//       the user may open, so that root looks up (acquire) only what the user could reach, and
+//       a user learns nothing of paths the user could not see. Exit 0, or 1 with the reason.
 //   clairfs-slurm register JOB MOUNTPOINT FILE       as the job's user: register FILE as the
 //       job's manifest. Exit 0, or 1 with the reason (clairfs's report) on stderr.
 //   clairfs-slurm release JOB [SETTING...]           as root: JOB leaves every mount; a mount
@@ -12,11 +15,14 @@
 //       something could not be cleaned up (said on stderr).
 //
 // SETTINGs are plugstack.conf's `key=value` arguments (tools/slurm/settings.h).
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -61,6 +67,15 @@ std::string Mount(const Settings& s, uint32_t job, const Dataset& d, Deadline de
   return AddJob(s.state_dir, d.name, job);
 }
 
+int Check(const std::string& dataset) {
+  if (dataset.empty() || dataset[0] != '/')
+    return Fail("--clairfs needs an absolute path, got '" + dataset + "'");
+  DIR* dir = opendir(dataset.c_str());
+  if (dir == nullptr) return Fail("dataset '" + dataset + "': " + std::strerror(errno));
+  closedir(dir);
+  return 0;
+}
+
 int Acquire(uint32_t job, const std::string& dataset, const Settings& s) {
   const Deadline deadline = std::chrono::steady_clock::now() + s.timeout;
   if (job == 0) return Fail("acquire needs a job id");
@@ -99,13 +114,17 @@ int Release(uint32_t job, const Settings& s) {
 
 int Main(int argc, char** argv) {
   const std::string usage =
-      "usage: clairfs-slurm acquire JOB DATASET [SETTING...] | register JOB MOUNTPOINT FILE | "
-      "release JOB [SETTING...]";
+      "usage: clairfs-slurm acquire JOB DATASET [SETTING...] | check JOB DATASET | register JOB "
+      "MOUNTPOINT FILE | release JOB [SETTING...]";
   if (argc < 3) return Fail(usage), kUsage;
   const std::string command = argv[1];
   uint32_t job = 0;
   if (!ParseJobId(argv[2], &job))
     return Fail("not a job id: '" + std::string(argv[2]) + "'"), kUsage;
+  if (command == "check") {
+    if (argc != 4) return Fail(usage), kUsage;
+    return Check(argv[3]);
+  }
   if (command == "register") {
     if (argc != 5) return Fail(usage), kUsage;
     if (auto e = RegisterManifest(job, argv[3], argv[4]); !e.empty()) return Fail(e);

@@ -2,6 +2,8 @@
 //
 // Contract (docs/slurm.md has the administrator's side):
 // - in slurmstepd (remote context), after the options are known (init_post_opt, as root):
+//   clairfs-slurm check, as the job's user, makes sure the user can open the dataset directory
+//   (so root never looks up a path for a user who could not); then, as root,
 //   clairfs-slurm acquire mounts the dataset under the admin's mount root, or joins the mount
 //   another job of the node already made; the job's environment gets CLAIRFS_MOUNT (the
 //   mountpoint) and CLAIRFS_DATASET (the path asked for). With --clairfs-manifest the file is
@@ -123,9 +125,27 @@ std::string RunHelper(const PluginArgs& p, std::vector<std::string> args,
   return "";
 }
 
+// The job's user, uid, gid and supplementary groups; "" or an error.
+std::string JobUser(spank_t sp, clairfs::slurm::Credentials* user) {
+  gid_t* groups = nullptr;
+  int ngroups = 0;
+  if (spank_get_item(sp, S_JOB_UID, &user->uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &user->gid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &groups, &ngroups) != ESPANK_SUCCESS)
+    return "cannot get the job's user and groups";
+  user->groups.assign(groups, groups + (ngroups > 0 ? ngroups : 0));
+  return "";
+}
+
 std::string MountForJob(spank_t sp, const PluginArgs& p) {
   uint32_t job = 0;
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS) return "cannot get the job id";
+  clairfs::slurm::Credentials user;
+  if (auto e = JobUser(sp, &user); !e.empty()) return e;
+  // First as the user: root then looks up only a dataset the user can open.
+  if (auto e = RunHelper(p, {"check", std::to_string(job), dataset_arg}, &user, nullptr);
+      !e.empty())
+    return e;
   std::vector<std::string> args = {"acquire", std::to_string(job), dataset_arg};
   args.insert(args.end(), p.settings.begin(), p.settings.end());
   std::string out;
@@ -140,14 +160,6 @@ std::string MountForJob(spank_t sp, const PluginArgs& p) {
   slurm_info("clairfs: job %u uses %s at %s", job, dataset_arg.c_str(), mountpoint.c_str());
   // Once per job and node: a later step registering again would restart the job's stream.
   if (manifest_arg.empty() || known) return "";
-  clairfs::slurm::Credentials user;
-  gid_t* groups = nullptr;
-  int ngroups = 0;
-  if (spank_get_item(sp, S_JOB_UID, &user.uid) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_GID, &user.gid) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &groups, &ngroups) != ESPANK_SUCCESS)
-    return "cannot get the job's user and groups";
-  user.groups.assign(groups, groups + (ngroups > 0 ? ngroups : 0));
   std::string file = manifest_arg;
   if (file[0] != '/') {  // relative to the job's working directory, as sbatch's own paths are
     char cwd[4096];
