@@ -277,8 +277,10 @@ class SlurmIntegration(unittest.TestCase):
         state, _ = self.finished(job)
         out = self.output(job)
         self.assertEqual(state, "FAILED", out)
+        self.assertIn(f"clairfs: the manifest {bad} could not be registered on", out)
         self.assertIn("clairfs rejected the manifest", out)
-        self.assertIn("no-such-file.bin", out)
+        # the report numbers the lines of the user's file (not counting the #stream line added)
+        self.assertIn("line 2: 'class0/no-such-file.bin'", out)
         self.assert_node_in_service()
         wait_for("the mount to go", lambda: not [p for p in clairfs_mounts() if p.startswith(self.mount_root)], 20)
 

@@ -51,7 +51,8 @@ using clairfs::slurm::SpawnSpec;
 // init_post_opt) and the failure to report in task_init.
 std::string dataset_arg;
 std::string manifest_arg;
-std::string failure;
+std::string failure;         // what went wrong, for the job's output
+std::string failure_header;  // the line before it: which part failed
 
 int OnDataset(int, const char* optarg, int) {
   if (optarg == nullptr || optarg[0] != '/') {
@@ -139,6 +140,7 @@ std::string JobUser(spank_t sp, clairfs::slurm::Credentials* user) {
 
 std::string MountForJob(spank_t sp, const PluginArgs& p) {
   uint32_t job = 0;
+  failure_header = "the dataset " + dataset_arg + " could not be mounted for this job:";
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS) return "cannot get the job id";
   clairfs::slurm::Credentials user;
   if (auto e = JobUser(sp, &user); !e.empty()) return e;
@@ -160,11 +162,15 @@ std::string MountForJob(spank_t sp, const PluginArgs& p) {
   slurm_info("clairfs: job %u uses %s at %s", job, dataset_arg.c_str(), mountpoint.c_str());
   // Once per job and node: a later step registering again would restart the job's stream.
   if (manifest_arg.empty() || known) return "";
+  failure_header = "the manifest " + manifest_arg + " could not be registered on " + mountpoint +
+                   " (the dataset " + dataset_arg + "):";
   std::string file = manifest_arg;
-  if (file[0] != '/') {  // relative to the job's working directory, as sbatch's own paths are
+  if (file[0] != '/') {  // relative to the submission directory (the job's PWD)
     char cwd[4096];
-    if (spank_getenv(sp, "PWD", cwd, sizeof cwd) == ESPANK_SUCCESS)
-      file = std::string(cwd) + "/" + file;
+    if (spank_getenv(sp, "PWD", cwd, sizeof cwd) != ESPANK_SUCCESS || cwd[0] != '/')
+      return "--clairfs-manifest=" + manifest_arg +
+             " is relative and the job has no PWD: give an absolute path";
+    file = std::string(cwd) + "/" + file;
   }
   return RunHelper(p, {"register", std::to_string(job), mountpoint, file}, &user, nullptr);
 }
@@ -191,6 +197,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     }
   } catch (const std::exception& ex) {
     failure = std::string("internal error: ") + ex.what();
+    slurm_error("clairfs: %s", failure.c_str());
   }
   return 0;  // reported by task_init (see the contract above)
 }
@@ -198,8 +205,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
 // In each task, as the user, with the job's output open: a failed mount fails the task.
 int slurm_spank_task_init(spank_t, int, char**) {
   if (failure.empty()) return 0;
-  std::fprintf(stderr, "clairfs: the dataset %s could not be mounted for this job:\n%s\n",
-               dataset_arg.c_str(), failure.c_str());
+  std::fprintf(stderr, "clairfs: %s\n%s\n", failure_header.c_str(), failure.c_str());
   std::fflush(stderr);
   return -1;
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -60,10 +61,35 @@ std::string Report(const std::string& mountpoint) {
   return report;
 }
 
-std::string Rejected(const std::string& file, const std::string& mountpoint, int err) {
+// clairfs's report numbers the lines of the text written; with a `#stream` line added at line
+// `added` (0: none), the lines after it are one further on than in the user's file. Rewrites
+// each report line's leading `line N:` to the file's numbering.
+std::string Renumber(const std::string& report, size_t added) {
+  if (added == 0) return report;
+  std::string out;
+  size_t pos = 0;
+  while (pos < report.size()) {
+    size_t nl = report.find('\n', pos);
+    if (nl == std::string::npos) nl = report.size();
+    std::string line = report.substr(pos, nl - pos);
+    pos = nl + 1;
+    size_t digits = 5;
+    while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') ++digits;
+    if (line.starts_with("line ") && digits > 5 && digits < line.size() && line[digits] == ':' &&
+        digits - 5 < 19) {
+      const size_t n = std::stoull(line.substr(5, digits - 5));
+      if (n > added) line = "line " + std::to_string(n - 1) + line.substr(digits);
+    }
+    out += (out.empty() ? "" : "\n") + line;
+  }
+  return out;
+}
+
+std::string Rejected(const std::string& file, const std::string& mountpoint, int err,
+                     size_t added) {
   std::string msg = "clairfs rejected the manifest " + file + " (" + std::strerror(err) + ")";
   if (err == EINVAL) {
-    const std::string report = Report(mountpoint);
+    const std::string report = Renumber(Report(mountpoint), added);
     if (!report.empty()) msg += ":\n" + report;
   }
   return msg;
@@ -99,12 +125,14 @@ std::string RegisterManifest(uint32_t job, const std::string& mountpoint, const 
   head.resize(static_cast<size_t>(got));
   std::string_view rest = head;
   std::string prefix;
+  size_t added = 0;                        // the line number of the `#stream` line added, 0: none
   if (!rest.empty() && rest[0] != '\0') {  // text: name the stream unless it is named
     if (rest.starts_with("\xEF\xBB\xBF")) rest.remove_prefix(3);
     const size_t at = StreamInsertPoint(rest);
     if (at != std::string_view::npos) {
       prefix = std::string(rest.substr(0, at));
       if (!prefix.empty() && prefix.back() != '\n') prefix += '\n';
+      added = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), '\n')) + 1;
       prefix += "#stream " + StreamOf(job) + "\n";
       rest.remove_prefix(at);
     }
@@ -126,8 +154,8 @@ std::string RegisterManifest(uint32_t job, const std::string& mountpoint, const 
   close(in);
   const int closed = close(out);
   const int close_err = errno;
-  if (!ok) return Rejected(file, mountpoint, write_err);
-  if (closed != 0) return Rejected(file, mountpoint, close_err);
+  if (!ok) return Rejected(file, mountpoint, write_err, added);
+  if (closed != 0) return Rejected(file, mountpoint, close_err, added);
   return "";
 }
 
