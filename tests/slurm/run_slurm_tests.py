@@ -4,9 +4,10 @@
 Starts munged, slurmctld and slurmd (one node, localhost) with the clairfs SPANK plugin in
 plugstack.conf, submits real jobs with sbatch as the unprivileged user nobody, and checks:
 a job reads every byte of a dataset through the mount; two jobs share one mount and one
-daemon, and after the last one the mount and the daemon are gone; a failing mount fails the
-job with a clear message in its output and leaves the node in service; a job that vanished
-without its epilog does not keep a mount.
+daemon, which outlive the job that made them, and after the last one the mount and the daemon
+are gone; a cancelled job releases its mount; a failing mount fails the job with a clear
+message in its output and leaves the node in service; a job that vanished without its epilog
+does not keep a mount.
 
 Environment: CLAIRFS_BIN, CLAIRFS_SLURM_HELPER, CLAIRFS_SPANK_PLUGIN (meson test sets them);
 CLAIRFS_TEST_KEEP=1 keeps the temporary directory (job outputs, Slurm's and clairfs's logs).
@@ -205,42 +206,64 @@ class SlurmIntegration(unittest.TestCase):
         self.assertTrue(mountpoint.startswith(self.mount_root + "/"), mountpoint)
         self.assert_released(mountpoint)
 
-    def test_2_two_jobs_share_one_mount(self):
-        """Two jobs on the node using one dataset share one mount and one daemon; the mount
-        stays while one of them runs and goes with the last."""
+    def waiting_script(self):
+        """A job script that records its mount in sync/started-<job>, waits for the test's
+        go-ahead (sync/release-<job>, polled with a deadline of 60 s), then reads every byte."""
         sync = os.path.join(self.tmp, "sync")
         os.makedirs(sync, exist_ok=True)
         os.chmod(sync, 0o1777)
         script = (f'echo "mount=$CLAIRFS_MOUNT"\n'
                   f'echo "$CLAIRFS_MOUNT" > {sync}/started-$SLURM_JOB_ID\n'
-                  # wait for the test's go-ahead, polling with a deadline of 60 s
                   f'for i in $(seq 600); do [ -e {sync}/release-$SLURM_JOB_ID ] && break; sleep 0.1; done\n'
                   f'[ -e {sync}/release-$SLURM_JOB_ID ] || {{ echo "no go-ahead"; exit 2; }}\n'
                   f'python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}\n')
-        # The first registers a manifest (its stream slurm-<job>), the second none.
-        jobs = [self.submit(script, f"--clairfs={self.dataset}", f"--clairfs-manifest={self.manifest}"),
-                self.submit(script, f"--clairfs={self.dataset}")]
-        started = [os.path.join(sync, f"started-{j}") for j in jobs]
-        wait_for("both jobs to start", lambda: all(os.path.exists(p) and os.path.getsize(p) for p in started), 60)
-        points = {open(p).read().strip() for p in started}
-        self.assertEqual(len(points), 1, points)
-        mountpoint = points.pop()
-        self.assertEqual(clairfs_mounts().count(mountpoint), 1)
+        return sync, script
+
+    def wait_started(self, sync, job):
+        path = os.path.join(sync, f"started-{job}")
+        wait_for(f"job {job} to start", lambda: os.path.exists(path) and os.path.getsize(path), 60)
+        with open(path) as f:
+            return f.read().strip()
+
+    def test_2_two_jobs_share_one_mount(self):
+        """Two jobs on the node using one dataset share one mount and one daemon; the mount
+        and the daemon outlive the job that made them while the other runs, and go with the
+        last."""
+        sync, script = self.waiting_script()
+        # The first makes the mount and registers a manifest (its stream slurm-<job>).
+        first = self.submit(script, f"--clairfs={self.dataset}", f"--clairfs-manifest={self.manifest}")
+        mountpoint = self.wait_started(sync, first)
         daemons = daemons_of(mountpoint)
         self.assertEqual(len(daemons), 1, daemons)
+        second = self.submit(script, f"--clairfs={self.dataset}")
+        self.assertEqual(self.wait_started(sync, second), mountpoint)
+        self.assertEqual(clairfs_mounts().count(mountpoint), 1)
+        self.assertEqual(daemons_of(mountpoint), daemons)
         plan = os.path.join(mountpoint, ".clairfs", "plan")
-        self.assertIn(f'"slurm-{jobs[0]}"', open(plan).read())
-        # The first job ends; the second still has its mount and the same daemon, and the
+        self.assertIn(f'"slurm-{first}"', open(plan).read())
+        # The first job ends; the second still has the mount and the same daemon, and the
         # first one's stream left the plan.
-        open(os.path.join(sync, f"release-{jobs[0]}"), "w").close()
-        self.assertEqual(self.finished(jobs[0]), ("COMPLETED", "0:0"), self.output(jobs[0]))
+        open(os.path.join(sync, f"release-{first}"), "w").close()
+        self.assertEqual(self.finished(first), ("COMPLETED", "0:0"), self.output(first))
         self.assertIn(mountpoint, clairfs_mounts())
         self.assertEqual(daemons_of(mountpoint), daemons)
-        self.assertNotIn(f'"slurm-{jobs[0]}"', open(plan).read())
-        open(os.path.join(sync, f"release-{jobs[1]}"), "w").close()
-        self.assertEqual(self.finished(jobs[1]), ("COMPLETED", "0:0"), self.output(jobs[1]))
-        self.assertIn(f"verified {len(self.digests)} files", self.output(jobs[1]))
+        self.assertNotIn(f'"slurm-{first}"', open(plan).read())
+        # The second reads every byte through it after the first left, and is the last.
+        open(os.path.join(sync, f"release-{second}"), "w").close()
+        self.assertEqual(self.finished(second), ("COMPLETED", "0:0"), self.output(second))
+        self.assertIn(f"verified {len(self.digests)} files", self.output(second))
         self.assert_released(mountpoint)
+
+    def test_2b_cancelled_job_releases_the_mount(self):
+        """A running job cancelled with scancel leaves its mount like one that ended."""
+        sync, script = self.waiting_script()
+        job = self.submit(script, f"--clairfs={self.dataset}")
+        mountpoint = self.wait_started(sync, job)
+        self.assertIn(mountpoint, clairfs_mounts())
+        self.cluster.run(["scancel", str(job)])
+        self.assertEqual(self.finished(job)[0], "CANCELLED")
+        self.assert_released(mountpoint)
+        self.assert_node_in_service()
 
     def test_3_failing_mount_fails_the_job(self):
         """A dataset that does not exist, one the job's user may not open and one outside the
