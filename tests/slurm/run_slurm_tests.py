@@ -279,7 +279,7 @@ class SlurmIntegration(unittest.TestCase):
             state, code = self.finished(job)
             out = self.output(job)
             self.assertEqual(state, "FAILED", out)
-            self.assertNotEqual(code, "0:0")
+            self.assertEqual(code, "1:0", out)  # exit status 1, no signal
             self.assertIn(f"clairfs: the dataset {dataset} could not be mounted", out)
             self.assertIn(reason, out)
             self.assertNotIn("the job script ran", out)
