@@ -206,6 +206,19 @@ class SlurmIntegration(unittest.TestCase):
         self.assertTrue(mountpoint.startswith(self.mount_root + "/"), mountpoint)
         self.assert_released(mountpoint)
 
+    def test_1b_srun_job(self):
+        """An interactive job (srun --clairfs, no batch script) reads through its mount; the
+        mount goes when it ends."""
+        r = self.cluster.run(["setpriv", f"--reuid={NOBODY[0]}", f"--regid={NOBODY[1]}", "--clear-groups",
+                              "srun", "--ntasks=1", f"--clairfs={self.dataset}", "bash", "-c",
+                              f'echo "mount=$CLAIRFS_MOUNT"; python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}'],
+                             timeout=60, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"verified {len(self.digests)} files", r.stdout)
+        mountpoint = r.stdout.split("mount=")[1].split()[0]
+        self.assertTrue(mountpoint.startswith(self.mount_root + "/"), mountpoint)
+        self.assert_released(mountpoint)
+
     def waiting_script(self):
         """A job script that records its mount in sync/started-<job>, waits for the test's
         go-ahead (sync/release-<job>, polled with a deadline of 60 s), then reads every byte."""
