@@ -18,6 +18,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -335,6 +336,54 @@ class SlurmIntegration(unittest.TestCase):
                            capture_output=True, text=True, timeout=90)
         self.assertEqual((r.returncode, r.stdout.split()), (0, [mountpoint, "known"]), r.stderr)
         r = subprocess.run([HELPER, "release", "0"] + settings, capture_output=True, text=True, timeout=90)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_released(mountpoint)
+
+    def test_6_manifest_forms(self):
+        """clairfs-slurm register names the job's stream in a text with a #begin trailer and
+        in a compact manifest, keeps a stream the file names, and reports a compact
+        manifest's faults at the file's own byte offsets."""
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+        from clairfs import compact  # noqa: E402 (the package in this source tree)
+        r = subprocess.run([HELPER, "acquire", "4343", self.dataset] + self.settings,
+                           capture_output=True, text=True, timeout=90)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        mountpoint = r.stdout.split()[0]
+        files = sorted(self.digests)
+
+        def register(name, data):
+            path = os.path.join(self.tmp, name)
+            with open(path, "wb") as f:
+                f.write(data)
+            return subprocess.run([HELPER, "register", "4343", mountpoint, path],
+                                  capture_output=True, text=True, timeout=60)
+
+        def streams():
+            with open(os.path.join(mountpoint, ".clairfs", "plan")) as f:
+                return {s["name"]: s["entries"] for s in json.load(f)["streams"]}
+        try:
+            text = "".join(p + "\n" for p in files[:3])
+            r = register("begin.txt", ("\ufeff#begin\n" + text + "#end 3\n").encode())
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(streams().get("slurm-4343"), 3)
+            r = register("named.txt", ("#stream mine\n" + text).encode())
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(streams().get("mine"), 3)
+            with open(os.path.join(self.tmp, "order.bin"), "wb") as f:
+                compact.write_compact(f, files[:4], [[3, 2, 1, 0]])
+            with open(os.path.join(self.tmp, "order.bin"), "rb") as f:
+                data = f.read()
+            r = register("compact.bin", data)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(streams().get("slurm-4343"), 4)
+            # an epoch count of 0, at byte 50 + B of the file as written by the user
+            items_bytes = struct.unpack_from("<Q", data, 24)[0]
+            at = 50 + items_bytes
+            r = register("bad.bin", data[:at] + struct.pack("<I", 0) + data[at + 4:])
+            self.assertEqual(r.returncode, 1)
+            self.assertIn(f"at byte {at}:", r.stderr)
+        finally:
+            r = subprocess.run([HELPER, "release", "4343"] + self.settings, capture_output=True, text=True, timeout=90)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assert_released(mountpoint)
 

@@ -49,6 +49,57 @@ size_t StreamInsertPoint(std::string_view head) {
   return insert;
 }
 
+// The compact form's header (docs/control-interface.md, "Compact form"): magic, u32 version,
+// u32 flags, four u64 counts, then at kNameLengthAt a u16 name length L and the name.
+constexpr std::string_view kCompactMagic{"\0clairfs", 8};
+constexpr size_t kNameLengthAt = 48;
+constexpr size_t kCompactHeader = 50;
+
+uint32_t Le(std::string_view b, size_t at, size_t bytes) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < bytes; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(b[at + i])) << (8 * i);
+  return v;
+}
+
+// What is written before the rest of the file, so that a manifest naming no stream
+// registers the job's: for a text, a `#stream` line (after a first `#begin` line; a UTF-8
+// BOM is dropped); for a compact manifest of version 1 with L = 0, the name in the header.
+struct Naming {
+  std::string prefix;     // written first
+  std::string_view rest;  // then this part of the head, then the rest of the file
+  size_t line = 0;        // text: the line number of the line added (0: none)
+  size_t bytes = 0;       // compact: the bytes added at offset kCompactHeader
+};
+
+Naming NameStream(std::string_view head, uint32_t job) {
+  Naming n;
+  n.rest = head;
+  if (head.empty()) return n;
+  if (head[0] == '\0') {
+    if (head.size() < kCompactHeader || !head.starts_with(kCompactMagic) || Le(head, 8, 4) != 1 ||
+        Le(head, kNameLengthAt, 2) != 0)
+      return n;  // named already, or not a header this code knows: as it is
+    const std::string name = StreamOf(job);
+    n.prefix = std::string(head.substr(0, kNameLengthAt));
+    n.prefix.push_back(static_cast<char>(name.size() & 0xff));
+    n.prefix.push_back(static_cast<char>(name.size() >> 8));
+    n.prefix += name;
+    n.bytes = name.size();
+    n.rest.remove_prefix(kCompactHeader);
+    return n;
+  }
+  if (n.rest.starts_with("\xEF\xBB\xBF")) n.rest.remove_prefix(3);
+  const size_t at = StreamInsertPoint(n.rest);
+  if (at == std::string_view::npos) return n;
+  n.prefix = std::string(n.rest.substr(0, at));
+  if (!n.prefix.empty() && n.prefix.back() != '\n') n.prefix += '\n';
+  n.line = static_cast<size_t>(std::count(n.prefix.begin(), n.prefix.end(), '\n')) + 1;
+  n.prefix += "#stream " + StreamOf(job) + "\n";
+  n.rest.remove_prefix(at);
+  return n;
+}
+
 std::string Report(const std::string& mountpoint) {
   std::string report;
   const int fd = open((mountpoint + "/.clairfs/errors").c_str(), O_RDONLY | O_CLOEXEC);
@@ -61,11 +112,12 @@ std::string Report(const std::string& mountpoint) {
   return report;
 }
 
-// clairfs's report numbers the lines of the text written; with a `#stream` line added at line
-// `added` (0: none), the lines after it are one further on than in the user's file. Rewrites
-// each report line's leading `line N:` to the file's numbering.
-std::string Renumber(const std::string& report, size_t added) {
-  if (added == 0) return report;
+// clairfs's report numbers the lines (text) or byte offsets (compact) of what was written;
+// with a line or header bytes added (NameStream), what follows them is further on than in the
+// user's file. Rewrites each report line's leading `line N:` or `at byte N:` to the file's
+// numbering.
+std::string Renumber(const std::string& report, const Naming& named) {
+  if (named.line == 0 && named.bytes == 0) return report;
   std::string out;
   size_t pos = 0;
   while (pos < report.size()) {
@@ -73,12 +125,18 @@ std::string Renumber(const std::string& report, size_t added) {
     if (nl == std::string::npos) nl = report.size();
     std::string line = report.substr(pos, nl - pos);
     pos = nl + 1;
-    size_t digits = 5;
-    while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') ++digits;
-    if (line.starts_with("line ") && digits > 5 && digits < line.size() && line[digits] == ':' &&
-        digits - 5 < 19) {
-      const size_t n = std::stoull(line.substr(5, digits - 5));
-      if (n > added) line = "line " + std::to_string(n - 1) + line.substr(digits);
+    for (const std::string_view word : {std::string_view("line "), std::string_view("at byte ")}) {
+      if (!line.starts_with(word)) continue;
+      size_t end = word.size();
+      while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
+      if (end == word.size() || end >= line.size() || line[end] != ':' || end - word.size() > 18)
+        continue;
+      const size_t n = std::stoull(line.substr(word.size(), end - word.size()));
+      size_t fixed = n;
+      if (word[0] == 'l' && named.line != 0 && n > named.line) fixed = n - 1;
+      if (word[0] == 'a' && named.bytes != 0 && n >= kCompactHeader + named.bytes)
+        fixed = n - named.bytes;
+      line = std::string(word) + std::to_string(fixed) + line.substr(end);
     }
     out += (out.empty() ? "" : "\n") + line;
   }
@@ -86,10 +144,10 @@ std::string Renumber(const std::string& report, size_t added) {
 }
 
 std::string Rejected(const std::string& file, const std::string& mountpoint, int err,
-                     size_t added) {
+                     const Naming& named) {
   std::string msg = "clairfs rejected the manifest " + file + " (" + std::strerror(err) + ")";
   if (err == EINVAL) {
-    const std::string report = Renumber(Report(mountpoint), added);
+    const std::string report = Renumber(Report(mountpoint), named);
     if (!report.empty()) msg += ":\n" + report;
   }
   return msg;
@@ -123,20 +181,9 @@ std::string RegisterManifest(uint32_t job, const std::string& mountpoint, const 
     return "cannot read the manifest " + file + ": " + std::strerror(err);
   }
   head.resize(static_cast<size_t>(got));
-  std::string_view rest = head;
-  std::string prefix;
-  size_t added = 0;                        // the line number of the `#stream` line added, 0: none
-  if (!rest.empty() && rest[0] != '\0') {  // text: name the stream unless it is named
-    if (rest.starts_with("\xEF\xBB\xBF")) rest.remove_prefix(3);
-    const size_t at = StreamInsertPoint(rest);
-    if (at != std::string_view::npos) {
-      prefix = std::string(rest.substr(0, at));
-      if (!prefix.empty() && prefix.back() != '\n') prefix += '\n';
-      added = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), '\n')) + 1;
-      prefix += "#stream " + StreamOf(job) + "\n";
-      rest.remove_prefix(at);
-    }
-  }
+  const Naming named = NameStream(head, job);
+  const std::string& prefix = named.prefix;
+  const std::string_view rest = named.rest;
   bool ok = WriteAll(out, prefix.data(), prefix.size()) && WriteAll(out, rest.data(), rest.size());
   char buf[1 << 16];
   while (ok) {
@@ -154,8 +201,8 @@ std::string RegisterManifest(uint32_t job, const std::string& mountpoint, const 
   close(in);
   const int closed = close(out);
   const int close_err = errno;
-  if (!ok) return Rejected(file, mountpoint, write_err, added);
-  if (closed != 0) return Rejected(file, mountpoint, close_err, added);
+  if (!ok) return Rejected(file, mountpoint, write_err, named);
+  if (closed != 0) return Rejected(file, mountpoint, close_err, named);
   return "";
 }
 
