@@ -400,7 +400,11 @@ def main():
     started = time.monotonic()
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(SlurmIntegration)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
-    print(f"slurm: {result.testsRun} tests in {time.monotonic() - started:.1f} s")
+    failed = len(result.failures) + len(result.errors)
+    skipped = len(result.skipped)
+    print(f"slurm: took {time.monotonic() - started:.1f} s")
+    # the summary line tools/test.sh counts
+    print(f"slurm: {result.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
     return 0 if result.wasSuccessful() else 1
 
 
