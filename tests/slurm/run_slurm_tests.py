@@ -335,7 +335,10 @@ class SlurmIntegration(unittest.TestCase):
         r = subprocess.run([HELPER, "acquire", "4242", self.dataset] + settings,
                            capture_output=True, text=True, timeout=90)
         self.assertEqual((r.returncode, r.stdout.split()), (0, [mountpoint, "known"]), r.stderr)
-        r = subprocess.run([HELPER, "release", "0"] + settings, capture_output=True, text=True, timeout=90)
+        # (with a prefix missing on this node among the settings: it allows nothing, and
+        # must not stop the release)
+        r = subprocess.run([HELPER, "release", "0"] + settings + ["allow=/no/such/prefix"],
+                           capture_output=True, text=True, timeout=90)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assert_released(mountpoint)
 

@@ -81,10 +81,11 @@ std::string ParseSettings(const std::vector<std::string>& args, Settings* out) {
         start = end + 1;
         if (prefix.empty()) continue;
         if (!AbsolutePath(prefix)) return "'allow' needs absolute paths, got '" + prefix + "'";
+        // A prefix missing on this node (a file system not mounted yet) allows nothing here;
+        // it must not stop the releases of the node's mounts.
         std::string error;
         const std::string canonical = Canonical(prefix, &error);
-        if (canonical.empty()) return "'allow' prefix '" + prefix + "': " + error;
-        out->allow.push_back(canonical);
+        if (!canonical.empty()) out->allow.push_back(canonical);
       }
     } else if (key == "cgroup") {
       if (value != "none" && !AbsolutePath(value))
@@ -108,8 +109,8 @@ std::string ParseSettings(const std::vector<std::string>& args, Settings* out) {
 std::string ResolveDataset(const Settings& s, const std::string& arg, Dataset* out) {
   if (!AbsolutePath(arg)) return "--clairfs needs an absolute path, got '" + arg + "'";
   if (s.allow.empty())
-    return "no dataset may be mounted on this node: the administrator allowed no prefix "
-           "(allow= in plugstack.conf)";
+    return "no dataset may be mounted on this node: the administrator allowed no prefix that "
+           "exists here (allow= in plugstack.conf)";
   std::string error;
   const std::string source = Canonical(arg, &error);
   if (source.empty()) return "dataset '" + arg + "': " + error;

@@ -22,8 +22,8 @@ struct Settings {
 
 // Parses `key=value` arguments (plugstack.conf's, in order). `allow=` takes a colon-separated
 // list and may repeat; `option=` (alias `options=`) may repeat. Returns an error message naming
-// the argument, or "" on success. Prefixes are made canonical (realpath) here; a prefix that
-// does not exist is an error (it could only be a typo, and would allow nothing).
+// the argument, or "" on success. Prefixes are made canonical (realpath) here; one that does
+// not exist on this node is left out (it allows nothing; a job's refusal lists the others).
 std::string ParseSettings(const std::vector<std::string>& args, Settings* out);
 
 // The dataset a job asked for, after the admin's rules.
