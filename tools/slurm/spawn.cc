@@ -39,6 +39,16 @@ struct ChildFailure {
   const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) Fail(status, kStdio);
   if (spec.new_session && setsid() < 0) Fail(status, kSession);
+  // The program starts with default signal handling, whatever the caller (slurmstepd) blocked
+  // or ignored: a daemon that inherited a blocked SIGTERM could not be stopped.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   for (size_t i = 0; i < spec.cgroup_procs.size(); ++i) {
     const int fd = open(spec.cgroup_procs[i].c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) Fail(status, kCgroup, static_cast<int>(i));
@@ -96,11 +106,16 @@ std::vector<char*> Pointers(const std::vector<std::string>& strings) {
   return p;
 }
 
-// Waits for pid until the deadline (polling: no blocking wait can hang past it).
+// Waits for pid until the deadline (polling: no blocking wait can hang past it). A child
+// someone else reaped (ECHILD) counts as exited, with status 127.
 bool Reap(pid_t pid, Clock::time_point deadline, int* status) {
   for (;;) {
     const pid_t r = waitpid(pid, status, WNOHANG);
     if (r == pid) return true;
+    if (r < 0 && errno == ECHILD) {
+      *status = 127 << 8;
+      return true;
+    }
     if (r < 0 && errno != EINTR) return false;
     if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
