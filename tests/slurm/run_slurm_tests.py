@@ -208,8 +208,8 @@ class SlurmIntegration(unittest.TestCase):
         self.assert_released(mountpoint)
 
     def test_1b_srun_job(self):
-        """An interactive job (srun --clairfs, no batch script) reads through its mount; the
-        mount goes when it ends."""
+        """An interactive job (srun --clairfs, no batch script) and an allocation (salloc
+        --clairfs, then srun) read through their mount; the mount goes when each ends."""
         r = self.cluster.run(["setpriv", f"--reuid={NOBODY[0]}", f"--regid={NOBODY[1]}", "--clear-groups",
                               "srun", "--ntasks=1", f"--clairfs={self.dataset}", "bash", "-c",
                               f'echo "mount=$CLAIRFS_MOUNT"; python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}'],
@@ -218,6 +218,14 @@ class SlurmIntegration(unittest.TestCase):
         self.assertIn(f"verified {len(self.digests)} files", r.stdout)
         mountpoint = r.stdout.split("mount=")[1].split()[0]
         self.assertTrue(mountpoint.startswith(self.mount_root + "/"), mountpoint)
+        self.assert_released(mountpoint)
+        # and an allocation (salloc --clairfs) whose step reads through the mount
+        r = self.cluster.run(["setpriv", f"--reuid={NOBODY[0]}", f"--regid={NOBODY[1]}", "--clear-groups",
+                              "salloc", "--ntasks=1", f"--clairfs={self.dataset}", "srun", "bash", "-c",
+                              f'python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected}'],
+                             timeout=60, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"verified {len(self.digests)} files", r.stdout)
         self.assert_released(mountpoint)
 
     def waiting_script(self):
