@@ -31,6 +31,9 @@ PACKAGES=(
   # clairfs-ctl serve-metrics: the Prometheus export (tools/python/clairfs/metrics.py), and
   # the parser the metrics tests read .clairfs/metrics with
   python3-prometheus-client
+  # the Slurm SPANK plugin (tools/slurm) builds against slurm/spank.h; without it the plugin is
+  # left out and the rest builds
+  libslurm-dev
 )
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
 # hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check
@@ -38,9 +41,11 @@ PACKAGES=(
 # clairfs.hdf5 against h5py and reads HDF5 datasets through mounts; acl: setfacl for the
 # permission tests and the fault matrix; mypy: test_packaging type-checks a script against the
 # package's annotations; clang-format: the format check of the C++ sources (tools/check_format.sh);
-# iproute2 (ip, tc) and util-linux (nsenter): the emulated cluster of tests/mpi/test_netns_cluster.py.
+# iproute2 (ip, tc) and util-linux (nsenter): the emulated cluster of tests/mpi/test_netns_cluster.py;
+# slurmctld, slurmd, slurm-client and munge: tests/slurm starts a real one-node Slurm on localhost
+# and runs jobs through the SPANK plugin (setpriv, from util-linux, submits them as nobody).
 TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl mypy
-  clang-format iproute2 util-linux python3-h5py)
+  clang-format iproute2 util-linux python3-h5py slurmctld slurmd slurm-client munge)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi

@@ -51,7 +51,7 @@ stage "tsan: tests" meson test -C build-tsan --print-errorlogs --num-processes 2
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
   build-tsan/meson-logs/testlog.json <<'PY'
 # Counts test cases, not executables: gtest's per-case lines and the summary line of the fs
-# and python runners ("fs: N passed, N failed, N skipped"), the fault matrix's rows ("faults: N
+# python and slurm runners ("fs: N passed, N failed, N skipped"), the fault matrix's rows ("faults: N
 # passed, N failed, N expected to fail": an expected failure counts as skipped).
 import json, re, sys
 passed = failed = skipped = 0
@@ -65,7 +65,7 @@ for path in sys.argv[1:]:
     for line in lines:
         t = json.loads(line)
         out = t.get("stdout", "") + t.get("stderr", "")
-        summary = re.search(r"^(?:fs|mpi|python|faults): (\d+) passed, (\d+) failed, (\d+) "
+        summary = re.search(r"^(?:fs|mpi|python|faults|slurm): (\d+) passed, (\d+) failed, (\d+) "
                             r"(?:skipped|expected to fail)$", out, re.M)
         ok = len(re.findall(r"^\[       OK \] ", out, re.M))
         bad = len(re.findall(r"^\[  FAILED  \] \S+ \(", out, re.M))

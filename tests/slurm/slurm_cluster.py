@@ -1,0 +1,241 @@
+"""A real one-node Slurm cluster on localhost for the tests: munged, slurmctld and slurmd
+started as child processes with every path in a temporary directory (Debian 12's Slurm 22.05).
+
+Every wait polls its condition with a deadline; stop() kills every daemon the cluster started
+(SIGTERM, then SIGKILL) and waits for each with a deadline.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol", "squeue")
+
+
+def missing_binaries():
+    """The Slurm and munge programs that are not installed (the test skips without them)."""
+    return [b for b in SLURM_BINARIES if shutil.which(b, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None]
+
+
+def _which(name):
+    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, condition, timeout, interval=0.1):
+    """Polls condition() until it returns something true, or raises TimeoutError at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class SlurmCluster:
+    """One node ("localhost") and one partition ("test"), configured in `root`.
+
+    plugstack: the lines of plugstack.conf. The node's CPUs and memory are the machine's.
+    """
+
+    def __init__(self, root, plugstack_lines):
+        self.root = root
+        self.procs = {}
+        self.env = dict(os.environ, SLURM_CONF=os.path.join(root, "slurm.conf"))
+        self.env["PATH"] = self.env.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+        self.plugstack_lines = plugstack_lines
+
+    # --- set-up -------------------------------------------------------------------------
+    def _write_munge(self):
+        d = os.path.join(self.root, "munge")
+        os.makedirs(os.path.join(d, "etc"), mode=0o700)
+        os.chmod(d, 0o755)  # munged wants its socket's directory searchable by every user
+        key = os.path.join(d, "etc", "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o600)
+        self.munge_socket = os.path.join(d, "munge.socket")
+        return [_which("munged"), "-F", "--force", f"--socket={self.munge_socket}",
+                f"--key-file={key}", f"--pid-file={os.path.join(d, 'munged.pid')}",
+                f"--seed-file={os.path.join(d, 'etc', 'munged.seed')}"]
+
+    def _write_conf(self):
+        cpus = os.cpu_count() or 1
+        with open("/proc/meminfo") as f:
+            total_kib = int(f.readline().split()[1])
+        memory_mib = max(256, total_kib // 1024 // 2)
+        r = self.root
+        for d in ("ctld", "spool"):
+            os.makedirs(os.path.join(r, d), mode=0o755)
+        plugstack = os.path.join(r, "plugstack.conf")
+        with open(plugstack, "w") as f:
+            f.write("\n".join(self.plugstack_lines) + "\n")
+        conf = f"""
+ClusterName=clairfstest
+SlurmctldHost=localhost
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={self.munge_socket}
+CredType=cred/munge
+StateSaveLocation={r}/ctld
+SlurmdSpoolDir={r}/spool
+SlurmctldPidFile={r}/slurmctld.pid
+SlurmdPidFile={r}/slurmd.pid
+SlurmctldLogFile={r}/slurmctld.log
+SlurmdLogFile={r}/slurmd.log
+SlurmdDebug=debug
+PlugStackConfig={plugstack}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+MinJobAge=600
+KillWait=5
+InactiveLimit=0
+NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mib} State=UNKNOWN
+PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+"""
+        with open(self.env["SLURM_CONF"], "w") as f:
+            f.write(conf.lstrip())
+
+    def _start(self, name, argv):
+        log = open(os.path.join(self.root, f"{name}.out"), "wb")
+        self.procs[name] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+
+    def start(self, timeout=40):
+        """Starts munged, slurmctld and slurmd, and waits until the node is idle."""
+        self._start("munged", self._write_munge())
+        wait_for("munged's socket", lambda: os.path.exists(self.munge_socket) or self._died("munged"), 10)
+        self._check_alive("munged")
+        self._write_conf()
+        self._start("slurmctld", [_which("slurmctld"), "-D", "-i"])
+        self._start("slurmd", [_which("slurmd"), "-D", "-N", "localhost"])
+        wait_for("the node to be idle", lambda: self.node_state() == "idle" or self._died_any(), timeout, 0.2)
+        for name in self.procs:
+            self._check_alive(name)
+
+    def _died(self, name):
+        return self.procs[name].poll() is not None
+
+    def _died_any(self):
+        return any(p.poll() is not None for p in self.procs.values())
+
+    def _check_alive(self, name):
+        if self._died(name):
+            raise RuntimeError(f"{name} exited with status {self.procs[name].returncode}:\n" + self.log(name))
+
+    def log(self, name):
+        """What a daemon printed (its -D output) and its log file, for failure reports."""
+        text = ""
+        for path in (os.path.join(self.root, f"{name}.out"), os.path.join(self.root, f"{name}.log")):
+            if os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    text += f"--- {path}\n" + f.read()[-20000:]
+        return text
+
+    # --- use ----------------------------------------------------------------------------
+    def run(self, argv, timeout=20, **kw):
+        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, **kw)
+
+    def node_state(self):
+        """sinfo's state of the node (idle, mixed, allocated, drained, ...), "" when unknown."""
+        try:
+            r = self.run(["sinfo", "-h", "-N", "-n", "localhost", "-o", "%T"], timeout=10)
+        except subprocess.TimeoutExpired:
+            return ""
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    def sbatch(self, args, script, user=None, cwd=None):
+        """Submits script (text) with sbatch args from cwd; returns the job id. user: (uid,
+        gid) to submit as (the job then runs as that user)."""
+        pre = []
+        if user is not None:
+            pre = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups"]
+        env = dict(self.env, PWD=cwd) if cwd else self.env
+        r = subprocess.run(pre + ["sbatch", "--parsable"] + list(args), input=script, env=env, cwd=cwd,
+                           capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            raise RuntimeError(f"sbatch {args} failed: {r.stderr}")
+        return int(r.stdout.strip().split(";")[0])
+
+    def job(self, job_id):
+        """scontrol's fields of a job as a dict (JobState, ExitCode, ...)."""
+        r = self.run(["scontrol", "-o", "show", "job", str(job_id)])
+        fields = {}
+        for word in r.stdout.split():
+            key, _, value = word.partition("=")
+            fields.setdefault(key, value)
+        return fields
+
+    def wait_job(self, job_id, timeout=60):
+        """Waits until the job reached a final state with its epilog done; returns its fields."""
+        final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")
+
+        def done():
+            f = self.job(job_id)
+            return f if f.get("JobState") in final and "COMPLETING" not in f.get("JobState", "") else None
+        return wait_for(f"job {job_id} to finish", done, timeout, 0.2)
+
+    # --- teardown -----------------------------------------------------------------------
+    def leftovers(self):
+        """Pids of processes of this cluster other than its daemons: slurmstepd and the jobs'
+        processes, which carry this cluster's SLURM_CONF in their environment."""
+        mark = b"SLURM_CONF=" + self.env["SLURM_CONF"].encode() + b"\0"
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if mark in f.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+        return pids
+
+    def stop(self):
+        """SIGTERM to every daemon (slurmd first), SIGKILL after 10 s; waits for each. Then
+        SIGKILL to any slurmstepd or job process of this cluster still there (jobs are
+        normally over by then: the caller cancels them first)."""
+        for name in ("slurmd", "slurmctld", "munged"):
+            p = self.procs.get(name)
+            if p is None or p.poll() is not None:
+                continue
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(timeout=10)
+        for pid in self.leftovers():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_for("this cluster's processes to exit", lambda: not self.leftovers(), 10)
