@@ -339,15 +339,26 @@ Result<BlobPtr> PosixBacking::Read(const std::string& path, ByteRange range) con
       }));
 }
 
-Result<PosixBacking::Opened> PosixBacking::OpenFile(const std::string& path) const {
+Result<PosixBacking::Opened> PosixBacking::OpenFile(const std::string& path,
+                                                    const FirstRead* first) const {
+  std::optional<FirstRead> read;
+  if (first) read = *first;
   auto r = Note(io_.Run<Opened>(
-      path, [root = Root(), path, post = io_.poster()](IoProgress&) -> Result<Opened> {
+      path,
+      [root = Root(), path, post = io_.poster(), read](IoProgress& progress) -> Result<Opened> {
         Fd fd(OpenBeneath(root->fd, path, O_RDONLY | O_NONBLOCK));
         if (fd.get() < 0) return Status::FromErrno(errno, path);
         Opened out;
         if (fstat(fd.get(), &out.st) != 0) return Status::FromErrno(errno, path);
         if (!S_ISREG(out.st.st_mode)) {
           return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
+        }
+        if (read) {  // failed or changed: left to the caller's own read, which reports it
+          auto bytes =
+              PreadAtVersion(fd.get(), path, read->n, read->off, VersionOf(out.st), progress);
+          if (bytes.ok() && !bytes.value().changed) {
+            out.first = Bytes{std::move(bytes.value().data), bytes.value().size};
+          }
         }
         out.handle = StoreHandle::Make(fd.release(), nullptr, post);
         return out;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,22 +96,31 @@ class PosixBacking final : public Backing {
   // always holds exactly the bytes of the version it names.
   Result<BlobPtr> Read(const std::string& path, ByteRange range) const override;
 
-  // A file or directory of the dataset opened for a handle of the mount, with the attributes
-  // of exactly what was opened (fstat), in one call on an I/O thread; no symlink is followed.
-  // A file must be regular (else kInvalidArgument) and is opened O_NONBLOCK, so that a FIFO
-  // swapped in for it never blocks; a directory is opened as a stream.
-  struct Opened {
-    StoreHandlePtr handle;
-    struct stat st {};
-  };
-  Result<Opened> OpenFile(const std::string& path) const;
-  Result<Opened> OpenDir(const std::string& path) const;
   // Up to n bytes at off of h's file (fewer at its end), read on an I/O thread; path names the
   // file (the executor's key, errors). Each step of a long read renews the deadline.
   struct Bytes {
     std::unique_ptr<char[]> data;
     size_t size = 0;
   };
+  // A file or directory of the dataset opened for a handle of the mount, with the attributes
+  // of exactly what was opened (fstat), in one call on an I/O thread; no symlink is followed.
+  // A file must be regular (else kInvalidArgument) and is opened O_NONBLOCK, so that a FIFO
+  // swapped in for it never blocks; a directory is opened as a stream.
+  // A first read, when one is asked (OpenFile's `first`), is made in the same call: its bytes
+  // are exactly those ReadAtVersion(handle, path, first->n, first->off, VersionOf(st)) would
+  // give, or absent when that read would fail or find the file changed (the caller then reads
+  // as it would have, and gets that read's answer). One wait on the I/O threads instead of two.
+  struct FirstRead {
+    uint64_t off = 0;
+    size_t n = 0;
+  };
+  struct Opened {
+    StoreHandlePtr handle;
+    struct stat st {};
+    std::optional<Bytes> first;  // the first read's bytes, when asked and of that version
+  };
+  Result<Opened> OpenFile(const std::string& path, const FirstRead* first = nullptr) const;
+  Result<Opened> OpenDir(const std::string& path) const;
   Result<Bytes> ReadAt(const StoreHandlePtr& h, const std::string& path, size_t n,
                        uint64_t off) const;
   // The same, from a descriptor of the file at `version`, all in one call on an I/O thread:
@@ -173,6 +183,8 @@ class PosixBacking final : public Backing {
   void Stop();
   // I/O threads not exited: after Stop(), those still inside a call on the store.
   int LiveThreads() const { return io_.threads(); }
+  // Calls that waited on the I/O threads (IoExecutor::waited_calls).
+  uint64_t WaitedCalls() const { return io_.waited_calls(); }
 
  private:
   struct RootDir;

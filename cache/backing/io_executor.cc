@@ -288,6 +288,7 @@ int IoExecutor::threads() const {
 
 Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress&)> body) {
   State& s = *state_;
+  waited_calls_.fetch_add(1, std::memory_order_relaxed);
   auto call = std::make_shared<Call>();
   call->key = key;
   call->body = std::move(body);

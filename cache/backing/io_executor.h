@@ -111,6 +111,9 @@ class IoExecutor {
   // Threads started and not exited (idle, busy or stuck), and those running posted calls
   // after Stop().
   int threads() const;
+  // Calls run and waited for (Run; not posted ones) since the start: a caller's round trips to
+  // the I/O threads.
+  uint64_t waited_calls() const { return waited_calls_.load(std::memory_order_relaxed); }
   // Whether the store looks stalled (see IoOptions::stalled_timeout).
   bool stalled() const;
 
@@ -119,6 +122,7 @@ class IoExecutor {
   Status Execute(const std::string& key, std::function<void(IoProgress&)> body);
 
   const std::shared_ptr<State> state_;  // shared with the I/O threads, which may outlive this
+  std::atomic<uint64_t> waited_calls_{0};
 };
 
 }  // namespace clairfs

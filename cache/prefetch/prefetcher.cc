@@ -463,6 +463,11 @@ Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& 
   return Serve(path, version, consume, false);
 }
 
+bool Prefetcher::Plans(const std::string& path) const {
+  std::lock_guard lock(mu_);
+  return plan_ && (plan_->Find(path) != kNoPos || plan_->ChunkedFile(path) != nullptr);
+}
+
 Result<OpenResult> Prefetcher::ReadChunk(const std::string& path, const FileVersion& version,
                                          uint64_t offset, bool consume) {
   uint64_t chunk = 0;

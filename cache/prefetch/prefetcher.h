@@ -167,6 +167,10 @@ class Prefetcher {
   // this version; else kDirect. consume false: serves without consuming, and without counting
   // in file_reads (a read of the file already counted). Thread-safe.
   Result<OpenResult> Open(const std::string& path, const FileVersion& version, bool consume = true);
+  // Whether the active plan names path, as an object or a chunked file: an Open of a path it
+  // does not name is kDirect whatever the version and whatever a tier holds (so a reader may
+  // open the backing file before it knows the version). Thread-safe.
+  bool Plans(const std::string& path) const;
   // A reader of chunked file path (opened at version, kChunked) reads at offset: the chunk of
   // the file's grid in the active plan holding offset, served like Open serves an object, or
   // kDirect if the plan has no such chunk. consume: this is the reader's first read of the chunk

@@ -54,20 +54,57 @@ Result<DatasetCore::Opened> DatasetCore::Open(uint64_t node, const InodeTable::N
   return o;
 }
 
+Status DatasetCore::OpenStore(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,
+                              InodeTable::Seen* seen, const PosixBacking::FirstRead* first,
+                              std::optional<PosixBacking::Bytes>* first_bytes,
+                              std::optional<Result<Bound>>* done) {
+  auto fd = backing_.OpenFile(info.path, first_bytes ? first : nullptr);
+  if (!fd.ok() &&
+      (fd.status().code() == Code::kInvalidArgument || fd.status().code() == Code::kSymlink)) {
+    struct stat now;  // not a regular file any more: kStale if another object (see Bind)
+    if (Status s = Verify(node, info, &now); !s.ok()) return s;
+    return NotRegular(info.path);
+  }
+  if (!fd.ok() && StoreUnreachable(fd.status())) {
+    done->emplace(BindUnverified(node, info, h, seen, fd.status()));
+    return Status::Ok();
+  }
+  if (!fd.ok()) return PathError(fd.status());
+  h->store = std::move(fd.value().handle);
+  h->st = fd.value().st;
+  if (first_bytes) *first_bytes = std::move(fd.value().first);
+  if (Status s = CheckIdentity(node, info, h->st); !s.ok()) return s;
+  if (!S_ISREG(h->st.st_mode)) return NotRegular(info.path);
+  return Status::Ok();
+}
+
 Result<DatasetCore::Bound> DatasetCore::Bind(uint64_t node, const InodeTable::NodeInfo& info,
-                                             bool consume, OpenContents* h,
-                                             InodeTable::Seen* seen) {
+                                             bool consume, OpenContents* h, InodeTable::Seen* seen,
+                                             const PosixBacking::FirstRead* first,
+                                             std::optional<PosixBacking::Bytes>* first_bytes) {
   // The version is taken by a stat of the path (beneath the root, no symlink followed): when
   // a tier holds a blob of exactly that version, it is served and no descriptor is opened. Else
   // the file is opened (O_NONBLOCK, so that a FIFO swapped in for it never blocks) and every
   // later byte comes from that descriptor, of the version its fstat reports.
   // A stat made ahead of this read (cache/backing/stat_ahead.h) stands for one made now when the
   // backing watch vouches that nothing changed the file since.
+  // A file the plan does not name is never served from a tier (Prefetcher::Plans): without a
+  // stat made ahead it is opened at once, its version the fstat's, and a READ's bytes come in
+  // the same call on the I/O thread (one wait on the store instead of three: stat, open, read).
   h->dataset = true;
+  std::optional<Result<Bound>> done;
   struct stat st;
   Status looked = Status::Ok();
+  bool opened = false;
   if (!ahead_ || !ahead_->Recent(info.path, &st) || !info.Names(st)) {
-    looked = backing_.Lstat(info.path, &st);
+    if (first_bytes && !prefetcher_.Plans(info.path)) {
+      if (Status s = OpenStore(node, info, h, seen, first, first_bytes, &done); !s.ok()) return s;
+      if (done) return std::move(*done);
+      st = h->st;
+      opened = true;
+    } else {
+      looked = backing_.Lstat(info.path, &st);
+    }
   }
   if (!looked.ok() && StoreUnreachable(looked)) {
     return BindUnverified(node, info, h, seen, looked);
@@ -81,44 +118,33 @@ Result<DatasetCore::Bound> DatasetCore::Bind(uint64_t node, const InodeTable::No
   h->st = st;
   h->path = info.path;
   FileVersion version = VersionOf(st);
-  auto opened = prefetcher_.Open(info.path, version, consume);
-  if (!opened.ok()) {
+  auto served = prefetcher_.Open(info.path, version, consume);
+  if (!served.ok()) {
     if (uint64_t more = 0; open_log_.Allow(&more)) {
-      spdlog::warn("open {}: {}{}", info.path, opened.status().ToString(),
+      spdlog::warn("open {}: {}{}", info.path, served.status().ToString(),
                    more ? fmt::format(" ({} more failed opens since the last line)", more) : "");
     }
-    return opened.status();
+    return served.status();
   }
-  const bool cached = opened.value().blob && opened.value().blob->version() == version &&
-                      opened.value().source != OpenResult::Source::kChunked;
-  if (!cached) {
-    auto fd = backing_.OpenFile(info.path);
-    if (!fd.ok() &&
-        (fd.status().code() == Code::kInvalidArgument || fd.status().code() == Code::kSymlink)) {
-      struct stat now;  // not a regular file any more: kStale if another object (see above)
-      if (Status s = Verify(node, info, &now); !s.ok()) return s;
-      return NotRegular(info.path);
-    }
-    if (!fd.ok() && StoreUnreachable(fd.status())) {
-      return BindUnverified(node, info, h, seen, fd.status());
-    }
-    if (!fd.ok()) return PathError(fd.status());
-    h->store = std::move(fd.value().handle);
-    h->st = fd.value().st;
-    if (Status s = CheckIdentity(node, info, h->st); !s.ok()) return s;
-    if (!S_ISREG(h->st.st_mode)) return NotRegular(info.path);
+  const bool cached = served.value().blob && served.value().blob->version() == version &&
+                      served.value().source != OpenResult::Source::kChunked;
+  if (!cached && !opened) {
+    if (Status s = OpenStore(node, info, h, seen, first, first_bytes, &done); !s.ok()) return s;
+    if (done) return std::move(*done);
     if (VersionOf(h->st) != version) {  // changed since the stat: the descriptor's version
       version = VersionOf(h->st);
-      opened.value().blob.reset();
+      served.value().blob.reset();
     }
   }
-  h->chunked = opened.value().source == OpenResult::Source::kChunked;
-  if (h->chunked) h->chunk_size = opened.value().chunk;  // keeps store for unplanned chunks
-  h->blob = std::move(opened.value().blob);
+  h->chunked = served.value().source == OpenResult::Source::kChunked;
+  if (h->chunked) h->chunk_size = served.value().chunk;  // keeps store for unplanned chunks
+  h->blob = std::move(served.value().blob);
   if (h->blob && h->blob->version() != version) {
     stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);
     h->blob.reset();
   }
+  // The bytes read with the open serve only a file read from its descriptor.
+  if (first_bytes && (h->blob || h->chunked)) first_bytes->reset();
   if (h->blob) {
     h->store.reset();  // a cached file holds no descriptor (closed on an I/O thread)
   } else if (!h->chunked) {
@@ -158,6 +184,7 @@ Result<DatasetCore::Bound> DatasetCore::BindUnverified(uint64_t node,
 Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t pid, ReadReply* out,
                              bool* drop_after_reply) {
   *drop_after_reply = false;
+  std::optional<PosixBacking::Bytes> first;  // [off, off+size), read with the open if any
   std::shared_ptr<OpenContents> c = node_reads_.Find(node);
   if (off == 0 || !c) {
     // A read of the file starts (at offset 0), or a READ finds its node not bound (the
@@ -169,12 +196,13 @@ Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t 
     if (!info.ok()) return info.status();
     auto fresh = std::make_shared<OpenContents>();
     InodeTable::Seen seen;
-    auto bound = Bind(node, *info, off == 0, fresh.get(), &seen);
+    const PosixBacking::FirstRead read{off, size};
+    auto bound = Bind(node, *info, off == 0, fresh.get(), &seen, &read, &first);
     if (!bound.ok()) return bound.status();
     node_reads_.Bind(node, fresh);
     c = std::move(fresh);
   }
-  Status s = ReadContents(*c, backing_, prefetcher_, stats_, size, off, out);
+  Status s = ReadContents(*c, backing_, prefetcher_, stats_, size, off, out, &first);
   if (!s.ok()) {
     // The file is not the version bound any more: the next READ binds the one it has now.
     if (NotTheVersionBound(s)) node_reads_.Release(node, c.get());

@@ -198,8 +198,18 @@ class DatasetCore {
   // checked) at its current version, and the prefetcher's blob of that version if it has one
   // (consume: a read of the file in the plan). The kernel's cached attributes are invalidated
   // if they show another version. *seen: what the kernel had of the node before.
+  // first: the READ this bind is for, if any; when the file is read from its descriptor, that
+  // READ's bytes may come with the open (PosixBacking::OpenFile), into *first_bytes.
   Result<Bound> Bind(uint64_t node, const InodeTable::NodeInfo& info, bool consume, OpenContents* h,
-                     InodeTable::Seen* seen);
+                     InodeTable::Seen* seen, const PosixBacking::FirstRead* first = nullptr,
+                     std::optional<PosixBacking::Bytes>* first_bytes = nullptr);
+  // Bind's open of the backing file: h->store and h->st, identity checked; the errors as Bind
+  // returns them (kStale for another object at the path, unverified binding while the store
+  // does not answer: *done set, with Bind's result).
+  Status OpenStore(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,
+                   InodeTable::Seen* seen, const PosixBacking::FirstRead* first,
+                   std::optional<PosixBacking::Bytes>* first_bytes,
+                   std::optional<Result<Bound>>* done);
   // The store did not answer (cause): binds h, if a local tier holds it, to the version the
   // kernel last saw of the node, logged once per episode; else cause.
   Result<Bound> BindUnverified(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,

@@ -15,9 +15,18 @@ namespace {
 // version, or overlaps a change, fails with ESTALE (counted in errors.stale) instead of
 // returning bytes the kernel would pad with zeros or mix with another version's.
 Result<size_t> ReadDirect(const OpenContents& f, const PosixBacking& backing, Stats& stats,
-                          size_t n, uint64_t off, ReadReply* out) {
-  auto r = f.st.st_mode != 0 ? backing.ReadAtVersion(f.store, f.path, n, off, VersionOf(f.st))
-                             : backing.ReadAt(f.store, f.path, n, off);
+                          size_t n, uint64_t off, ReadReply* out,
+                          std::optional<PosixBacking::Bytes>* first = nullptr) {
+  auto read = [&]() -> Result<PosixBacking::Bytes> {
+    if (first && *first) {  // [off, off+n) read with the open, of the version opened
+      PosixBacking::Bytes bytes = std::move(**first);
+      first->reset();
+      return bytes;
+    }
+    if (f.st.st_mode != 0) return backing.ReadAtVersion(f.store, f.path, n, off, VersionOf(f.st));
+    return backing.ReadAt(f.store, f.path, n, off);
+  };
+  auto r = read();
   if (!r.ok()) {
     if (NotTheVersionBound(r.status())) {
       stats.errors.stale.fetch_add(1, std::memory_order_relaxed);
@@ -83,7 +92,8 @@ Status ReadChunked(OpenContents& f, const PosixBacking& backing, Prefetcher& pre
 }  // namespace
 
 Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,
-                    Stats& stats, size_t size, uint64_t off, ReadReply* out) {
+                    Stats& stats, size_t size, uint64_t off, ReadReply* out,
+                    std::optional<PosixBacking::Bytes>* first) {
   Status s = Status::Ok();
   if (f.dataset) stats.read_requests.fetch_add(1, std::memory_order_relaxed);
   if (f.chunked) {
@@ -92,7 +102,7 @@ Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& pr
     const size_t total = f.blob ? f.blob->size() : 0;
     if (off < total) AddBlob(f.blob, off, std::min<uint64_t>(size, total - off), out);
   } else {
-    auto n = ReadDirect(f, backing, stats, size, off, out);
+    auto n = ReadDirect(f, backing, stats, size, off, out, first);
     if (!n.ok()) return n.status();
   }
   if (s.ok() && f.dataset) stats.bytes_read.fetch_add(out->bytes, std::memory_order_relaxed);

@@ -70,7 +70,10 @@ inline bool NotTheVersionBound(const Status& s) { return s.code() == Code::kStal
 // deadline), a chunk fetch's, or kStale (ESTALE) when bytes read from the backing
 // descriptor are not of the version opened (PosixBacking::ReadAtVersion: truncated, changed,
 // or a write may be in progress), counted in errors.stale: never a short read or a mix.
+// first: bytes [off, off+size) read with f's open (DatasetCore::Bind), used instead of a read
+// of f's descriptor when present.
 Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,
-                    Stats& stats, size_t size, uint64_t off, ReadReply* out);
+                    Stats& stats, size_t size, uint64_t off, ReadReply* out,
+                    std::optional<PosixBacking::Bytes>* first = nullptr);
 
 }  // namespace clairfs

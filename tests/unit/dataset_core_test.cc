@@ -286,6 +286,60 @@ TEST_F(DatasetCoreTest, NoOpenReadBindsAtTheStartOfEachRead) {
   EXPECT_EQ(kernel_.attrs(), std::vector<uint64_t>{a});
 }
 
+TEST_F(DatasetCoreTest, AnUnplannedReadOpensAndReadsInOneWaitOnTheStore) {
+  // No plan, no stat made ahead: the file is opened and its first READ read in one call on the
+  // I/O threads (it was three: stat, open, read). Its bytes are the version opened, and a
+  // change before the next read is bound afresh, as before.
+  WriteFile(P("a"), std::string(5000, 'x'));
+  Make();
+  const uint64_t a = Look(kRoot, "a");
+  auto read = [&](uint64_t off, size_t size, Status* s) {
+    ReadReply reply;
+    bool drop = false;
+    *s = core_->ReadNode(a, size, off, 7, &reply, &drop);
+    std::string out;
+    for (const iovec& v : reply.iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
+    return out;
+  };
+  Status s;
+  const uint64_t before = backing_->WaitedCalls();
+  EXPECT_EQ(read(0, 8192, &s), std::string(5000, 'x'));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(backing_->WaitedCalls() - before, 1u);
+  EXPECT_EQ(stats_.backing_bytes.load(), 5000u);
+  EXPECT_EQ(stats_.served_backing.load(), 1u);
+  // A read in two READs: the second one reads the descriptor bound by the first.
+  const uint64_t mid = backing_->WaitedCalls();
+  EXPECT_EQ(read(0, 4096, &s), std::string(4096, 'x'));
+  EXPECT_EQ(read(4096, 4096, &s), std::string(904, 'x'));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(backing_->WaitedCalls() - mid, 2u);
+  WriteFile(P("a"), "version two");
+  EXPECT_EQ(read(0, 4096, &s), "version two");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(kernel_.attrs(), std::vector<uint64_t>{a});
+}
+
+TEST_F(DatasetCoreTest, APlannedFileIsStillLookedUpInTheTiersFirst) {
+  // A file the plan names is stat'ed first (no stat made ahead here), then served from the
+  // tier: no descriptor opened, no byte read from the store for the READ.
+  WriteFile(P("p"), "planned bytes");
+  Make();
+  auto plan = testing::PlanOfEpochs(*backing_, {{0}}, [](int) { return std::string("p"); });
+  prefetcher_->Start();
+  prefetcher_->Install(plan);
+  ASSERT_TRUE(testing::WaitFor([&] { return stats_.fetched_objects.load() == 1; }, 10s));
+  const uint64_t p = Look(kRoot, "p");
+  ReadReply reply;
+  bool drop = false;
+  const uint64_t before = backing_->WaitedCalls();
+  const uint64_t bytes = stats_.backing_bytes.load();
+  ASSERT_TRUE(core_->ReadNode(p, 4096, 0, 7, &reply, &drop).ok());
+  ASSERT_EQ(reply.blobs.size(), 1u);
+  EXPECT_EQ(backing_->WaitedCalls() - before, 1u);  // the stat
+  EXPECT_EQ(stats_.backing_bytes.load(), bytes);
+}
+
 // A store that does not answer: every backing call times out while its one I/O thread is held
 // by a check that waits for `release`.
 class StalledStore {
