@@ -571,9 +571,8 @@ int Run(const Options& o) {
     out["assigned_away"] =
         static_cast<double>(sampler.assigned_away) / static_cast<double>(sampler.assigned_total);
     // Node 0's share of it in epochs 2+: what read_peer should be if the placement follows.
-    out["node_assigned_away"] =
-        static_cast<double>(sampler.node0_later_away) /
-        static_cast<double>(std::max<uint64_t>(1, sampler.node0_later));
+    out["node_assigned_away"] = static_cast<double>(sampler.node0_later_away) /
+                                static_cast<double>(std::max<uint64_t>(1, sampler.node0_later));
   }
   out["nodes"] = nodes;
   out["files"] = data.files;
