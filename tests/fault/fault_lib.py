@@ -368,7 +368,7 @@ def make_tmpdir(tag, on_ext4=False):
     if not on_ext4:
         d = harness.make_tmpdir(tag)
     else:
-        d = tempfile.mkdtemp(prefix=f"clairfs-fs-{tag}-", dir="/var/tmp")
+        d = tempfile.mkdtemp(prefix=f"{harness.RUN_PREFIX}{tag}-", dir="/var/tmp")
         with harness._lock:
             harness._tmpdirs.append(d)
     CREATED.append(d)

@@ -218,8 +218,14 @@ def _tmp_root():
     return None
 
 
+# Every temporary directory of this run (and so every mount point in one) starts with this:
+# the end-of-run check for mounts left behind counts only this run's, not those of another
+# suite running at the same time (tools/test.sh runs three builds' suites at once).
+RUN_PREFIX = f"clairfs-fs-{os.getpid()}-"
+
+
 def make_tmpdir(tag="t"):
-    d = tempfile.mkdtemp(prefix=f"clairfs-fs-{tag}-", dir=_tmp_root())
+    d = tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{tag}-", dir=_tmp_root())
     with _lock:
         _tmpdirs.append(d)
     return d

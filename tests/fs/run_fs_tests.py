@@ -79,8 +79,8 @@ def main(argv, modules=None, label="fs"):
     result = runner.run(suite)
     harness.cleanup_all()
     leftover = harness.fuse_mounts()
-    mine = [m for m, _, _ in leftover if "/clairfs-fs-" in m]
-    mine += [c for c, main in harness.control_mounts() if "/clairfs-fs-" in main]
+    mine = [m for m, _, _ in leftover if "/" + harness.RUN_PREFIX in m]
+    mine += [c for c, main in harness.control_mounts() if "/" + harness.RUN_PREFIX in main]
     if mine:
         print(f"FAIL: mounts left behind: {mine}")
         return 1

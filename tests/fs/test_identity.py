@@ -97,7 +97,7 @@ class IdentityCase(ClairfsCase):
 class InodeReuseTest(IdentityCase):
     def disk_tmpdir(self):
         """A directory on a disk file system: tmpfs never reuses inode numbers."""
-        d = tempfile.mkdtemp(prefix="clairfs-fs-reuse-", dir="/var/tmp")
+        d = tempfile.mkdtemp(prefix=f"{harness.RUN_PREFIX}reuse-", dir="/var/tmp")
         with harness._lock:
             harness._tmpdirs.append(d)
         self.addCleanup(harness.remove_tmpdir, d)

@@ -190,11 +190,8 @@ class ClusterTest(harness.ClairfsCase):
             if hashlib.sha256(data).digest() != self.digest[rel]:
                 errors.append(f"{mount}/{rel}: wrong bytes")
 
-    def run_epochs(self, ranks):
-        c = self.cluster(ranks)
-        manifests = self.manifests(ranks)
-        self.register(c, manifests)
-        c.wait_filled()
+    def read_everywhere(self, c, manifests):
+        """Every rank reads its manifest's entries through its mount, all at once: the errors."""
         errors = []
         threads = [threading.Thread(target=self.read_all, args=(m, self.entries(t), errors))
                    for m, t in zip(c.mounts, manifests)]
@@ -202,7 +199,14 @@ class ClusterTest(harness.ClairfsCase):
             t.start()
         for t in threads:
             t.join()
-        self.assertEqual(errors, [])
+        return errors
+
+    def run_epochs(self, ranks):
+        c = self.cluster(ranks)
+        manifests = self.manifests(ranks)
+        self.register(c, manifests)
+        c.wait_filled()
+        self.assertEqual(self.read_everywhere(c, manifests), [])
         stats = [self.stats(m) for m in c.mounts]
         backing = sum(s["backing_bytes"] for s in stats)
         peer_in = sum(s["peer_bytes_in"] for s in stats)
@@ -335,14 +339,7 @@ class ClusterTest(harness.ClairfsCase):
         self.wait_generations(c, 1)
         check_simulated(self, c, manifests, int(self.bytes * 1.25 / ranks), 1 << 20)
         c.wait_filled()
-        errors = []
-        threads = [threading.Thread(target=self.read_all, args=(m, self.entries(t), errors))
-                   for m, t in zip(c.mounts, manifests)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        self.assertEqual(errors, [])
+        self.assertEqual(self.read_everywhere(c, manifests), [])
         stats = [self.stats(m) for m in c.mounts]
         self.assertLessEqual(sum(s["backing_bytes"] for s in stats), 1.02 * self.bytes)
         for r, m in enumerate(c.mounts):

@@ -97,6 +97,15 @@ class DatasetCoreTest : public ::testing::Test {
     if (Status s = core_->MayOpen(node, O_RDONLY, Self(), &info); !s.ok()) return s;
     return core_->Open(node, info);
   }
+  // A handle-less READ of node (no_open mode): its bytes, *s its status.
+  std::string ReadNode(uint64_t node, uint64_t off, size_t size, Status* s) {
+    ReadReply reply;
+    bool drop = false;
+    *s = core_->ReadNode(node, size, off, 7, &reply, &drop);
+    std::string out;
+    for (const iovec& v : reply.iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
+    return out;
+  }
   std::string ReadAll(OpenContents& h, size_t size) {
     ReadReply reply;
     Status s = core_->Read(h, size, 0, &reply);
@@ -269,14 +278,7 @@ TEST_F(DatasetCoreTest, NoOpenReadBindsAtTheStartOfEachRead) {
   WriteFile(P("a"), "version one");
   Make();
   const uint64_t a = Look(kRoot, "a");
-  auto read = [&](uint64_t off, size_t size, Status* s) {
-    ReadReply reply;
-    bool drop = false;
-    *s = core_->ReadNode(a, size, off, 7, &reply, &drop);
-    std::string out;
-    for (const iovec& v : reply.iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
-    return out;
-  };
+  auto read = [&](uint64_t off, size_t size, Status* s) { return ReadNode(a, off, size, s); };
   Status s;
   EXPECT_EQ(read(0, 4096, &s), "version one");
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -293,14 +295,7 @@ TEST_F(DatasetCoreTest, AnUnplannedReadOpensAndReadsInOneWaitOnTheStore) {
   WriteFile(P("a"), std::string(5000, 'x'));
   Make();
   const uint64_t a = Look(kRoot, "a");
-  auto read = [&](uint64_t off, size_t size, Status* s) {
-    ReadReply reply;
-    bool drop = false;
-    *s = core_->ReadNode(a, size, off, 7, &reply, &drop);
-    std::string out;
-    for (const iovec& v : reply.iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
-    return out;
-  };
+  auto read = [&](uint64_t off, size_t size, Status* s) { return ReadNode(a, off, size, s); };
   Status s;
   const uint64_t before = backing_->WaitedCalls();
   EXPECT_EQ(read(0, 8192, &s), std::string(5000, 'x'));
