@@ -1,0 +1,234 @@
+"""Predicted epochs: time, stall and bytes per source of each epoch of a clairfs plan.
+
+A pure model (no I/O): `loads(plan)` takes the `plan` control file's `per_epoch` (what each
+epoch reads from each tier, the backing store and peers: docs/control-interface.md), and
+`predict` turns it into epoch times with the sources' bandwidths and a compute rate.
+`capacity_for_no_stall` searches the tier capacity at which the predicted stall goes away.
+The inputs (probe, stats, options) and the table are clairfs/predict_cli.py's.
+
+The model, per epoch e (docs/benchmarks.md, "Predicted epochs (issue 29)"):
+
+    compute_e  = samples_e / samples_per_s       (or bytes_e / bytes_per_s)
+    backing_e  = max(backing_bytes_e / backing_bw, backing_reads_e / backing_iops)
+    tier_e(t)  = tier_bytes_e(t) / tier_bw(t),   peers_e = peer_bytes_e / peer_bw
+    io_e       = max(backing_e, tier_e(t) for every t, peers_e)
+    time_e     = max(compute_e, io_e),            stall_e = time_e - compute_e
+
+The prefetcher reads ahead of the job (tier fills in first-reference order, the staging window
+in read order) on its own threads, while the job computes, so reading and computing overlap
+and the sources (different devices) are read at the same time: an epoch takes as long as the
+slowest of them. Every source's bandwidth is what it gives the prefetcher's parallelism. The
+first read of an object a tier holds is a read of the backing store (its fill), so a cold
+first epoch reads everything from there, unless the tiers held part of the plan already
+(`held`: a warm SSD tier, a fill started earlier).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+# A stall below this share of the epoch's compute time (or 50 ms) counts as none.
+NO_STALL_SHARE = 0.01
+NO_STALL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Source:
+    """Reads of one source in one epoch: object reads and their bytes."""
+    reads: float = 0.0
+    bytes: float = 0.0
+
+    def scaled(self, f: float) -> "Source":
+        return Source(self.reads * f, self.bytes * f)
+
+    def plus(self, other: "Source") -> "Source":
+        return Source(self.reads + other.reads, self.bytes + other.bytes)
+
+
+@dataclass(frozen=True)
+class EpochLoad:
+    """What one epoch reads: samples (manifest entries), object reads and bytes by source.
+    `backing` includes `fills` (first reads of objects a tier holds, filling it)."""
+    samples: float
+    bytes: float
+    tiers: Mapping[str, Source]
+    backing: Source
+    fills: Source
+    peers: Source = Source()
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Bandwidths (bytes/s) at the prefetcher's parallelism; backing_iops 0: no IOPS limit."""
+    backing_bw: float
+    tier_bw: Mapping[str, float] = field(default_factory=dict)
+    backing_iops: float = 0.0
+    peer_bw: float = 1e9
+    default_tier_bw: float = 1e9
+
+
+@dataclass(frozen=True)
+class Compute:
+    """The job's consumption rate without I/O: samples/s, or bytes/s if samples_per_s is 0."""
+    samples_per_s: float = 0.0
+    bytes_per_s: float = 0.0
+
+    def seconds(self, load: EpochLoad) -> float:
+        if self.samples_per_s > 0:
+            return load.samples / self.samples_per_s
+        if self.bytes_per_s > 0:
+            return load.bytes / self.bytes_per_s
+        raise ValueError("a compute rate is needed: samples/s or bytes/s")
+
+
+@dataclass(frozen=True)
+class EpochPrediction:
+    epoch: int  # from 1
+    time: float
+    stall: float
+    compute: float
+    io: float
+    seconds_by_source: Mapping[str, float]  # "backing", "peers", a tier's name
+    bytes_by_source: Mapping[str, float]
+    bound: str  # "compute" or the slowest source
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"seconds_by_source": dict(self.seconds_by_source),
+                                           "bytes_by_source": dict(self.bytes_by_source)}
+
+
+def _source(j: Mapping[str, Any] | None) -> Source:
+    j = j or {}
+    return Source(float(j.get("reads", 0)), float(j.get("bytes", 0)))
+
+
+def samples_per_epoch(plan: Mapping[str, Any]) -> list[float]:
+    """Manifest entries per epoch index, over the streams (a stream's entries spread evenly
+    over its epochs: the plan counts entries per stream, not per epoch)."""
+    n = int(plan.get("epochs", 0))
+    out = [0.0] * n
+    for st in plan.get("streams", []):
+        epochs = int(st.get("epochs", 0))
+        for e in range(min(epochs, n)):
+            out[e] += float(st.get("entries", 0)) / epochs
+    return out
+
+
+def loads(plan: Mapping[str, Any], held: float = 0.0) -> list[EpochLoad]:
+    """The per-epoch loads of a `plan` control file's JSON (full view: it needs `per_epoch`).
+
+    held: the share (0..1) of the tiers' planned bytes they hold already (stats
+    `readiness.tiers`); that share of the fills is read from its tier instead."""
+    if "per_epoch" not in plan:
+        raise ValueError("the plan has no per_epoch (a clairfs without it, or the counts view: "
+                         "predictions need the mount owner's or control.group's view)")
+    held = min(max(held, 0.0), 1.0)
+    samples = samples_per_epoch(plan)
+    tier_names = [t["name"] for t in plan.get("tiers", [])]
+    out = []
+    for e, j in enumerate(plan["per_epoch"]):
+        fills = _source(j.get("fills"))
+        tiers = {t.get("name", f"tier{i}"): _source(t) for i, t in enumerate(j.get("tiers", []))}
+        backing = _source(j.get("backing"))
+        if held > 0 and fills.bytes > 0 and tier_names:
+            # The fills a warm tier saves: credited to the tiers in proportion to their shares.
+            planned = {t["name"]: float(t.get("bytes", 0)) for t in plan["tiers"]}
+            total = sum(planned.values()) or 1.0
+            saved = fills.scaled(held)
+            for name, b in planned.items():
+                tiers[name] = tiers.get(name, Source()).plus(saved.scaled(b / total))
+            fills = fills.scaled(1 - held)
+            backing = Source(backing.reads - saved.reads, backing.bytes - saved.bytes)
+        out.append(EpochLoad(samples=samples[e] if e < len(samples) else 0.0,
+                             bytes=float(j.get("bytes", 0)), tiers=tiers, backing=backing,
+                             fills=fills, peers=_source(j.get("from_peers"))))
+    return out
+
+
+def predict_epoch(index: int, load: EpochLoad, rates: Rates, compute: Compute) -> EpochPrediction:
+    """One epoch's time and stall (the equations in the module's docstring)."""
+    if rates.backing_bw <= 0:
+        raise ValueError("the backing store's bandwidth must be positive")
+    c = compute.seconds(load)
+    seconds = {"backing": load.backing.bytes / rates.backing_bw}
+    if rates.backing_iops > 0:
+        seconds["backing"] = max(seconds["backing"], load.backing.reads / rates.backing_iops)
+    for name, s in load.tiers.items():
+        bw = rates.tier_bw.get(name, rates.default_tier_bw)
+        seconds[name] = s.bytes / bw if bw > 0 else 0.0
+    seconds["peers"] = load.peers.bytes / rates.peer_bw if rates.peer_bw > 0 else 0.0
+    slowest = max(seconds, key=lambda k: seconds[k])
+    io = seconds[slowest]
+    time = max(c, io)
+    by_bytes = {"backing": load.backing.bytes, "peers": load.peers.bytes}
+    by_bytes |= {name: s.bytes for name, s in load.tiers.items()}
+    return EpochPrediction(epoch=index + 1, time=time, stall=time - c, compute=c, io=io,
+                           seconds_by_source=seconds, bytes_by_source=by_bytes,
+                           bound="compute" if c >= io else slowest)
+
+
+def predict(epoch_loads: Sequence[EpochLoad], rates: Rates,
+            compute: Compute) -> list[EpochPrediction]:
+    return [predict_epoch(i, load, rates, compute) for i, load in enumerate(epoch_loads)]
+
+
+def stalls(pred: EpochPrediction) -> bool:
+    """True when the predicted stall is more than noise (NO_STALL_SHARE of compute, 50 ms)."""
+    return pred.stall > max(NO_STALL_SECONDS, NO_STALL_SHARE * pred.compute)
+
+
+def with_extra_capacity(epoch_loads: Sequence[EpochLoad], staged_bytes: float, tier: str,
+                        extra: float) -> list[EpochLoad]:
+    """The loads if `tier` held `extra` more bytes of the objects the plan stages (or reads
+    direct; `staged_bytes`: their distinct bytes, plan `staging.bytes` + `direct.bytes`).
+
+    The placement takes such objects by frequency; here a share f = extra / staged_bytes of
+    every epoch's staged reads is taken, which is exact when the staged objects are read
+    equally often (a shuffle of the whole set every epoch) and errs towards too little gain
+    otherwise. The share's reads in the first epoch that stages anything stay reads of the
+    backing store (they fill the tier); in later epochs they come from the tier."""
+    if staged_bytes <= 0 or extra <= 0:
+        return list(epoch_loads)
+    f = min(extra / staged_bytes, 1.0)
+    out, first = [], True
+    for load in epoch_loads:
+        staged = Source(load.backing.reads - load.fills.reads,
+                        load.backing.bytes - load.fills.bytes)
+        if staged.bytes <= 0:
+            out.append(load)
+            continue
+        moved = staged.scaled(f)
+        if first:
+            first = False
+            out.append(dataclasses.replace(load, fills=load.fills.plus(moved)))
+            continue
+        tiers = dict(load.tiers)
+        tiers[tier] = tiers.get(tier, Source()).plus(moved)
+        backing = Source(load.backing.reads - moved.reads, load.backing.bytes - moved.bytes)
+        out.append(dataclasses.replace(load, tiers=tiers, backing=backing))
+    return out
+
+
+def capacity_for_no_stall(epoch_loads: Sequence[EpochLoad], staged_bytes: float, tier: str,
+                          rates: Rates, compute: Compute, first: int = 2) -> float | None:
+    """The least extra capacity of `tier` (bytes, to 1 MiB) at which no epoch from `first`
+    (1-based) on stalls; 0 when none stalls as it is; None when capacity does not remove it
+    (the stall remains with every staged object in the tier: the tier, the tier fills or the
+    compute rate, not the backing store, set the pace). Epoch 1 of a cold plan reads every
+    object from the backing store once whatever the capacity, hence first=2 by default."""
+    def ok(extra: float) -> bool:
+        ps = predict(with_extra_capacity(epoch_loads, staged_bytes, tier, extra), rates, compute)
+        return not any(stalls(p) for p in ps[first - 1:])
+    if ok(0):
+        return 0.0
+    if staged_bytes <= 0 or not ok(staged_bytes):
+        return None
+    lo, hi = 0.0, float(staged_bytes)
+    while hi - lo > (1 << 20):
+        mid = (lo + hi) / 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
