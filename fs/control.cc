@@ -320,6 +320,7 @@ std::shared_ptr<const json> ControlPlane::PerEpoch(const std::shared_ptr<const P
     for (size_t t = 0; t < e.tiers.size(); ++t) {
       json one = source(e.tiers[t]);
       one["name"] = names[t];
+      one["distinct"] = source(e.tiers_distinct[t]);
       tiers.push_back(std::move(one));
     }
     out.push_back({{"reads", e.total.reads},

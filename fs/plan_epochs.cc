@@ -8,8 +8,13 @@ std::vector<PlanEpoch> PlanEpochs(const Plan& plan, size_t tiers) {
   uint32_t epochs = 0;
   for (const PlanStream& st : plan.streams) epochs = std::max(epochs, st.epochs());
   std::vector<PlanEpoch> out(epochs);
-  for (PlanEpoch& e : out) e.tiers.resize(tiers);
+  for (PlanEpoch& e : out) {
+    e.tiers.resize(tiers);
+    e.tiers_distinct.resize(tiers);
+  }
   std::vector<bool> filled(plan.objects.size(), false);
+  // The last epoch (+ 1) in which a tier served the object: 0 none.
+  std::vector<uint32_t> served_in(plan.objects.size(), 0);
   const auto add = [](EpochSource& s, uint64_t bytes) {
     ++s.reads;
     s.bytes += bytes;
@@ -28,6 +33,10 @@ std::vector<PlanEpoch> PlanEpochs(const Plan& plan, size_t tiers) {
         if (at.InTier() && at.tier < tiers) {
           if (filled[id]) {
             add(out_e.tiers[at.tier], o.bytes);
+            if (served_in[id] != e + 1) {
+              served_in[id] = e + 1;
+              add(out_e.tiers_distinct[at.tier], o.bytes);
+            }
           } else {
             filled[id] = true;
             add(out_e.backing, o.bytes);

@@ -19,9 +19,12 @@ struct EpochSource {
 struct PlanEpoch {
   EpochSource total;
   std::vector<EpochSource> tiers;  // reads a tier serves (objects it already holds)
-  EpochSource backing;             // reads of the backing store: fills, staged and direct reads
-  EpochSource fills;               // of those, the first read of a tier's object (its fill)
-  EpochSource peers;               // staged from the node that holds the object
+  // Per tier, the distinct objects among those reads: a chunk that several records of the
+  // epoch read counts once (the bytes a tier moves when it serves each object once).
+  std::vector<EpochSource> tiers_distinct;
+  EpochSource backing;  // reads of the backing store: fills, staged and direct reads
+  EpochSource fills;    // of those, the first read of a tier's object (its fill)
+  EpochSource peers;    // staged from the node that holds the object
 };
 
 // Per epoch index e (the streams' epochs e together), every position of the plan by where its
@@ -29,7 +32,8 @@ struct PlanEpoch {
 // object a tier holds is read from the backing store once, at its first read so counted (the
 // tier fill), and from the tier afterwards; a staged or direct object from the backing store
 // at every read; a peer's object from the peer at every read. The backing bytes summed over
-// the epochs are the plan's predicted_backing_bytes. Walks every position: O(positions).
+// the epochs are the plan's predicted_backing_bytes. Walks every position once, with a word per
+// object: O(positions + objects).
 std::vector<PlanEpoch> PlanEpochs(const Plan& plan, size_t tiers);
 
 }  // namespace clairfs
