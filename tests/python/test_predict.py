@@ -41,6 +41,31 @@ class ModelTest(unittest.TestCase):
         self.assertAlmostEqual(p2.seconds_by_source["ram"], 0.1)
         self.assertEqual(p1.bytes_by_source["backing"], 100 * MB)
 
+    def test_fills_of_later_epochs_run_ahead(self):
+        rates, compute = Rates(backing_bw=10 * MB), Compute(samples_per_s=1000)
+        # Epoch 1 reads from peers: it waits for the fills of epoch 2 as well (the peers fetch
+        # in their own order); epoch 2 then finds its fills done.
+        e1 = _load(1000, backing=40 * MB, fills=40 * MB, peers=10 * MB)
+        e2 = _load(1000, backing=20 * MB, fills=20 * MB, ram=30 * MB)
+        p1, p2 = predict([e1, e2], rates, compute)
+        self.assertAlmostEqual(p1.time, 6.0)
+        self.assertAlmostEqual(p1.seconds_by_source["backing"], 6.0)
+        self.assertAlmostEqual(p2.time, 1.0)
+        self.assertEqual(p2.bound, "compute")
+        # No peers: later fills take as much of the store as the staged reads do (2 s of the
+        # 3 s), the rest is epoch 2's.
+        e1 = _load(500, backing=60 * MB, fills=40 * MB)
+        e2 = _load(500, backing=30 * MB, fills=30 * MB)
+        p1, p2 = predict([e1, e2], rates, compute)
+        self.assertAlmostEqual(p1.time, 8.0)
+        self.assertAlmostEqual(p2.time, 1.0)
+        self.assertAlmostEqual(p2.stall, 0.5)
+        self.assertEqual(p2.bound, "backing")
+        # The staged reads of an epoch start with it: a store idle during a compute-bound epoch
+        # does not read the next epoch's ahead.
+        e = _load(2000, backing=10 * MB)  # 1 s of reads, 2 s of compute
+        self.assertEqual([p.time for p in predict([e, e, e], rates, compute)], [2.0, 2.0, 2.0])
+
     def test_iops_bind_small_objects(self):
         # 10,000 reads of 10 KB: 4 s at 25 MB/s, 25 s at 400 IOPS.
         load = EpochLoad(samples=10000, bytes=100 * MB, tiers={},
@@ -85,6 +110,15 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(warm[1], cold[1])
         with self.assertRaises(ValueError):
             loads({"view": "counts", "epochs": 1})
+        # A tier's time is that of the distinct objects it serves (a chunk read by many records
+        # once), where the plan gives them.
+        plan["per_epoch"][1]["tiers"][1]["distinct"] = {"reads": 1, "bytes": 100}
+        e2 = loads(plan)[1]
+        self.assertEqual(e2.tiers["ssd"], Source(2, 200))
+        p = predict([e2], Rates(backing_bw=1e12, tier_bw={"ram": 1e12, "ssd": 10}),
+                    Compute(samples_per_s=1e6))[0]
+        self.assertAlmostEqual(p.seconds_by_source["ssd"], 10.0)
+        self.assertEqual(p.bytes_by_source["ssd"], 200)
 
     def test_extra_capacity_moves_staged_reads_after_their_first_epoch(self):
         # 300 MB staged each epoch, 100 MB in the tier (filled in epoch 1).
@@ -164,8 +198,8 @@ class PredictMountTest(harness.ClairfsCase):
         self.assertEqual(per[0]["fills"]["bytes"], ram["bytes"])
         self.assertEqual(per[0]["tiers"][0]["bytes"], 0)
         for e in per[1:]:  # later epochs: the tier's objects from the tier
-            self.assertEqual(e["tiers"][0], {"name": "ram", "reads": ram["objects"],
-                                             "bytes": ram["bytes"]})
+            served = {"reads": ram["objects"], "bytes": ram["bytes"]}  # each object once
+            self.assertEqual(e["tiers"][0], dict(served, name="ram", distinct=served))
             self.assertEqual(e["backing"]["bytes"], 40 * 50000 - ram["bytes"])
             self.assertEqual(e["fills"]["bytes"], 0)
 

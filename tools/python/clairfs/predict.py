@@ -6,21 +6,32 @@ epoch reads from each tier, the backing store and peers: docs/control-interface.
 `capacity_for_no_stall` searches the tier capacity at which the predicted stall goes away.
 The inputs (probe, stats, options) and the table are clairfs/predict_cli.py's.
 
-The model, per epoch e (docs/benchmarks.md, "Predicted epochs (issue 29)"):
+The model, per epoch e (docs/benchmarks.md, "Predicted epochs (issue 29)"), with w(x) the
+backing store's time for reads x: max(bytes / backing_bw, reads / backing_iops):
 
-    compute_e  = samples_e / samples_per_s       (or bytes_e / bytes_per_s)
-    backing_e  = max(backing_bytes_e / backing_bw, backing_reads_e / backing_iops)
-    tier_e(t)  = tier_bytes_e(t) / tier_bw(t),   peers_e = peer_bytes_e / peer_bw
-    io_e       = max(backing_e, tier_e(t) for every t, peers_e)
-    time_e     = max(compute_e, io_e),            stall_e = time_e - compute_e
+    compute_e = samples_e / samples_per_s              (or bytes_e / bytes_per_s)
+    fill_e    = w(fills_e)                             first reads of the tiers' objects
+    staged_e  = w(backing_e) - fill_e                  staged and direct reads
+    ahead_e   = later fills done during epoch e: all still pending if epoch e reads from
+                peers, else as much as staged_e (fills and staged reads share the store)
+    store_e   = max(store_(e-1) + fill_e (less what was done ahead) + ahead_e + staged_e,
+                    end_(e-1) + staged_e)              the store has served epoch e
+    local_e   = max over tiers t of moved_e(t) / tier_bw(t), and peer_bytes_e / peer_bw, where
+                moved_e(t) is the bytes of the distinct objects tier t serves in epoch e
+    end_e     = max(end_(e-1) + compute_e, end_(e-1) + local_e, store_e)
+    time_e    = end_e - end_(e-1),  stall_e = time_e - compute_e
 
-The prefetcher reads ahead of the job (tier fills in first-reference order, the staging window
-in read order) on its own threads, while the job computes, so reading and computing overlap
-and the sources (different devices) are read at the same time: an epoch takes as long as the
-slowest of them. Every source's bandwidth is what it gives the prefetcher's parallelism. The
-first read of an object a tier holds is a read of the backing store (its fill), so a cold
-first epoch reads everything from there, unless the tiers held part of the plan already
-(`held`: a warm SSD tier, a fill started earlier).
+The prefetcher reads ahead of the job on its own threads while the job computes, so reading
+and computing overlap, and the sources (different devices) are read at the same time: an
+epoch lasts as long as the slowest of them, or the compute. Tier fills are not paced by the
+job: they run from the registration on in first-reference order, so a fill of a later epoch
+takes the store's time in an earlier one. What a peer serves, the peer fetched in its own
+order, so an epoch reading from peers waits for the fills still pending. The staging window
+follows the job, so staged reads of epoch e start no earlier than the epoch. Every source's
+bandwidth is what it gives the prefetcher's parallelism (its threads). The first read of an
+object a tier holds is a read of the backing store (its fill), so a cold first epoch reads
+everything from there, unless the tiers held part of the plan already (`held`: a warm SSD
+tier, a fill started earlier).
 """
 from __future__ import annotations
 
@@ -49,13 +60,20 @@ class Source:
 @dataclass(frozen=True)
 class EpochLoad:
     """What one epoch reads: samples (manifest entries), object reads and bytes by source.
-    `backing` includes `fills` (first reads of objects a tier holds, filling it)."""
+    `backing` includes `fills` (first reads of objects a tier holds, filling it).
+    `tiers_moved`: per tier, what it moves to serve its reads, each object once per epoch (the
+    plan's `distinct`: records of one chunk cost the chunk once); `tiers` when absent."""
     samples: float
     bytes: float
     tiers: Mapping[str, Source]
     backing: Source
     fills: Source
     peers: Source = Source()
+    tiers_moved: Mapping[str, Source] | None = None
+
+    def moved(self, tier: str) -> Source:
+        m = self.tiers if self.tiers_moved is None else self.tiers_moved
+        return m.get(tier, Source())
 
 
 @dataclass(frozen=True)
@@ -130,6 +148,8 @@ def loads(plan: Mapping[str, Any], held: float = 0.0) -> list[EpochLoad]:
     for e, j in enumerate(plan["per_epoch"]):
         fills = _source(j.get("fills"))
         tiers = {t.get("name", f"tier{i}"): _source(t) for i, t in enumerate(j.get("tiers", []))}
+        moved = {t.get("name", f"tier{i}"): _source(t.get("distinct", t))
+                 for i, t in enumerate(j.get("tiers", []))}
         backing = _source(j.get("backing"))
         if held > 0 and fills.bytes > 0 and tier_names:
             # The fills a warm tier saves: credited to the tiers in proportion to their shares.
@@ -138,39 +158,59 @@ def loads(plan: Mapping[str, Any], held: float = 0.0) -> list[EpochLoad]:
             saved = fills.scaled(held)
             for name, b in planned.items():
                 tiers[name] = tiers.get(name, Source()).plus(saved.scaled(b / total))
+                moved[name] = moved.get(name, Source()).plus(saved.scaled(b / total))
             fills = fills.scaled(1 - held)
             backing = Source(backing.reads - saved.reads, backing.bytes - saved.bytes)
         out.append(EpochLoad(samples=samples[e] if e < len(samples) else 0.0,
                              bytes=float(j.get("bytes", 0)), tiers=tiers, backing=backing,
-                             fills=fills, peers=_source(j.get("from_peers"))))
+                             fills=fills, peers=_source(j.get("from_peers")), tiers_moved=moved))
     return out
 
 
-def predict_epoch(index: int, load: EpochLoad, rates: Rates, compute: Compute) -> EpochPrediction:
-    """One epoch's time and stall (the equations in the module's docstring)."""
-    if rates.backing_bw <= 0:
-        raise ValueError("the backing store's bandwidth must be positive")
-    c = compute.seconds(load)
-    seconds = {"backing": load.backing.bytes / rates.backing_bw}
+def _backing_seconds(s: Source, rates: Rates) -> float:
+    t = s.bytes / rates.backing_bw
     if rates.backing_iops > 0:
-        seconds["backing"] = max(seconds["backing"], load.backing.reads / rates.backing_iops)
-    for name, s in load.tiers.items():
-        bw = rates.tier_bw.get(name, rates.default_tier_bw)
-        seconds[name] = s.bytes / bw if bw > 0 else 0.0
-    seconds["peers"] = load.peers.bytes / rates.peer_bw if rates.peer_bw > 0 else 0.0
-    slowest = max(seconds, key=lambda k: seconds[k])
-    io = seconds[slowest]
-    time = max(c, io)
-    by_bytes = {"backing": load.backing.bytes, "peers": load.peers.bytes}
-    by_bytes |= {name: s.bytes for name, s in load.tiers.items()}
-    return EpochPrediction(epoch=index + 1, time=time, stall=time - c, compute=c, io=io,
-                           seconds_by_source=seconds, bytes_by_source=by_bytes,
-                           bound="compute" if c >= io else slowest)
+        t = max(t, s.reads / rates.backing_iops)
+    return t
 
 
 def predict(epoch_loads: Sequence[EpochLoad], rates: Rates,
             compute: Compute) -> list[EpochPrediction]:
-    return [predict_epoch(i, load, rates, compute) for i, load in enumerate(epoch_loads)]
+    """Every epoch's time and stall on one timeline (the equations in the module's docstring):
+    epoch e ends at end_e = max(end_(e-1) + compute_e, end_(e-1) + the slowest tier's or the
+    peers' reads, the moment the backing store has served what epoch e needs)."""
+    if rates.backing_bw <= 0:
+        raise ValueError("the backing store's bandwidth must be positive")
+    fills = [_backing_seconds(load.fills, rates) for load in epoch_loads]
+    out: list[EpochPrediction] = []
+    end = store = ahead = 0.0
+    for i, load in enumerate(epoch_loads):
+        c = compute.seconds(load)
+        staged = max(_backing_seconds(load.backing, rates) - fills[i], 0.0)
+        used = min(ahead, fills[i])  # this epoch's fills done during earlier ones
+        ahead -= used
+        later = max(sum(fills[i + 1:]) - ahead, 0.0)
+        extra = later if load.peers.reads > 0 else min(later, staged)
+        ahead += extra
+        # The fills run from registration on, the staged reads follow the job's epoch.
+        store = max(store + fills[i] - used + extra + staged, end + staged)
+        seconds = {"backing": fills[i] - used + extra + staged}
+        for name in load.tiers:
+            bw = rates.tier_bw.get(name, rates.default_tier_bw)
+            seconds[name] = load.moved(name).bytes / bw if bw > 0 else 0.0
+        seconds["peers"] = load.peers.bytes / rates.peer_bw if rates.peer_bw > 0 else 0.0
+        local = max((v for k, v in seconds.items() if k != "backing"), default=0.0)
+        new_end = max(end + c, end + local, store)
+        time = new_end - end
+        bound = ("compute" if time <= c + 1e-12 else "backing" if store >= end + max(c, local)
+                 else max((k for k in seconds if k != "backing"), key=lambda k: seconds[k]))
+        by_bytes = {"backing": load.backing.bytes, "peers": load.peers.bytes}
+        by_bytes |= {name: s.bytes for name, s in load.tiers.items()}
+        out.append(EpochPrediction(epoch=i + 1, time=time, stall=max(time - c, 0.0), compute=c,
+                                   io=max(store - end, local, 0.0), seconds_by_source=seconds,
+                                   bytes_by_source=by_bytes, bound=bound))
+        end = new_end
+    return out
 
 
 def stalls(pred: EpochPrediction) -> bool:
@@ -205,8 +245,10 @@ def with_extra_capacity(epoch_loads: Sequence[EpochLoad], staged_bytes: float, t
             continue
         tiers = dict(load.tiers)
         tiers[tier] = tiers.get(tier, Source()).plus(moved)
+        moved_by = {name: load.moved(name) for name in load.tiers}
+        moved_by[tier] = moved_by.get(tier, Source()).plus(moved)
         backing = Source(load.backing.reads - moved.reads, load.backing.bytes - moved.bytes)
-        out.append(dataclasses.replace(load, tiers=tiers, backing=backing))
+        out.append(dataclasses.replace(load, tiers=tiers, backing=backing, tiers_moved=moved_by))
     return out
 
 

@@ -17,8 +17,7 @@ import time
 from typing import Any
 
 from . import control
-from .predict import (Compute, EpochPrediction, Rates, capacity_for_no_stall, loads, predict,
-                      stalls)
+from .predict import Compute, Rates, capacity_for_no_stall, loads, predict, stalls
 
 # Tier bandwidths when not given: a RAM tier served through FUSE, an SSD tier (RocksDB).
 DEFAULT_TIER_BW = {"ram": 2e9, "ssd": 5e8}
