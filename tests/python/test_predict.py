@@ -110,15 +110,18 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(warm[1], cold[1])
         with self.assertRaises(ValueError):
             loads({"view": "counts", "epochs": 1})
-        # A tier's time is that of the distinct objects it serves (a chunk read by many records
-        # once), where the plan gives them.
+        # The RAM tier's time is that of the distinct objects it serves (a chunk read by many
+        # records once), where the plan gives them; the SSD tier reads an object per read.
+        plan["per_epoch"][1]["tiers"][0]["distinct"] = {"reads": 2, "bytes": 300}
         plan["per_epoch"][1]["tiers"][1]["distinct"] = {"reads": 1, "bytes": 100}
         e2 = loads(plan)[1]
-        self.assertEqual(e2.tiers["ssd"], Source(2, 200))
-        p = predict([e2], Rates(backing_bw=1e12, tier_bw={"ram": 1e12, "ssd": 10}),
+        self.assertEqual(e2.tiers["ram"], Source(6, 600))
+        self.assertEqual(e2.moved("ram"), Source(2, 300))
+        p = predict([e2], Rates(backing_bw=1e12, tier_bw={"ram": 10, "ssd": 10}),
                     Compute(samples_per_s=1e6))[0]
-        self.assertAlmostEqual(p.seconds_by_source["ssd"], 10.0)
-        self.assertEqual(p.bytes_by_source["ssd"], 200)
+        self.assertAlmostEqual(p.seconds_by_source["ram"], 30.0)
+        self.assertAlmostEqual(p.seconds_by_source["ssd"], 20.0)
+        self.assertEqual(p.bytes_by_source["ram"], 600)
 
     def test_extra_capacity_moves_staged_reads_after_their_first_epoch(self):
         # 300 MB staged each epoch, 100 MB in the tier (filled in epoch 1).
@@ -149,6 +152,25 @@ class ModelTest(unittest.TestCase):
         self.assertIsNone(capacity_for_no_stall([e1, e2], 400 * MB, "ram",
                                                 Rates(backing_bw=25 * MB, tier_bw={"ram": 1 * MB}),
                                                 compute))
+
+    def test_more_ram_takes_objects_of_the_slower_tier(self):
+        # Nothing staged; epochs 2+ read 400 MB from the SSD tier at 100 MB/s (4 s) against
+        # 2 s of compute: the RAM tier must take half of the SSD's objects (200 MB of 400).
+        rates = Rates(backing_bw=25 * MB, tier_bw={"ram": 1e12, "ssd": 100 * MB})
+        compute = Compute(samples_per_s=1000)
+        e1 = _load(2000, backing=500 * MB, fills=500 * MB)
+        e2 = EpochLoad(samples=2000, bytes=500 * MB, backing=Source(), fills=Source(),
+                       tiers={"ram": Source(100, 100 * MB), "ssd": Source(400, 400 * MB)})
+        moved = with_extra_capacity([e1, e2], 0, "ram", 100 * MB, slower=[("ssd", 400 * MB)])
+        self.assertEqual(moved[1].tiers["ssd"], Source(300, 300 * MB))
+        self.assertEqual(moved[1].tiers["ram"], Source(200, 200 * MB))
+        self.assertEqual((moved[0].backing, moved[0].fills), (e1.backing, e1.fills))
+        self.assertEqual(moved[0].tiers["ram"].bytes + moved[0].tiers["ssd"].bytes, 0)
+        extra = capacity_for_no_stall([e1, e2], 0, "ram", rates, compute,
+                                      slower=[("ssd", 400 * MB)])
+        self.assertAlmostEqual(extra, 195 * MB, delta=MIB)  # a stall of 50 ms is none
+        # The SSD tier has no slower tier to take from, and nothing is staged.
+        self.assertIsNone(capacity_for_no_stall([e1, e2], 0, "ssd", rates, compute))
 
     def test_parsers(self):
         self.assertEqual(predict_cli.parse_bytes_rate("25MB/s"), 25e6)
@@ -237,12 +259,26 @@ class PredictMountTest(harness.ClairfsCase):
         self.assertIn("--backing-bw", err)
 
     def test_probe_measures_the_backing_store(self):
+        tier_dir = self.tmpdir("tier")
         rc, out, err = ctl("plan", "--predict", self.mnt, "--json", "--compute-rate", "100",
-                           "--probe", "10", "--backing", self.data)
+                           "--probe", "10", "--backing", self.data, "--probe-tier",
+                           f"ram={tier_dir}")
         self.assertEqual(rc, 0, err)
-        probe = json.loads(out)["inputs"]["probe"]
-        self.assertEqual((probe["files"], probe["bytes"]), (10, 10 * 50000))
-        self.assertGreater(probe["bytes_per_s"], 0)
+        inputs = json.loads(out)["inputs"]
+        probe = inputs["probe"]
+        self.assertEqual((probe["objects"], probe["bytes"]), (10, 10 * 50000))
+        self.assertAlmostEqual(inputs["backing_bw"], probe["bytes_per_s"])
+        tier = inputs["tier_probes"]["ram"]
+        self.assertEqual((tier["bytes"], tier["piece"]), ((128 << 20) // 50000 * 50000, 50000))
+        self.assertAlmostEqual(inputs["tier_bw"]["ram"], tier["bytes_per_s"])
+        self.assertEqual(os.listdir(tier_dir), [])  # its file removed
+
+    def test_probe_reads_objects_of_big_files(self):
+        big = os.path.join(self.tmpdir("big"), "shard.bin")
+        with open(big, "wb") as f:
+            f.write(b"x" * (10 * 4096))
+        p = predict_cli.probe_backing(os.path.dirname(big), 5, 2, piece=4096)
+        self.assertEqual((p["objects"], p["bytes"]), (1, 4096))
 
 
 if __name__ == "__main__":

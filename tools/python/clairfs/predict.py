@@ -17,7 +17,8 @@ backing store's time for reads x: max(bytes / backing_bw, reads / backing_iops):
     store_e   = max(store_(e-1) + fill_e (less what was done ahead) + ahead_e + staged_e,
                     end_(e-1) + staged_e)              the store has served epoch e
     local_e   = max over tiers t of moved_e(t) / tier_bw(t), and peer_bytes_e / peer_bw, where
-                moved_e(t) is the bytes of the distinct objects tier t serves in epoch e
+                moved_e(t) is the bytes tier t serves in epoch e, each read a whole object for
+                the SSD tier (a record costs its chunk), each object once for the RAM tier
     end_e     = max(end_(e-1) + compute_e, end_(e-1) + local_e, store_e)
     time_e    = end_e - end_(e-1),  stall_e = time_e - compute_e
 
@@ -84,6 +85,10 @@ class Rates:
     backing_iops: float = 0.0
     peer_bw: float = 1e9
     default_tier_bw: float = 1e9
+    # Tiers that read a whole object for every read of it (the SSD tier: a record costs its
+    # chunk, docs/configuration.md); the others move each object once per epoch (a RAM tier
+    # copies the records read out of the chunk it holds).
+    whole_object_tiers: frozenset[str] = frozenset({"ssd"})
 
 
 @dataclass(frozen=True)
@@ -195,9 +200,10 @@ def predict(epoch_loads: Sequence[EpochLoad], rates: Rates,
         # The fills run from registration on, the staged reads follow the job's epoch.
         store = max(store + fills[i] - used + extra + staged, end + staged)
         seconds = {"backing": fills[i] - used + extra + staged}
-        for name in load.tiers:
+        for name, served in load.tiers.items():
             bw = rates.tier_bw.get(name, rates.default_tier_bw)
-            seconds[name] = load.moved(name).bytes / bw if bw > 0 else 0.0
+            moved = served if name in rates.whole_object_tiers else load.moved(name)
+            seconds[name] = moved.bytes / bw if bw > 0 else 0.0
         seconds["peers"] = load.peers.bytes / rates.peer_bw if rates.peer_bw > 0 else 0.0
         local = max((v for k, v in seconds.items() if k != "backing"), default=0.0)
         new_end = max(end + c, end + local, store)
@@ -218,24 +224,48 @@ def stalls(pred: EpochPrediction) -> bool:
     return pred.stall > max(NO_STALL_SECONDS, NO_STALL_SHARE * pred.compute)
 
 
-def with_extra_capacity(epoch_loads: Sequence[EpochLoad], staged_bytes: float, tier: str,
-                        extra: float) -> list[EpochLoad]:
-    """The loads if `tier` held `extra` more bytes of the objects the plan stages (or reads
-    direct; `staged_bytes`: their distinct bytes, plan `staging.bytes` + `direct.bytes`).
+def _move(load: EpochLoad, src: str, dst: str, f: float) -> EpochLoad:
+    """A share f of tier src's reads in the epoch served by tier dst instead."""
+    tiers, moved_by = dict(load.tiers), {name: load.moved(name) for name in load.tiers}
+    part, part_moved = tiers.get(src, Source()).scaled(f), moved_by.get(src, Source()).scaled(f)
+    tiers[src] = tiers.get(src, Source()).scaled(1 - f)
+    moved_by[src] = moved_by.get(src, Source()).scaled(1 - f)
+    tiers[dst] = tiers.get(dst, Source()).plus(part)
+    moved_by[dst] = moved_by.get(dst, Source()).plus(part_moved)
+    return dataclasses.replace(load, tiers=tiers, tiers_moved=moved_by)
 
-    The placement takes such objects by frequency; here a share f = extra / staged_bytes of
-    every epoch's staged reads is taken, which is exact when the staged objects are read
-    equally often (a shuffle of the whole set every epoch) and errs towards too little gain
-    otherwise. The share's reads in the first epoch that stages anything stay reads of the
-    backing store (they fill the tier); in later epochs they come from the tier."""
-    if staged_bytes <= 0 or extra <= 0:
+
+def with_extra_capacity(epoch_loads: Sequence[EpochLoad], staged_bytes: float, tier: str,
+                        extra: float,
+                        slower: Sequence[tuple[str, float]] = ()) -> list[EpochLoad]:
+    """The loads if `tier` held `extra` more bytes: of the objects the plan stages or reads
+    direct (`staged_bytes`: their distinct bytes, plan `staging.bytes` + `direct.bytes`), and
+    past those, of the objects of the slower tiers (`slower`: (name, bytes) of each, fastest
+    first), as the placement fills the fastest tier first and the next ones with what is left.
+
+    The placement takes objects by frequency; here a share of every epoch's reads of a source
+    is taken (extra / staged_bytes of the staged reads, then of each slower tier's), which is
+    exact when the objects are read equally often (a shuffle of the whole set every epoch) and
+    errs towards too little gain otherwise. A staged share's reads in the first epoch that
+    stages anything stay reads of the backing store (they fill the tier); in later epochs they
+    come from the tier."""
+    if extra <= 0:
         return list(epoch_loads)
-    f = min(extra / staged_bytes, 1.0)
+    f = min(extra / staged_bytes, 1.0) if staged_bytes > 0 else 0.0
+    rest, shares = max(extra - staged_bytes, 0.0), []
+    for name, held in slower:
+        if rest <= 0:
+            break
+        if held > 0:
+            shares.append((name, min(rest / held, 1.0)))
+            rest -= held
     out, first = [], True
     for load in epoch_loads:
+        for name, share in shares:
+            load = _move(load, name, tier, share)
         staged = Source(load.backing.reads - load.fills.reads,
                         load.backing.bytes - load.fills.bytes)
-        if staged.bytes <= 0:
+        if f <= 0 or staged.bytes <= 0:
             out.append(load)
             continue
         moved = staged.scaled(f)
@@ -253,20 +283,24 @@ def with_extra_capacity(epoch_loads: Sequence[EpochLoad], staged_bytes: float, t
 
 
 def capacity_for_no_stall(epoch_loads: Sequence[EpochLoad], staged_bytes: float, tier: str,
-                          rates: Rates, compute: Compute, first: int = 2) -> float | None:
+                          rates: Rates, compute: Compute, first: int = 2,
+                          slower: Sequence[tuple[str, float]] = ()) -> float | None:
     """The least extra capacity of `tier` (bytes, to 1 MiB) at which no epoch from `first`
-    (1-based) on stalls; 0 when none stalls as it is; None when capacity does not remove it
-    (the stall remains with every staged object in the tier: the tier, the tier fills or the
-    compute rate, not the backing store, set the pace). Epoch 1 of a cold plan reads every
-    object from the backing store once whatever the capacity, hence first=2 by default."""
+    (1-based) on stalls (with_extra_capacity: staged objects first, then the slower tiers');
+    0 when none stalls as it is; None when capacity does not remove it (the stall remains with
+    every staged and slower object in the tier: the tier itself, the tier fills or peers set
+    the pace). Epoch 1 of a cold plan reads every object from the backing store once whatever
+    the capacity, hence first=2 by default."""
     def ok(extra: float) -> bool:
-        ps = predict(with_extra_capacity(epoch_loads, staged_bytes, tier, extra), rates, compute)
+        ps = predict(with_extra_capacity(epoch_loads, staged_bytes, tier, extra, slower),
+                     rates, compute)
         return not any(stalls(p) for p in ps[first - 1:])
+    top = float(staged_bytes) + sum(b for _, b in slower)
     if ok(0):
         return 0.0
-    if staged_bytes <= 0 or not ok(staged_bytes):
+    if top <= 0 or not ok(top):
         return None
-    lo, hi = 0.0, float(staged_bytes)
+    lo, hi = 0.0, top
     while hi - lo > (1 << 20):
         mid = (lo + hi) / 2
         if ok(mid):

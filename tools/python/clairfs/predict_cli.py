@@ -1,10 +1,11 @@
 """`clairfs-ctl plan --predict MOUNT`: the inputs of clairfs/predict.py and its table.
 
 The plan and the tiers' state come from the mount's `plan` and `stats`; the backing store's
-bandwidth from --backing-bw/--backing-iops or from a probe (--probe N --backing DIR: N files of
-the dataset read cold with the prefetcher's parallelism); the compute rate from
---compute-rate or from the streams' pace (--pace SECONDS: reads the job made meanwhile, less
-its stall). Standard library only.
+bandwidth from --backing-bw/--backing-iops or from a probe (--probe N --backing DIR: N objects
+of the dataset read cold as the prefetcher fetches them, with its parallelism); a tier's from
+--tier-bw, a probe of its directory's device (--probe-tier NAME=DIR) or the defaults; the
+compute rate from --compute-rate or from the job's pace (--pace SECONDS: reads the job made
+meanwhile, less its stall). Standard library only.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import argparse
 import os
 import random
 import re
+import tempfile
 import threading
 import time
 from typing import Any
@@ -54,35 +56,26 @@ def parse_tier_bw(text: str) -> dict[str, float]:
     return out
 
 
-def probe_backing(root: str, files: int, threads: int, seed: int = 1) -> dict[str, float]:
-    """Reads `files` files of the directory tree `root` (a seeded sample), each dropped from
-    the page cache first (POSIX_FADV_DONTNEED), with `threads` threads: the store's bytes/s
-    and files/s at that parallelism for files like the dataset's."""
-    paths: list[str] = []
-    for d, _, names in os.walk(root):
-        paths.extend(os.path.join(d, n) for n in names)
-    paths = [p for p in paths if os.path.isfile(p) and not os.path.islink(p)]
-    if not paths:
-        raise ValueError(f"--probe: no files under {root}")
-    sample = random.Random(seed).sample(paths, min(files, len(paths)))
-    for p in sample:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    lock, total, queue = threading.Lock(), [0], list(sample)
+def _read_pieces(jobs: list[tuple[str, int, int]], threads: int) -> tuple[int, float]:
+    """Reads (path, offset, length) jobs with `threads` threads; (bytes read, seconds)."""
+    lock, total, queue = threading.Lock(), [0], list(jobs)
 
     def worker() -> None:
         while True:
             with lock:
                 if not queue:
                     return
-                p = queue.pop()
-            n = 0
-            with open(p, "rb", buffering=0) as f:
-                while chunk := f.read(1 << 20):
-                    n += len(chunk)
+                path, offset, length = queue.pop()
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                n, at = 0, offset
+                while n < length:
+                    got = len(os.pread(fd, min(length - n, 1 << 22), at))
+                    if got == 0:
+                        break
+                    n, at = n + got, at + got
+            finally:
+                os.close(fd)
             with lock:
                 total[0] += n
     t0 = time.monotonic()
@@ -91,9 +84,86 @@ def probe_backing(root: str, files: int, threads: int, seed: int = 1) -> dict[st
         t.start()
     for t in ts:
         t.join()
-    secs = max(time.monotonic() - t0, 1e-9)
-    return {"files": len(sample), "bytes": total[0], "seconds": secs,
-            "bytes_per_s": total[0] / secs, "files_per_s": len(sample) / secs}
+    return total[0], max(time.monotonic() - t0, 1e-9)
+
+
+def _drop_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def parse_tier_dirs(text: str) -> dict[str, str]:
+    """'ssd=/var/cache/clairfs' -> {name: directory}."""
+    out = {}
+    for part in filter(None, text.split(",")):
+        name, sep, d = part.partition("=")
+        if not sep or not os.path.isdir(d):
+            raise argparse.ArgumentTypeError(f"--probe-tier: NAME=DIR with DIR a directory, "
+                                             f"got {part!r}")
+        out[name.strip()] = d
+    return out
+
+
+def probe_backing(root: str, files: int, threads: int, piece: int = 0,
+                  seed: int = 1) -> dict[str, float]:
+    """Reads `files` files of the directory tree `root` (a seeded sample) as the prefetcher
+    fetches objects: a file up to `piece` bytes whole, of a larger one a random `piece` on its
+    grid (0: every file whole); each dropped from the page cache first (POSIX_FADV_DONTNEED),
+    with `threads` threads. The store's bytes/s and objects/s at that parallelism."""
+    paths: list[str] = []
+    for d, _, names in os.walk(root):
+        paths.extend(os.path.join(d, n) for n in names)
+    paths = [p for p in paths if os.path.isfile(p) and not os.path.islink(p)]
+    if not paths:
+        raise ValueError(f"--probe: no files under {root}")
+    rng = random.Random(seed)
+    jobs = []
+    for p in rng.sample(paths, min(files, len(paths))):
+        size = os.path.getsize(p)
+        if 0 < piece < size:
+            jobs.append((p, rng.randrange(0, size // piece) * piece, piece))
+        else:
+            jobs.append((p, 0, size))
+        _drop_cache(p)
+    n, secs = _read_pieces(jobs, threads)
+    return {"objects": len(jobs), "bytes": n, "seconds": secs, "bytes_per_s": n / secs,
+            "objects_per_s": len(jobs) / secs}
+
+
+def probe_dir(directory: str, piece: int, threads: int, size: int = 128 << 20,
+              seed: int = 1) -> dict[str, float]:
+    """A tier's device: writes a file of `size` bytes in `directory` (the tier's), syncs it,
+    drops it from the page cache, reads it in `piece`-byte pieces in a shuffled order with
+    `threads` threads, removes it. Measures the device under the tier, cold: not the tier's
+    own code, nor a page cache that would hold its files."""
+    piece = max(min(piece, size), 4096)
+    fd, path = tempfile.mkstemp(prefix=".clairfs-probe-", dir=directory)
+    try:
+        block = os.urandom(1 << 20)
+        with os.fdopen(fd, "wb") as f:
+            for _ in range(size >> 20):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+        _drop_cache(path)
+        jobs = [(path, off, piece) for off in range(0, size - piece + 1, piece)]
+        random.Random(seed).shuffle(jobs)
+        n, secs = _read_pieces(jobs, threads)
+    finally:
+        os.unlink(path)
+    return {"bytes": n, "seconds": secs, "piece": piece, "bytes_per_s": n / secs}
+
+
+def object_size(plan: dict[str, Any], tier: str | None = None) -> int:
+    """The mean object of a tier of the plan (or the grid the plan cuts files on)."""
+    for t in plan.get("tiers", []):
+        if t.get("name") == tier and t.get("objects"):
+            return int(t["bytes"] / t["objects"])
+    return int(plan.get("record_chunk_size" if plan.get("range_entries") else "chunk_size", 0)
+               or 4 << 20)
 
 
 def pace(mount: str, seconds: float) -> dict[str, float]:
@@ -122,16 +192,18 @@ def _held(stats: dict[str, Any]) -> float:
 def build(plan: dict[str, Any], stats: dict[str, Any], rates: Rates, compute: Compute,
           held: float | None = None) -> dict[str, Any]:
     """The prediction as JSON-able dict: inputs, epochs, and the capacity that removes the
-    stall of epochs 2+ (per tier, added to that tier alone)."""
+    stall of epochs 2+ (per tier, added to that tier alone: predict.capacity_for_no_stall)."""
     held = _held(stats) if held is None else held
     epoch_loads = loads(plan, held=held)
     preds = predict(epoch_loads, rates, compute)
     staged = (float(plan.get("staging", {}).get("bytes", 0))
               + float(plan.get("direct", {}).get("bytes", 0)))
     capacity: dict[str, Any] = {"staged_bytes": staged, "extra_bytes": {}}
-    for t in plan.get("tiers", []):
-        extra = capacity_for_no_stall(epoch_loads, staged, t["name"], rates, compute)
-        capacity["extra_bytes"][t["name"]] = extra
+    tiers = plan.get("tiers", [])
+    for i, t in enumerate(tiers):
+        slower = [(u["name"], float(u.get("bytes", 0))) for u in tiers[i + 1:]]
+        capacity["extra_bytes"][t["name"]] = capacity_for_no_stall(
+            epoch_loads, staged, t["name"], rates, compute, slower=slower)
     capacity["first_epoch_stalls"] = bool(preds) and stalls(preds[0])
     return {"inputs": {"backing_bw": rates.backing_bw, "backing_iops": rates.backing_iops,
                        "tier_bw": {t["name"]: rates.tier_bw.get(t["name"], rates.default_tier_bw)
@@ -179,8 +251,7 @@ def render(result: dict[str, Any]) -> str:
     caps = {t["name"]: t.get("capacity") or 0 for t in inp["tiers"]}
     for name, extra in cap["extra_bytes"].items():
         if extra is None:
-            lines.append(f"{name}: no capacity removes the stall of epochs 2+ (not the backing "
-                         f"store's bytes set their pace)")
+            lines.append(f"{name}: no capacity of this tier removes the stall of epochs 2+")
         elif extra == 0:
             lines.append(f"{name}: epochs 2+ do not stall with the capacity as it is")
         else:
@@ -209,6 +280,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="threads of the probe (default 4: the staging threads)")
     p.add_argument("--tier-bw", type=parse_tier_bw, default={}, metavar="NAME=RATE,...",
                    help="tier bandwidths (default ram=2GB/s,ssd=500MB/s)")
+    p.add_argument("--probe-tier", type=parse_tier_dirs, default={}, metavar="NAME=DIR,...",
+                   help="measure a tier's device by reading a 128 MiB file in DIR (the tier's "
+                        "directory) cold, in pieces of the tier's mean object")
     p.add_argument("--tiers-held", type=float, metavar="F",
                    help="the share (0..1) of their planned bytes the tiers hold before the job "
                         "(default: stats readiness.tiers now; 0: a cold start)")
@@ -218,12 +292,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: Any, err: Any) -> int:
     """`plan --predict`: 0 printed, 2 inputs missing or bad."""
+    plan = control.plan(args.mount)
     probe = None
     if args.probe:
         if not args.backing:
             print("clairfs-ctl: --probe needs --backing DIR (the dataset directory)", file=err)
             return 2
-        probe = probe_backing(args.backing, args.probe, args.probe_threads)
+        probe = probe_backing(args.backing, args.probe, args.probe_threads, object_size(plan))
+    tier_probes = {name: probe_dir(d, object_size(plan, name), args.probe_threads)
+                   for name, d in args.probe_tier.items()}
     bw = args.backing_bw or (probe["bytes_per_s"] if probe else None)
     if not bw:
         print("clairfs-ctl: --predict needs the backing store's bandwidth: --backing-bw RATE or "
@@ -238,16 +315,18 @@ def run(args: argparse.Namespace, out: Any, err: Any) -> int:
         print("clairfs-ctl: --predict needs a compute rate: --compute-rate RATE or --pace SECONDS",
               file=err)
         return 2
-    rates = Rates(backing_bw=bw, backing_iops=args.backing_iops,
-                  tier_bw=DEFAULT_TIER_BW | args.tier_bw, peer_bw=args.peer_bw)
+    tier_bw = DEFAULT_TIER_BW | {n: p["bytes_per_s"] for n, p in tier_probes.items()}
+    rates = Rates(backing_bw=bw, backing_iops=args.backing_iops, tier_bw=tier_bw | args.tier_bw,
+                  peer_bw=args.peer_bw)
     try:
-        result = build(control.plan(args.mount), control.stats(args.mount), rates, compute,
-                       held=args.tiers_held)
+        result = build(plan, control.stats(args.mount), rates, compute, held=args.tiers_held)
     except ValueError as e:
         print(f"clairfs-ctl: {e}", file=err)
         return 2
     if probe:
         result["inputs"]["probe"] = probe
+    if tier_probes:
+        result["inputs"]["tier_probes"] = tier_probes
     if measured:
         result["inputs"]["pace"] = measured
     if args.json:
