@@ -26,6 +26,7 @@
 #          [--workers W] [--prefetch-factor F] [--batch-size B] [--compute-ms C]
 #          [--bps B] [--iops N] [--ram MIB] [--ssd MIB] [--staging MIB] [--pagecache MIB]
 #          [--overhead MIB] [--mean-kb KB] [--tmp DIR] [--out FILE] [--docs FILE] [--plots DIR]
+#          [--keep DIR]
 # Defaults: E 3, N 2, W 4, F 2, B 16, C 1.5 ms, 25 MB/s and 400 IOPS, RAM 256, SSD 512,
 #   staging 64, pagecache 64, overhead 192 (MiB; the daemon beyond its tiers and staging: RocksDB
 #   memtables and block cache, plan, threads; 50 MiB measured, but the daemon's start-up check
@@ -38,6 +39,10 @@
 # Figures (tools/bench/plot_scenarios.py, needs python3-matplotlib; skipped with a message
 # without it): --plots DIR writes DIR/scenarios-epochs.svg and DIR/scenarios-tiers.svg; without
 # --plots, --out FILE writes them next to FILE: FILE minus .md, plus -epochs.svg, -tiers.svg.
+# --keep DIR copies per scenario the lower bound's and the clairfs run's replay outputs
+# (s<N>.lb.json, s<N>.clairfs.json) and each rank's plan as read right after registration (and
+# placement), with per_epoch (s<N>.plan.r<R>.json), into DIR: tools/bench/predict_bench.sh
+# predicts the epochs from them.
 # Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3),
 #   PLOT_FORMAT (the figures' formats: svg, png or svg,png; default svg).
 # Root only. Everything set up is torn down on exit, error, INT and TERM.
@@ -45,7 +50,7 @@ set -euo pipefail
 
 SCEN=1,2,3,4 EPOCHS=3 RANKS=2 WORKERS=4 PF=2 BATCH=16 COMPUTE_MS=1.5 BPS=25000000 IOPS=400
 RAM=256 SSD=512 STAGING=64 PAGECACHE=64 OVERHEAD=192 MEAN_KB=110 TMPBASE=/var/tmp
-OUT="" DOCS="" PLOTS=""
+OUT="" DOCS="" PLOTS="" KEEP=""
 BENCH_MIB=16  # a reader's own memory (10 MiB measured for 20k entries)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
@@ -66,9 +71,10 @@ declare -A OPTIONS=([--quick]=QUICK=1 [--scenarios]=SCEN [--epochs]=EPOCHS [--ra
   [--workers]=WORKERS [--prefetch-factor]=PF [--batch-size]=BATCH [--compute-ms]=COMPUTE_MS
   [--bps]=BPS [--iops]=IOPS [--ram]=RAM [--ssd]=SSD [--staging]=STAGING [--pagecache]=PAGECACHE
   [--overhead]=OVERHEAD [--mean-kb]=MEAN_KB [--tmp]=TMPBASE [--out]=OUT [--docs]=DOCS
-  [--plots]=PLOTS)
+  [--plots]=PLOTS [--keep]=KEEP)
 parse_options "$@"
 if [[ -n $DOCS ]]; then DOCS=$(realpath -m "$DOCS"); fi
+if [[ -n $KEEP ]]; then KEEP=$(realpath -m "$KEEP") && mkdir -p "$KEEP"; fi
 if [[ -n $PLOTS ]]; then PLOTS=$(realpath -m "$PLOTS"); fi
 ((EUID == 0)) || die "run as root (loop devices, mounts, cgroups)"
 for v in EPOCHS RANKS WORKERS PF BATCH BPS IOPS RAM SSD STAGING PAGECACHE OVERHEAD; do
@@ -206,8 +212,9 @@ EOF
       sleep 0.1
     done
   done
+  for ((r = 0; r < n; r++)); do cat "$WORK/mnt-$r/.clairfs/plan" >"$WORK/$tag.plan.r$r.json"; done
   # Predicted backing bytes: the sum of the nodes' plans, or the cluster's prediction.
-  for ((r = 0; r < n; r++)); do cat "$WORK/mnt-$r/.clairfs/plan"; done | jq -s -c '{
+  for ((r = 0; r < n; r++)); do cat "$WORK/$tag.plan.r$r.json"; done | jq -s -c '{
     files: map(.files), bytes: map(.bytes), tiers: map([.tiers[] | {name, files, bytes}]),
     staging: map(.staging), from_peers: map(.from_peers.files // 0),
     predicted_backing_bytes: (if .[0].cluster then .[0].cluster.predicted_cluster_backing_bytes
@@ -261,7 +268,13 @@ scenario() {
   run_clairfs "s$s" "$n" "$PFS_MNT/$d" "$WORK/s$s"
 }
 
-for s in 1 2 3 4; do want $s && scenario $s; done
+for s in 1 2 3 4; do
+  want $s || continue
+  scenario $s
+  if [[ -n $KEEP && -f $WORK/s$s.clairfs.json ]]; then
+    cp "$WORK/s$s.lb.json" "$WORK/s$s.clairfs.json" "$WORK"/s$s.plan.r*.json "$KEEP/"
+  fi
+done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- report ----------------------------------------------------------------------------------
