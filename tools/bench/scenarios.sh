@@ -41,8 +41,9 @@
 # --plots, --out FILE writes them next to FILE: FILE minus .md, plus -epochs.svg, -tiers.svg.
 # --keep DIR copies per scenario the lower bound's and the clairfs run's replay outputs
 # (s<N>.lb.json, s<N>.clairfs.json) and each rank's plan as read right after registration (and
-# placement), with per_epoch (s<N>.plan.r<R>.json), into DIR: tools/bench/predict_bench.sh
-# predicts the epochs from them.
+# placement), with per_epoch (s<N>.plan.r<R>.json), into DIR, and a probe of the throttled
+# store (probe.json: 200 files read cold with 4 threads, as `clairfs-ctl plan --predict --probe`
+# reads them): tools/bench/predict_bench.sh predicts the epochs from them.
 # Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3),
 #   PLOT_FORMAT (the figures' formats: svg, png or svg,png; default svg).
 # Root only. Everything set up is torn down on exit, error, INT and TERM.
@@ -121,6 +122,12 @@ log "throttle check (4 s per limit, dataset ${need[-1]})"
 CHECK_TABLE=$(pfs_check 4 "$BPS" "$IOPS" "$BENCH_BIN" "$PFS_MNT/${need[-1]}" "$WORK/data-${need[-1]}.m0")
 log "throttle check: $(tr '\n' ' ' <<<"$CHECK_TABLE")"
 pfs_throttle "$BPS" "$IOPS"
+if [[ -n $KEEP ]]; then  # the backing store as `clairfs-ctl plan --predict --probe 200` reads it
+  pfs_remount
+  (pfs_exec "$PYTHON" "$REPO/tools/bench/predict_report.py" probe "$PFS_MNT/${need[-1]}" \
+    --objects 200 --piece $((4 * MIB))) >"$KEEP/probe.json"
+  log "probe of the backing store: $(cat "$KEEP/probe.json")"
+fi
 
 # ---- one run: lower bound, direct, clairfs ---------------------------------------------------
 dev_bytes() { pfs_dev_reads | cut -d' ' -f1; }

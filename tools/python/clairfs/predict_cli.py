@@ -109,10 +109,11 @@ def parse_tier_dirs(text: str) -> dict[str, str]:
 
 def probe_backing(root: str, files: int, threads: int, piece: int = 0,
                   seed: int = 1) -> dict[str, float]:
-    """Reads `files` files of the directory tree `root` (a seeded sample) as the prefetcher
-    fetches objects: a file up to `piece` bytes whole, of a larger one a random `piece` on its
-    grid (0: every file whole); each dropped from the page cache first (POSIX_FADV_DONTNEED),
-    with `threads` threads. The store's bytes/s and objects/s at that parallelism."""
+    """Reads `files` objects of the directory tree `root` (seeded) as the prefetcher fetches
+    them: a file up to `piece` bytes whole, of a larger one a random `piece` on its grid (0:
+    every file whole), the files in a shuffled order, in turn (a big file gives several
+    pieces); each file dropped from the page cache first (POSIX_FADV_DONTNEED), `threads`
+    threads. The store's bytes/s and objects/s at that parallelism."""
     paths: list[str] = []
     for d, _, names in os.walk(root):
         paths.extend(os.path.join(d, n) for n in names)
@@ -120,13 +121,19 @@ def probe_backing(root: str, files: int, threads: int, piece: int = 0,
     if not paths:
         raise ValueError(f"--probe: no files under {root}")
     rng = random.Random(seed)
-    jobs = []
-    for p in rng.sample(paths, min(files, len(paths))):
+    order = rng.sample(paths, len(paths))
+    jobs: list[tuple[str, int, int]] = []
+    seen: set[tuple[str, int]] = set()
+    for i in range(4 * files):  # files in turn; a big file gives several pieces
+        if len(jobs) == files:
+            break
+        p = order[i % len(order)]
         size = os.path.getsize(p)
-        if 0 < piece < size:
-            jobs.append((p, rng.randrange(0, size // piece) * piece, piece))
-        else:
-            jobs.append((p, 0, size))
+        offset = rng.randrange(0, size // piece) * piece if 0 < piece < size else 0
+        if (p, offset) not in seen:
+            seen.add((p, offset))
+            jobs.append((p, offset, piece if 0 < piece < size else size))
+    for p in {p for p, _, _ in jobs}:
         _drop_cache(p)
     n, secs = _read_pieces(jobs, threads)
     return {"objects": len(jobs), "bytes": n, "seconds": secs, "bytes_per_s": n / secs,
