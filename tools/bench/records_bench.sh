@@ -33,7 +33,7 @@
 # --out FILE writes the markdown report to FILE too. --keep DIR copies the replays' outputs
 # into DIR (lb.json, direct.json, clairfs-<CHUNK>.json: per epoch the times, and the plan as
 # read right after registration, with per_epoch) and probes of the throttled store (probe-<CHUNK>.json:
-# 64 MiB in CHUNK pieces at random offsets of the shards, read cold with 4 threads, as `clairfs-ctl
+# 128 MiB in CHUNK pieces at random offsets of the shards, read cold with 4 threads, as `clairfs-ctl
 # plan --predict --probe` reads them) for tools/bench/predict_bench.sh.
 # Env: CLAIRFS_BIN, BENCH_BIN (the throttle check; default: this checkout's build/), PYTHON
 # (/usr/bin/python3). Root only. Everything set up is torn down on exit, error, INT and TERM.
@@ -111,7 +111,7 @@ if [[ -n $KEEP ]]; then  # the backing store as `clairfs-ctl plan --predict --pr
     piece=$(($(sed 's/KiB/*1024/; s/MiB/*1048576/' <<<"$chunk")))
     pfs_remount
     (pfs_exec "$PYTHON" "$REPO/tools/bench/predict_report.py" probe "$DATA" \
-      --objects $((64 * MIB / piece)) --piece "$piece") >"$KEEP/probe-$chunk.json"
+      --objects $((128 * MIB / piece)) --piece "$piece") >"$KEEP/probe-$chunk.json"
     log "probe of the backing store, $chunk pieces: $(cat "$KEEP/probe-$chunk.json")"
   done
 fi
