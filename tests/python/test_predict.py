@@ -257,6 +257,13 @@ class PredictMountTest(harness.ClairfsCase):
         rc, out, err = ctl("plan", "--predict", self.mnt, "--compute-rate", "100")
         self.assertEqual(rc, 2)
         self.assertIn("--backing-bw", err)
+        rc, out, err = ctl("plan", "--predict", self.mnt, "--backing-bw", "1MB/s")
+        self.assertEqual(rc, 2)
+        self.assertIn("--compute-rate", err)
+        # No job reads: its pace cannot be measured.
+        rc, out, err = ctl("plan", "--predict", self.mnt, "--backing-bw", "1MB/s", "--pace", "0.1")
+        self.assertEqual(rc, 2)
+        self.assertIn("the job read nothing", err)
 
     def test_probe_measures_the_backing_store(self):
         tier_dir = self.tmpdir("tier")
@@ -277,8 +284,11 @@ class PredictMountTest(harness.ClairfsCase):
         big = os.path.join(self.tmpdir("big"), "shard.bin")
         with open(big, "wb") as f:
             f.write(b"x" * (10 * 4096))
+        # One file of 10 pieces: 5 distinct pieces of it; never more than it has.
         p = predict_cli.probe_backing(os.path.dirname(big), 5, 2, piece=4096)
-        self.assertEqual((p["objects"], p["bytes"]), (1, 4096))
+        self.assertEqual((p["objects"], p["bytes"]), (5, 5 * 4096))
+        p = predict_cli.probe_backing(os.path.dirname(big), 50, 2, piece=4096)
+        self.assertEqual((p["objects"], p["bytes"]), (10, 10 * 4096))
 
 
 if __name__ == "__main__":

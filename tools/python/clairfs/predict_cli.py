@@ -275,13 +275,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compute-rate", type=parse_compute, metavar="RATE",
                    help="the job's pace without I/O: samples/s (700) or bytes/s (12MB/s)")
     p.add_argument("--pace", type=float, metavar="SECONDS",
-                   help="measure the compute rate from the streams' reads over SECONDS")
+                   help="measure the compute rate from the job's object reads over SECONDS, "
+                        "less its stall (each sample one object read)")
     p.add_argument("--backing-bw", type=parse_bytes_rate, metavar="RATE",
                    help="the backing store's bandwidth (25MB/s)")
     p.add_argument("--backing-iops", type=float, default=0.0, metavar="N",
                    help="its reads per second, if it limits them (0: no limit)")
     p.add_argument("--probe", type=int, metavar="N",
-                   help="measure the backing store by reading N files of --backing cold")
+                   help="measure the backing store by reading N objects of --backing cold "
+                        "(files whole, pieces of the plan's chunk size of bigger ones)")
     p.add_argument("--backing", metavar="DIR", help="the dataset directory the mount serves")
     p.add_argument("--probe-threads", type=int, default=4, metavar="T",
                    help="threads of the probe (default 4: the staging threads)")
@@ -317,7 +319,14 @@ def run(args: argparse.Namespace, out: Any, err: Any) -> int:
     measured = None
     if compute is None and args.pace:
         measured = pace(args.mount, args.pace)
+        if measured["reads"] <= 0:
+            print(f"clairfs-ctl: --pace: the job read nothing in {measured['seconds']:.1f} s; "
+                  f"give --compute-rate", file=err)
+            return 2
         compute = Compute(samples_per_s=measured["samples_per_s"])
+    if args.tiers_held is not None and not 0 <= args.tiers_held <= 1:
+        print("clairfs-ctl: --tiers-held must be in [0, 1]", file=err)
+        return 2
     if compute is None:
         print("clairfs-ctl: --predict needs a compute rate: --compute-rate RATE or --pace SECONDS",
               file=err)
