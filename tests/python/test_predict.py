@@ -9,6 +9,7 @@ import unittest
 import harness
 from test_cli import ctl
 
+import clairfs
 from clairfs import predict_cli
 from clairfs.predict import (Compute, EpochLoad, Rates, Source, capacity_for_no_stall, loads,
                              predict, samples_per_epoch, with_extra_capacity)
@@ -264,6 +265,13 @@ class PredictMountTest(harness.ClairfsCase):
         rc, out, err = ctl("plan", "--predict", self.mnt, "--backing-bw", "1MB/s", "--pace", "0.1")
         self.assertEqual(rc, 2)
         self.assertIn("the job read nothing", err)
+
+    def test_no_plan_nothing_to_predict(self):
+        clairfs.unregister(self.mnt, "default")
+        rc, out, err = ctl("plan", "--predict", self.mnt, "--compute-rate", "100",
+                           "--backing-bw", "1MB/s")
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("no plan registered", err)
 
     def test_probe_measures_the_backing_store(self):
         tier_dir = self.tmpdir("tier")

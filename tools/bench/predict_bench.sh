@@ -16,7 +16,7 @@
 # tmp /var/tmp (where both benches put their SSD tiers, and where the tier probe writes).
 # --records-args: more options for records_bench.sh (e.g. "--ram 243").
 # --keep DIR keeps the runs' outputs (default: a temporary directory, removed); --out FILE
-# writes the tables to FILE too. About 6 minutes on 2 cores. Root only (as the two benches).
+# writes the tables to FILE too. About 3-4 minutes on 2 cores. Root only (as the two benches).
 # Env: CLAIRFS_BIN, BENCH_BIN, PYTHON, as for the two benches.
 set -euo pipefail
 

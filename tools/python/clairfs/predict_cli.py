@@ -300,8 +300,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Any, err: Any) -> int:
-    """`plan --predict`: 0 printed, 2 inputs missing or bad."""
+    """`plan --predict`: 0 printed, 1 no plan registered, 2 inputs missing or bad."""
     plan = control.plan(args.mount)
+    if not plan.get("entries"):
+        print(f"clairfs-ctl: no plan registered at {args.mount}: nothing to predict", file=err)
+        return 1
     probe = None
     if args.probe:
         if not args.backing:
