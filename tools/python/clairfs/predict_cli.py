@@ -10,6 +10,7 @@ meanwhile, less its stall). Standard library only.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import re
@@ -262,8 +263,9 @@ def render(result: dict[str, Any]) -> str:
         elif extra == 0:
             lines.append(f"{name}: epochs 2+ do not stall with the capacity as it is")
         else:
-            lines.append(f"{name}: epochs 2+ stop stalling with {extra / (1 << 20):.0f} MiB more "
-                         f"({(caps.get(name, 0) + extra) / (1 << 20):.0f} MiB in all)")
+            more = math.ceil(extra / (1 << 20))  # rounded up: at least this much
+            lines.append(f"{name}: epochs 2+ stop stalling with {more} MiB more "
+                         f"({math.ceil((caps.get(name, 0) + extra) / (1 << 20))} MiB in all)")
     return "\n".join(lines) + "\n"
 
 
