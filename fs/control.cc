@@ -10,6 +10,7 @@
 
 #include "cache/backing/resolver.h"
 #include "fs/metrics.h"
+#include "fs/plan_epochs.h"
 #include "fs/stats_view.h"
 
 namespace clairfs {
@@ -306,6 +307,34 @@ std::shared_ptr<const PlanSummary> ControlPlane::Summary(
   return summary_;
 }
 
+std::shared_ptr<const json> ControlPlane::PerEpoch(const std::shared_ptr<const Plan>& plan) const {
+  std::lock_guard lock(summary_mu_);
+  if (per_epoch_plan_.lock() == plan && per_epoch_) return per_epoch_;
+  const std::vector<std::string>& names = prefetcher_.limits().tier_names;
+  const auto source = [](const EpochSource& s) {
+    return json{{"reads", s.reads}, {"bytes", s.bytes}};
+  };
+  json out = json::array();
+  for (const PlanEpoch& e : PlanEpochs(*plan, names.size())) {
+    json tiers = json::array();
+    for (size_t t = 0; t < e.tiers.size(); ++t) {
+      json one = source(e.tiers[t]);
+      one["name"] = names[t];
+      one["distinct"] = source(e.tiers_distinct[t]);
+      tiers.push_back(std::move(one));
+    }
+    out.push_back({{"reads", e.total.reads},
+                   {"bytes", e.total.bytes},
+                   {"tiers", std::move(tiers)},
+                   {"backing", source(e.backing)},
+                   {"fills", source(e.fills)},
+                   {"from_peers", source(e.peers)}});
+  }
+  per_epoch_ = std::make_shared<const json>(std::move(out));
+  per_epoch_plan_ = plan;
+  return per_epoch_;
+}
+
 json ControlPlane::StatsValue() const {
   const auto summary = Summary(prefetcher_.plan());
   return StatsObject(stats_, prefetcher_, summary.get());
@@ -363,7 +392,8 @@ json ControlPlane::PlanValue() const {
          {"tiers", json::array()},
          {"staging", {{"objects", 0}, {"bytes", 0}}},
          {"direct", {{"objects", 0}, {"bytes", 0}}},
-         {"predicted_backing_bytes", 0}};
+         {"predicted_backing_bytes", 0},
+         {"per_epoch", json::array()}};
     return j;
   }
   const PlanSummary& s = *Summary(plan);
@@ -403,7 +433,8 @@ json ControlPlane::PlanValue() const {
          {"capacity", s.staging.capacity}}},
        {"direct", {{"objects", s.direct.objects}, {"bytes", s.direct.bytes}}},
        {"from_peers", {{"objects", s.peer.objects}, {"bytes", s.peer.bytes}}},
-       {"predicted_backing_bytes", s.predicted_backing_bytes}};
+       {"predicted_backing_bytes", s.predicted_backing_bytes},
+       {"per_epoch", *PerEpoch(plan)}};
   if (cluster_info_) j["cluster"] = json::parse(cluster_info_());
   return j;
 }

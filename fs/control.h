@@ -138,6 +138,11 @@ class ControlPlane {
   mutable std::mutex summary_mu_;  // leaf
   mutable std::weak_ptr<const Plan> summary_plan_;
   mutable std::shared_ptr<const PlanSummary> summary_;
+  // The plan's `per_epoch` (fs/plan_epochs.h), computed once per plan at the first read of
+  // `plan` (it walks every position), under summary_mu_.
+  std::shared_ptr<const nlohmann::json> PerEpoch(const std::shared_ptr<const Plan>& plan) const;
+  mutable std::weak_ptr<const Plan> per_epoch_plan_;
+  mutable std::shared_ptr<const nlohmann::json> per_epoch_;
   // Validates w's text as it is now; sets w.last_ and w.valid_ and the `errors` report.
   void Validate(Writer& w);
   // After a write: checks the paths w's parser has that are not checked yet (w.checks_).

@@ -23,21 +23,25 @@
 #          [--epochs E] [--workers W] [--prefetch-factor F] [--batch-size B] [--compute-ms C]
 #          [--bps B] [--iops N] [--chunks "4MiB 256KiB"] [--ram MIB] [--ssd MIB]
 #          [--staging MIB] [--pagecache MIB] [--overhead MIB] [--reader MIB] [--tmp DIR]
-#          [--no-direct] [--out FILE]
+#          [--no-direct] [--out FILE] [--keep DIR]
 # Defaults: N 1500 MB (10**6 B) in S 8 shards, records of lognormal size around 110 KB (sigma
 #   0.5), E 3, W 4, F 2, B 16, C 1.5 ms, 25 MB/s and 400 IOPS, chunks 4MiB and 256KiB, RAM
 #   tier half and SSD tier three quarters of the dataset (together 1.25 x), staging 64,
 #   pagecache 64, overhead 192 (the daemon beyond its RAM tier and staging, as its start-up check
 #   of the cgroup's limit counts it: docs/configuration.md), reader 64 (MiB).
 #   --quick: N 300 MB in 4 shards (a few minutes). --no-direct: clairfs runs only.
-# --out FILE writes the markdown report to FILE too.
+# --out FILE writes the markdown report to FILE too. --keep DIR copies the replays' outputs
+# into DIR (lb.json, direct.json, clairfs-<CHUNK>.json: per epoch the times, and the plan as
+# read right after registration, with per_epoch) and probes of the throttled store (probe-<CHUNK>.json:
+# 128 MiB in CHUNK pieces at random offsets of the shards, read cold with 4 threads, as `clairfs-ctl
+# plan --predict --probe` reads them) for tools/bench/predict_bench.sh.
 # Env: CLAIRFS_BIN, BENCH_BIN (the throttle check; default: this checkout's build/), PYTHON
 # (/usr/bin/python3). Root only. Everything set up is torn down on exit, error, INT and TERM.
 set -euo pipefail
 
 SIZE_MB=1500 SHARDS=8 MEAN_KB=110 EPOCHS=3 WORKERS=4 PF=2 BATCH=16 COMPUTE_MS=1.5
 BPS=25000000 IOPS=400 CHUNKS="4MiB 256KiB" RAM="" SSD="" STAGING=64 PAGECACHE=64 OVERHEAD=192
-READER_MIB=64 TMPBASE=/var/tmp OUT="" DIRECT=1
+READER_MIB=64 TMPBASE=/var/tmp OUT="" DIRECT=1 KEEP=""
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
@@ -57,8 +61,9 @@ declare -A OPTIONS=([--quick]=QUICK=1 [--size-mb]=SIZE_MB [--shards]=SHARDS [--m
   [--epochs]=EPOCHS [--workers]=WORKERS [--prefetch-factor]=PF [--batch-size]=BATCH
   [--compute-ms]=COMPUTE_MS [--bps]=BPS [--iops]=IOPS [--chunks]=CHUNKS [--ram]=RAM [--ssd]=SSD
   [--staging]=STAGING [--pagecache]=PAGECACHE [--overhead]=OVERHEAD [--reader]=READER_MIB
-  [--tmp]=TMPBASE [--no-direct]=DIRECT=0 [--out]=OUT)
+  [--tmp]=TMPBASE [--no-direct]=DIRECT=0 [--out]=OUT [--keep]=KEEP)
 parse_options "$@"
+if [[ -n $KEEP ]]; then KEEP=$(realpath -m "$KEEP") && mkdir -p "$KEEP"; fi
 ((EUID == 0)) || die "run as root (loop devices, mounts, cgroups)"
 [[ -n $RAM ]] || RAM=$((SIZE_MB * 1000000 / 2 / 1048576))
 [[ -n $SSD ]] || SSD=$((SIZE_MB * 1000000 * 3 / 4 / 1048576))
@@ -101,6 +106,15 @@ log "throttle check (4 s per limit, whole shards)"
 CHECK_TABLE=$(pfs_check 4 "$BPS" "$IOPS" "$BENCH_BIN" "$DATA" "$WORK/shards.list")
 log "throttle check: $(tr '\n' ' ' <<<"$CHECK_TABLE")"
 pfs_throttle "$BPS" "$IOPS"
+if [[ -n $KEEP ]]; then  # the backing store as `clairfs-ctl plan --predict --probe` reads it
+  for chunk in "${CHUNK_LIST[@]}"; do
+    piece=$(($(sed 's/KiB/*1024/; s/MiB/*1048576/' <<<"$chunk")))
+    pfs_remount
+    (pfs_exec "$PYTHON" "$REPO/tools/bench/predict_report.py" probe "$DATA" \
+      --objects $((128 * MIB / piece)) --piece "$piece") >"$KEEP/probe-$chunk.json"
+    log "probe of the backing store, $chunk pieces: $(cat "$KEEP/probe-$chunk.json")"
+  done
+fi
 
 # ---- the runs --------------------------------------------------------------------------------
 log "lower bound: compute only, one epoch"
@@ -191,3 +205,10 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 } >"$WORK/report.md"
 cat "$WORK/report.md"
 if [[ -n $OUT ]]; then cp "$WORK/report.md" "$OUT"; log "report written to $OUT"; fi
+if [[ -n $KEEP ]]; then
+  cp "$WORK/lb.json" "$KEEP/"
+  for f in "$WORK"/direct.json "$WORK"/clairfs-*.json; do
+    if [[ -f $f ]]; then cp "$f" "$KEEP/"; fi
+  done
+  log "replay outputs kept in $KEEP"
+fi

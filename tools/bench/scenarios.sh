@@ -26,6 +26,7 @@
 #          [--workers W] [--prefetch-factor F] [--batch-size B] [--compute-ms C]
 #          [--bps B] [--iops N] [--ram MIB] [--ssd MIB] [--staging MIB] [--pagecache MIB]
 #          [--overhead MIB] [--mean-kb KB] [--tmp DIR] [--out FILE] [--docs FILE] [--plots DIR]
+#          [--s4-mib MIB] [--keep DIR]
 # Defaults: E 3, N 2, W 4, F 2, B 16, C 1.5 ms, 25 MB/s and 400 IOPS, RAM 256, SSD 512,
 #   staging 64, pagecache 64, overhead 192 (MiB; the daemon beyond its tiers and staging: RocksDB
 #   memtables and block cache, plan, threads; 50 MiB measured, but the daemon's start-up check
@@ -38,6 +39,14 @@
 # Figures (tools/bench/plot_scenarios.py, needs python3-matplotlib; skipped with a message
 # without it): --plots DIR writes DIR/scenarios-epochs.svg and DIR/scenarios-tiers.svg; without
 # --plots, --out FILE writes them next to FILE: FILE minus .md, plus -epochs.svg, -tiers.svg.
+# --s4-mib MIB: the dataset of scenarios 3 and 4 holds MIB MiB instead of 1.5 x (RAM + SSD), so
+# that the tiers can change with the dataset the same (what the capacity predicted by `clairfs-ctl
+# plan --predict` to remove a stall does, checked: docs/benchmarks.md, "Predicted epochs").
+# --keep DIR copies per scenario the lower bound's and the clairfs run's replay outputs
+# (s<N>.lb.json, s<N>.clairfs.json) and each rank's plan as read right after registration (and
+# placement), with per_epoch (s<N>.plan.r<R>.json), into DIR, and a probe of the throttled
+# store (probe.json: 1000 files read cold with 4 threads, as `clairfs-ctl plan --predict --probe`
+# reads them): tools/bench/predict_bench.sh predicts the epochs from them.
 # Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3),
 #   PLOT_FORMAT (the figures' formats: svg, png or svg,png; default svg).
 # Root only. Everything set up is torn down on exit, error, INT and TERM.
@@ -45,7 +54,7 @@ set -euo pipefail
 
 SCEN=1,2,3,4 EPOCHS=3 RANKS=2 WORKERS=4 PF=2 BATCH=16 COMPUTE_MS=1.5 BPS=25000000 IOPS=400
 RAM=256 SSD=512 STAGING=64 PAGECACHE=64 OVERHEAD=192 MEAN_KB=110 TMPBASE=/var/tmp
-OUT="" DOCS="" PLOTS=""
+OUT="" DOCS="" PLOTS="" KEEP="" S4_MIB=""
 BENCH_MIB=16  # a reader's own memory (10 MiB measured for 20k entries)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
@@ -66,12 +75,13 @@ declare -A OPTIONS=([--quick]=QUICK=1 [--scenarios]=SCEN [--epochs]=EPOCHS [--ra
   [--workers]=WORKERS [--prefetch-factor]=PF [--batch-size]=BATCH [--compute-ms]=COMPUTE_MS
   [--bps]=BPS [--iops]=IOPS [--ram]=RAM [--ssd]=SSD [--staging]=STAGING [--pagecache]=PAGECACHE
   [--overhead]=OVERHEAD [--mean-kb]=MEAN_KB [--tmp]=TMPBASE [--out]=OUT [--docs]=DOCS
-  [--plots]=PLOTS)
+  [--plots]=PLOTS [--keep]=KEEP [--s4-mib]=S4_MIB)
 parse_options "$@"
 if [[ -n $DOCS ]]; then DOCS=$(realpath -m "$DOCS"); fi
+if [[ -n $KEEP ]]; then KEEP=$(realpath -m "$KEEP") && mkdir -p "$KEEP"; fi
 if [[ -n $PLOTS ]]; then PLOTS=$(realpath -m "$PLOTS"); fi
 ((EUID == 0)) || die "run as root (loop devices, mounts, cgroups)"
-for v in EPOCHS RANKS WORKERS PF BATCH BPS IOPS RAM SSD STAGING PAGECACHE OVERHEAD; do
+for v in EPOCHS RANKS WORKERS PF BATCH BPS IOPS RAM SSD STAGING PAGECACHE OVERHEAD ${S4_MIB:+S4_MIB}; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer: ${!v}"
 done
 [[ -x $CLAIRFS_BIN && -x $BENCH_BIN ]] || die "build first: $CLAIRFS_BIN, $BENCH_BIN"
@@ -93,6 +103,7 @@ files_for() { awk -v b="$1" -v kb="$MEAN_KB" 'BEGIN {printf "%d", b / (kb * 1000
 S1_FILES=$(files_for $((RAM * MIB * 65 / 100)))
 S2_FILES=$(files_for $(((RAM + SSD / 2) * MIB)))
 S4_FILES=$(files_for $(((RAM + SSD) * MIB * 3 / 2)))
+if [[ -n $S4_MIB ]]; then S4_FILES=$(files_for $((S4_MIB * MIB))); fi
 want() { [[ ,$SCEN, == *,$1,* ]]; }
 declare -A DATA_OF=([1]=s1 [2]=s2 [3]=s4 [4]=s4) FILES_OF=([s1]=$S1_FILES [s2]=$S2_FILES [s4]=$S4_FILES)
 need=()
@@ -115,6 +126,12 @@ log "throttle check (4 s per limit, dataset ${need[-1]})"
 CHECK_TABLE=$(pfs_check 4 "$BPS" "$IOPS" "$BENCH_BIN" "$PFS_MNT/${need[-1]}" "$WORK/data-${need[-1]}.m0")
 log "throttle check: $(tr '\n' ' ' <<<"$CHECK_TABLE")"
 pfs_throttle "$BPS" "$IOPS"
+if [[ -n $KEEP ]]; then  # the backing store as `clairfs-ctl plan --predict --probe 200` reads it
+  pfs_remount
+  (pfs_exec "$PYTHON" "$REPO/tools/bench/predict_report.py" probe "$PFS_MNT/${need[-1]}" \
+    --objects 1000 --piece $((4 * MIB))) >"$KEEP/probe.json"
+  log "probe of the backing store: $(cat "$KEEP/probe.json")"
+fi
 
 # ---- one run: lower bound, direct, clairfs ---------------------------------------------------
 dev_bytes() { pfs_dev_reads | cut -d' ' -f1; }
@@ -206,8 +223,9 @@ EOF
       sleep 0.1
     done
   done
+  for ((r = 0; r < n; r++)); do cat "$WORK/mnt-$r/.clairfs/plan" >"$WORK/$tag.plan.r$r.json"; done
   # Predicted backing bytes: the sum of the nodes' plans, or the cluster's prediction.
-  for ((r = 0; r < n; r++)); do cat "$WORK/mnt-$r/.clairfs/plan"; done | jq -s -c '{
+  for ((r = 0; r < n; r++)); do cat "$WORK/$tag.plan.r$r.json"; done | jq -s -c '{
     files: map(.files), bytes: map(.bytes), tiers: map([.tiers[] | {name, files, bytes}]),
     staging: map(.staging), from_peers: map(.from_peers.files // 0),
     predicted_backing_bytes: (if .[0].cluster then .[0].cluster.predicted_cluster_backing_bytes
@@ -261,7 +279,13 @@ scenario() {
   run_clairfs "s$s" "$n" "$PFS_MNT/$d" "$WORK/s$s"
 }
 
-for s in 1 2 3 4; do want $s && scenario $s; done
+for s in 1 2 3 4; do
+  want $s || continue
+  scenario $s
+  if [[ -n $KEEP && -f $WORK/s$s.clairfs.json ]]; then
+    cp "$WORK/s$s.lb.json" "$WORK/s$s.clairfs.json" "$WORK"/s$s.plan.r*.json "$KEEP/"
+  fi
+done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- report ----------------------------------------------------------------------------------

@@ -6,6 +6,9 @@
                                          window, stall, backing traffic
     clairfs-ctl wait MNT [--ready F]     until the tiers and the window are F filled (0.95)
     clairfs-ctl plan MNT | errors MNT    the control files as they are
+    clairfs-ctl plan --predict MNT --compute-rate R (--backing-bw B | --probe N --backing DIR)
+                                         per epoch: predicted time, stall, bytes per source;
+                                         the tier capacity that removes the stall (predict.py)
     clairfs-ctl serve-metrics MNT... --port P | --textfile PATH
                                          export to Prometheus (clairfs/metrics.py; needs
                                          python3-prometheus-client)
@@ -31,7 +34,7 @@ import sys
 import time
 from typing import Any, BinaryIO, Sequence, TextIO
 
-from . import cache_admin, control, metrics
+from . import cache_admin, control, metrics, predict_cli
 from ._version import __version__
 
 _CHUNK = 1 << 20
@@ -217,8 +220,11 @@ def _parser() -> argparse.ArgumentParser:
                         "packs its last bytes)")
     w.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                    help="give up after this long, exit 1 (default 3600)")
-    for name, what in (("plan", "the active plan (JSON)"), ("errors", "the last rejection")):
-        sub.add_parser(name, help=what).add_argument("mount")
+    pl = sub.add_parser("plan", help="the active plan (JSON), or with --predict its epochs' "
+                        "predicted times, stalls and bytes per source")
+    pl.add_argument("mount")
+    predict_cli.add_arguments(pl)
+    sub.add_parser("errors", help="the last rejection").add_argument("mount")
     metrics.add_parser(sub)
     cache_admin.add_parser(sub)
     return p
@@ -235,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _register(args.mount, sys.stdin.buffer, args.append, err)
             with open(args.file, "rb") as f:
                 return _register(args.mount, f, args.append, err)
+        if args.command == "plan" and args.predict:
+            return predict_cli.run(args, out, err)
         if args.command == "plan":
             out.write(json.dumps(control.plan(args.mount), indent=2, sort_keys=True) + "\n")
             return 0
