@@ -38,9 +38,11 @@ PACKAGES=(
 # clairfs.hdf5 against h5py and reads HDF5 datasets through mounts; acl: setfacl for the
 # permission tests and the fault matrix; mypy: test_packaging type-checks a script against the
 # package's annotations; clang-format: the format check of the C++ sources (tools/check_format.sh);
-# iproute2 (ip, tc) and util-linux (nsenter): the emulated cluster of tests/mpi/test_netns_cluster.py.
+# iproute2 (ip, tc) and util-linux (nsenter): the emulated cluster of tests/mpi/test_netns_cluster.py;
+# dpkg-dev, debhelper and dh-python: the Debian package's build (tools/build_deb.sh, debian/),
+# which tests/package/test_deb.py builds, installs and purges.
 TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl mypy
-  clang-format iproute2 util-linux python3-h5py)
+  clang-format iproute2 util-linux python3-h5py dpkg-dev debhelper dh-python)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi
