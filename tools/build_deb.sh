@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) [ $# -ge 2 ] || { echo "build_deb: --out needs a directory" >&2; exit 2; }
       out=$2; shift 2 ;;
-    -h | --help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,8s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "build_deb: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -41,10 +41,12 @@ start=$SECONDS
 src=$out/clairfs
 rm -rf "$src"
 mkdir -p "$src"
-# The working tree as it is (uncommitted changes included), without build directories.
-tar -C "$root" --exclude=./.git --exclude='./build*' --exclude='./obj-*' --exclude=./debian/clairfs \
-  --exclude=__pycache__ --exclude='*.egg-info' --exclude=./tools/python/build -cf - . |
-  tar -C "$src" -xf -
+# The working tree as it is (uncommitted changes included), without build directories (nor
+# OUT, when it lies inside the tree).
+excludes=(--exclude=./.git --exclude='./build*' --exclude='./obj-*' --exclude=./debian/clairfs
+  --exclude=__pycache__ --exclude='*.egg-info' --exclude=./tools/python/build)
+case "$out/" in "$root/"*) excludes+=("--exclude=./${out#"$root/"}") ;; esac
+tar -C "$root" "${excludes[@]}" -cf - . | tar -C "$src" -xf -
 version=$(cd "$src" && dpkg-parsechangelog -S Version)
 arch=$(dpkg-architecture -q DEB_HOST_ARCH)
 deb=$out/clairfs_${version}_${arch}.deb
