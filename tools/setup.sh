@@ -43,9 +43,12 @@ PACKAGES=(
 # package's annotations; clang-format: the format check of the C++ sources (tools/check_format.sh);
 # iproute2 (ip, tc) and util-linux (nsenter): the emulated cluster of tests/mpi/test_netns_cluster.py;
 # slurmctld, slurmd, slurm-client and munge: tests/slurm starts a real one-node Slurm on localhost
-# and runs jobs through the SPANK plugin (setpriv, from util-linux, submits them as nobody).
+# and runs jobs through the SPANK plugin (setpriv, from util-linux, submits them as nobody);
+# dpkg-dev, debhelper and dh-python: the Debian package's build (tools/build_deb.sh, debian/),
+# which tests/package/test_deb.py builds, installs and purges.
 TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl mypy
-  clang-format iproute2 util-linux python3-h5py slurmctld slurmd slurm-client munge)
+  clang-format iproute2 util-linux python3-h5py slurmctld slurmd slurm-client munge dpkg-dev
+  debhelper dh-python)
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi
