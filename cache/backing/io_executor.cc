@@ -117,13 +117,15 @@ void IoExecutor::State::Loop(Worker* self) {
     call->body(call->progress);  // Run() wraps the caller's function: it cannot throw
     lock.lock();
     call->phase = Call::Phase::kDone;
-    call->done_cv.notify_all();
     if (stalled && !stopped) {
       stalled = false;
       spdlog::warn("backing store: a call returned; calls wait up to {} ms again",
                    options.timeout.count());
     }
     lock.unlock();
+    // Woken with mu free, so that the waiter does not wake only to block on it (two more
+    // switches per call). The call, and its condition variable, live on in `call`.
+    call->done_cv.notify_all();
     // An abandoned call's result dies here, which may itself block (close() of a descriptor on
     // a stalled FUSE file system sends FLUSH): the thread counts as busy until it is done.
     call->body = nullptr;
@@ -216,13 +218,14 @@ void IoExecutor::State::Post(const std::shared_ptr<State>& me, std::function<voi
   call->posted = true;
   call->body = [fn = std::move(fn)](IoProgress&) { fn(); };
   {
-    std::lock_guard lock(mu);
+    std::unique_lock lock(mu);
     if (!stopped) {
       queue.push_back(std::move(call));
       if (static_cast<size_t>(idle) < queue.size() && live < options.max_threads) {
         (void)Spawn(me);
       }
-      work_cv.notify_one();
+      lock.unlock();
+      work_cv.notify_one();  // with mu free (see Loop)
       return;
     }
   }
@@ -318,7 +321,11 @@ Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress
   if (static_cast<size_t>(s.idle) < s.queue.size() && s.live < s.options.max_threads) {
     (void)s.Spawn(state_);
   }
+  // The I/O thread is woken with mu free, so that it does not wake only to block on it; the
+  // call may be done by the time mu is taken again (the loop below checks first).
+  lock.unlock();
   s.work_cv.notify_one();
+  lock.lock();
 
   const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
       s.stalled ? std::min(s.options.timeout, s.options.stalled_timeout) : s.options.timeout);
