@@ -1,6 +1,7 @@
 #include "cache/prefetch/autotune.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace clairfs {
 
@@ -54,7 +55,7 @@ TunerTarget Autotuner::Observe(const TunerSample& sample) {
   const double occupancy = round_occupancy_ / round_samples_;
   const double stall_share = static_cast<double>(round_stall_ns_) / 1e9 / seconds;
   const bool low = occupancy < kLowOccupancy || stall_share > kStallShare;
-  Decide(low, round_full_, static_cast<double>(round_bytes_) / seconds);
+  Decide(low, round_full_, occupancy, static_cast<double>(round_bytes_) / seconds);
   round_elapsed_ = std::chrono::nanoseconds(0);
   round_bytes_ = round_stall_ns_ = 0;
   round_occupancy_ = 0;
@@ -72,9 +73,12 @@ bool Autotuner::GrowCapacity() {
   return true;
 }
 
-void Autotuner::Decide(bool low, bool full, double throughput) {
+void Autotuner::Decide(bool low, bool full, double occupancy, double throughput) {
   if (target_.state == TunerState::kStable) {
-    low_rounds_ = low ? low_rounds_ + 1 : 0;
+    // A store-bound pipeline runs low all the time: only a change of pace reopens the search.
+    const bool changed = std::abs(throughput - stable_throughput_) >
+                         kReopenChange * std::max(stable_throughput_, 1.0);
+    low_rounds_ = low && changed ? low_rounds_ + 1 : 0;
     if (low_rounds_ < kReopenRounds) return;
     // Running low again (the store or the readers changed pace): search again from here.
     low_rounds_ = 0;
@@ -83,12 +87,12 @@ void Autotuner::Decide(bool low, bool full, double throughput) {
     target_.state = limits_.tune_threads ? TunerState::kThreads : TunerState::kCapacity;
   }
   if (!low) {
-    if (++calm_rounds_ >= kCalmRounds) target_.state = TunerState::kStable;
+    if (++calm_rounds_ >= kCalmRounds) Settle(throughput);
     return;
   }
   calm_rounds_ = 0;
-  // Fetches in flight fill the window while readers wait: the window bounds the concurrency.
-  if (full && GrowCapacity()) return;
+  // Fetches in flight fill the window while little is ready: the window bounds the concurrency.
+  if (full && occupancy < kLowOccupancy && GrowCapacity()) return;
   if (limits_.tune_threads && !saturated_) {
     if (before_threads_ && !(throughput > before_throughput_ * (1 + kGain))) {
       // The last growth did not pay: the store does not keep up with more threads.
@@ -108,7 +112,13 @@ void Autotuner::Decide(bool low, bool full, double throughput) {
     saturated_ = true;
   }
   if (GrowCapacity()) return;
-  target_.state = TunerState::kStable;  // nothing left to grow
+  Settle(throughput);  // nothing left to grow
+}
+
+void Autotuner::Settle(double throughput) {
+  target_.state = TunerState::kStable;
+  stable_throughput_ = throughput;
+  low_rounds_ = 0;
 }
 
 }  // namespace clairfs

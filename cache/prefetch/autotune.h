@@ -7,9 +7,10 @@
 // (each growth must raise the measured fetch throughput by kGain); when a growth did not pay,
 // go back to the count before it (the store is saturated) and grow the window instead, which
 // buys the readers a longer lead over the store's hiccups. A window that is full of fetches
-// still in flight while readers wait limits the threads' concurrency: it is grown first. Once
-// occupancy is stable (kCalmRounds rounds without running low) the targets are held (kStable);
-// kReopenRounds low rounds in a row start the search again from the held targets.
+// still in flight while little is ready limits the threads' concurrency: it is grown first.
+// Once occupancy is stable (kCalmRounds rounds without running low), or nothing is left to
+// grow, the targets are held (kStable); running low at another pace (kReopenRounds rounds)
+// starts the search again from the held targets.
 //
 // Contract:
 // - target().threads always lies in [min_threads, max_threads], target().capacity in
@@ -75,9 +76,12 @@ class Autotuner {
   // The window runs low below this fraction of its capacity fetched ahead, or when readers
   // waited more than kStallShare of the round (summed over readers).
   static constexpr double kLowOccupancy = 0.5;
-  static constexpr double kStallShare = 0.02;
+  static constexpr double kStallShare = 0.05;
   static constexpr int kCalmRounds = 2;
+  // kStable is left after kReopenRounds low rounds in a row whose throughput differs from the
+  // one it settled at by more than kReopenChange (the store or the readers changed pace).
   static constexpr int kReopenRounds = 3;
+  static constexpr double kReopenChange = 0.25;
 
   // threads and capacity: the start (clamped to the limits).
   Autotuner(const TunerLimits& limits, int threads, uint64_t capacity);
@@ -88,8 +92,9 @@ class Autotuner {
   const TunerLimits& limits() const { return limits_; }
 
  private:
-  void Decide(bool low, bool full, double throughput);
+  void Decide(bool low, bool full, double occupancy, double throughput);
   bool GrowCapacity();
+  void Settle(double throughput);
 
   const TunerLimits limits_;
   TunerTarget target_;
@@ -107,6 +112,7 @@ class Autotuner {
   bool saturated_ = false;
   int calm_rounds_ = 0;
   int low_rounds_ = 0;
+  double stable_throughput_ = 0;  // when it became kStable
 };
 
 }  // namespace clairfs
