@@ -227,7 +227,9 @@ class Prefetcher {
   // Lock order: install_mu_, then (one at a time, never under mu_) TierStack's gates, then
   // mu_, then FetchPool::mu_, SingleFlight's lock, a Flight's lock. Tiers' own locks, the
   // peer tier's Contains() and KeepWriter's lock are leaves; mu_ is never held while
-  // fetching, storing or queueing a kept copy.
+  // fetching, storing or queueing a kept copy. The tuning thread adds no lock: it takes mu_
+  // alone (to sample the window and publish the target), its Autotuner is its own, and the
+  // bytes fetched are an atomic.
   std::mutex install_mu_;            // serializes Install and Replan
   mutable std::mutex mu_;            // guards everything below
   std::condition_variable tier_cv_;  // a plan was published, or stop
