@@ -244,6 +244,10 @@ PrefetchProgress Prefetcher::progress() const {
   std::lock_guard lock(mu_);
   PrefetchProgress p;
   p.warnings = watch_.Active();
+  // The window's settings, also before the first plan.
+  p.staging_capacity = window_.capacity();
+  p.staging_threads = staging_target_;
+  p.tuner_state = tuner_state_;
   if (!plan_) return p;
   p.planned_files = plan_->files();
   p.planned_objects = plan_->objects.size();
@@ -251,9 +255,6 @@ PrefetchProgress Prefetcher::progress() const {
   p.entries = plan_->entries();
   p.staging_bytes = window_.bytes();
   p.staging_ready_bytes = window_.ready_bytes();
-  p.staging_capacity = window_.capacity();
-  p.staging_threads = staging_target_;
-  p.tuner_state = tuner_state_;
   p.epoch = plan_->streams.empty() ? 0 : UINT64_MAX;
   const auto now = Clock::now();
   for (size_t i = 0; i < plan_->streams.size(); ++i) {

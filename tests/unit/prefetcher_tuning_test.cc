@@ -34,6 +34,10 @@ class PrefetcherTuning : public ::testing::Test {
   void Run(const PrefetchOptions& o, const std::function<bool()>& until) {
     prefetcher_ = std::make_unique<Prefetcher>(backing_, std::vector<Tier*>{}, o, &stats_);
     prefetcher_->Start();
+    // The window's settings show before the first plan too (stats right after the mount).
+    const PrefetchProgress before = prefetcher_->progress();
+    EXPECT_GT(before.staging_capacity, 0u);
+    EXPECT_EQ(before.staging_threads, o.staging_threads);
     std::vector<int> all(kFiles);
     for (int i = 0; i < kFiles; ++i) all[i] = i;
     prefetcher_->Install(testing::PlanOfEpochs(backing_, {all}, Name));
