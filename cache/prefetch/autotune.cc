@@ -51,6 +51,14 @@ TunerTarget Autotuner::Observe(const TunerSample& sample) {
   ++round_samples_;
   round_full_ = round_full_ || sample.full;
   if (round_elapsed_ < kRound) return target_;
+  if (++rounds_ <= kWarmupRounds) {  // start-up: the daemon and the readers still settling
+    round_elapsed_ = std::chrono::nanoseconds(0);
+    round_bytes_ = round_stall_ns_ = 0;
+    round_occupancy_ = 0;
+    round_samples_ = 0;
+    round_full_ = false;
+    return target_;
+  }
   const double seconds = std::chrono::duration<double>(round_elapsed_).count();
   const double occupancy = round_occupancy_ / round_samples_;
   const double stall_share = static_cast<double>(round_stall_ns_) / 1e9 / seconds;

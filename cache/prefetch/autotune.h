@@ -21,7 +21,7 @@
 //   max_capacity. The threads double when they grow and go back to a count held before when a
 //   growth did not pay.
 // - Samples that saw nothing to stage (active false) are ignored; a decision is made once the
-//   active samples since the last one span kRound.
+//   active samples since the last one span kRound, except for the first kWarmupRounds rounds.
 // - Deterministic: the same samples give the same targets.
 // Not thread-safe: one owner calls it.
 #pragma once
@@ -82,6 +82,9 @@ class Autotuner {
   // one it settled at by more than kReopenChange (the store or the readers changed pace).
   static constexpr int kReopenRounds = 3;
   static constexpr double kReopenChange = 0.25;
+  // The first rounds decide nothing: at the start the readers and the window are still
+  // settling, and a round measured then would make the next growth look as if it paid.
+  static constexpr int kWarmupRounds = 1;
 
   // threads and capacity: the start (clamped to the limits).
   Autotuner(const TunerLimits& limits, int threads, uint64_t capacity);
@@ -110,6 +113,7 @@ class Autotuner {
   std::optional<int> before_threads_;
   double before_throughput_ = 0;
   bool saturated_ = false;
+  int rounds_ = 0;  // rounds gathered, warm-up included
   int calm_rounds_ = 0;
   int low_rounds_ = 0;
   double stable_throughput_ = 0;  // when it became kStable

@@ -103,6 +103,7 @@ void Prefetcher::Stop() {
   }
   tier_cv_.notify_all();
   staging_cv_.notify_all();
+  park_cv_.notify_all();
   reap_cv_.notify_all();
   tune_cv_.notify_all();
   // Finishes the flights of the queued demand fetches before anything is joined: prefetch
@@ -388,7 +389,8 @@ void Prefetcher::TuneLoop() {
       staging_target_ = t.threads;
       tuner_state_ = t.state;
     }
-    staging_cv_.notify_all();  // parked threads to run, or room to fill
+    park_cv_.notify_all();     // parked threads to run
+    staging_cv_.notify_all();  // room to fill
     if (t.threads != before.threads || t.capacity != before.capacity) {
       spdlog::debug("staging tuner: {} threads, {} MiB window ({})", t.threads, t.capacity >> 20,
                     TunerStateName(t.state));
@@ -407,7 +409,7 @@ void Prefetcher::StagingLoop(int index) {
       for (;;) {
         if (stop_) return;
         if (index >= staging_target_) {  // parked by the tuner
-          staging_cv_.wait(lock);
+          park_cv_.wait(lock);
           continue;
         }
         auto step = StagingWindow::Step::kIdle;

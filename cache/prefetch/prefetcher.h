@@ -235,6 +235,9 @@ class Prefetcher {
   std::condition_variable tier_cv_;  // a plan was published, or stop
   // The window has room, a plan was published, the tuner changed the target, or stop.
   std::condition_variable staging_cv_;
+  // Parked staging threads wait here, not on staging_cv_ (whose every consumption would wake
+  // them all for nothing): the tuner changed the target, or stop.
+  std::condition_variable park_cv_;
   bool stop_ = false;
   bool started_ = false;
   bool hold_ = false;        // placement pending (ClusterHooks::place returned false)
