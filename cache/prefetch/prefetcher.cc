@@ -41,7 +41,8 @@ uint64_t StartCapacity(const PrefetchOptions& o) {
 
 TunerLimits TunerLimitsOf(const PrefetchOptions& o) {
   TunerLimits l;
-  l.tune_threads = o.tune_staging_threads;
+  // A start of 0 threads is no staging at all (tests that want only demand fetches).
+  l.tune_threads = o.tune_staging_threads && o.staging_threads > 0;
   l.tune_capacity = o.tune_staging_capacity;
   l.min_threads = o.tune_min_threads;
   l.max_threads = o.tune_max_threads;
@@ -84,7 +85,7 @@ void Prefetcher::Start() {
   const Autotuner tuner(TunerLimitsOf(options_), options_.staging_threads, window_.capacity());
   staging_target_ = tuner.target().threads;
   tuner_state_ = tuner.target().state;
-  const int staging = options_.tune_staging_threads
+  const int staging = tuner.limits().tune_threads
                           ? std::max(staging_target_, tuner.limits().max_threads)
                           : options_.staging_threads;
   for (int i = 0; i < staging; ++i) threads_.emplace_back([this, i] { StagingLoop(i); });
