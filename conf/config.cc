@@ -46,7 +46,8 @@ Status Get(const YAML::Node& node, const char* name, const std::string& key, T* 
   return Status::Ok();
 }
 
-// A capacity given as "auto": the same as leaving it out (conf/memory_budget.h sizes it).
+// A capacity or thread count given as "auto": the same as leaving it out (sized at start by
+// conf/memory_budget.h, tuned at run time by cache/prefetch/autotune.h).
 bool IsAuto(const YAML::Node& value) {
   return value && value.IsScalar() && value.Scalar() == "auto";
 }
@@ -238,9 +239,12 @@ Status ParseInto(const YAML::Node& root, Config* c) {
       if (s["capacity"] && !IsAuto(s["capacity"])) {
         CLAIRFS_TRY(
             GetSize(s, "capacity", "cache.staging.capacity", &c->cache.prefetch.staging_capacity));
-        c->cache.staging_auto = false;
+        c->cache.prefetch.tune_staging_capacity = false;
       }
-      CLAIRFS_TRY(Get(s, "threads", "cache.staging.threads", &c->cache.prefetch.staging_threads));
+      if (s["threads"] && !IsAuto(s["threads"])) {  // "auto": tuned at run time, as omitted
+        CLAIRFS_TRY(Get(s, "threads", "cache.staging.threads", &c->cache.prefetch.staging_threads));
+        c->cache.prefetch.tune_staging_threads = false;
+      }
     }
     PrefetchOptions& p = c->cache.prefetch;
     CLAIRFS_TRY(Get(k, "demand_threads", "cache.demand_threads", &p.demand_threads));

@@ -47,9 +47,10 @@ struct CacheConfig {
   // cache.keep_copies and warn.*. tier_threads stays empty here (the tiers' threads).
   // chunk_size and record_chunk_size left out of the file are at most the staging capacity.
   PrefetchOptions prefetch;
-  // cache.staging.capacity omitted (or "auto"): sized to the memory limit at start, at most
-  // prefetch.staging_capacity (conf/memory_budget.h); false once the file or -o gives a size.
-  bool staging_auto = true;
+  // cache.staging.capacity omitted (or "auto"): prefetch.tune_staging_capacity; its most is
+  // sized to the memory limit at start (at most prefetch.staging_capacity,
+  // conf/memory_budget.h) and the tuner grows the window within it. False once the file or -o
+  // gives a size. cache.staging.threads likewise: prefetch.tune_staging_threads.
   // fuse.open_mode none: reads the kernel answers from its page cache never reach the daemon,
   // so a planned read more than this many reads behind the furthest one that did is taken as
   // served from it (given up, as consumption_lag gives up) and the staging window moves on.

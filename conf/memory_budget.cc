@@ -70,7 +70,8 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
   const uint64_t min_staging = std::max(
       {c->cache.prefetch.chunk_size, c->cache.prefetch.record_chunk_size, uint64_t{64} << 10});
   const uint64_t fixed_part =
-      need.own() + need.ram_tiers + (c->cache.staging_auto ? min_staging : need.staging);
+      need.own() + need.ram_tiers +
+      (c->cache.prefetch.tune_staging_capacity ? min_staging : need.staging);
   const std::string own = HumanBytes(need.own()) + " for the daemon's own memory (" +
                           HumanBytes(need.fixed) + " fixed, " + HumanBytes(need.in_flight) +
                           " fetches in flight, " + HumanBytes(need.node_reads) + " read buffers, " +
@@ -80,13 +81,14 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
     std::string key = "cache.tiers";
     if (first_ram >= 0) {
       key = "cache.tiers[" + std::to_string(first_ram) + "].capacity";
-    } else if (!c->cache.staging_auto) {
+    } else if (!c->cache.prefetch.tune_staging_capacity) {
       key = "cache.staging.capacity";
     }
     std::string message =
         "config key '" + key + "': " + HumanBytes(need.ram_tiers) + " of RAM tiers + " +
-        HumanBytes(c->cache.staging_auto ? min_staging : need.staging) + " of staging window + " +
-        own + " + " + HumanBytes(headroom) + " headroom is more than " + what;
+        HumanBytes(c->cache.prefetch.tune_staging_capacity ? min_staging : need.staging) +
+        " of staging window + " + own + " + " + HumanBytes(headroom) + " headroom is more than " +
+        what;
     const uint64_t others = fixed_part - need.ram_tiers;
     if (first_ram >= 0 && usable > others) {
       message +=
@@ -105,7 +107,7 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
   // usable limit: the other half is the job's, whose processes share the cgroup.
   const uint64_t share = usable / 2;
   uint64_t left = share > fixed_part ? share - fixed_part : 0;
-  if (c->cache.staging_auto) {
+  if (c->cache.prefetch.tune_staging_capacity) {
     const uint64_t extra = auto_ram.empty() ? left : left / 4;
     const uint64_t staging =
         std::clamp(min_staging + extra, min_staging, std::max(min_staging, kDefaultStaging));
@@ -132,7 +134,7 @@ Status FitMemory(Config* c, uint64_t limit, const std::string& what, MemoryFit* 
                  HumanBytes(need.staging) + " of staging window + " + own + " = " +
                  HumanBytes(need.total()) + ", within " + what + " less " + HumanBytes(headroom) +
                  " headroom" +
-                 (auto_ram.empty() && !c->cache.staging_auto
+                 (auto_ram.empty() && !c->cache.prefetch.tune_staging_capacity
                       ? ""
                       : " (capacities left to the default take at most half of it)");
   return Status::Ok();

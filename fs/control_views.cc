@@ -45,7 +45,9 @@ constexpr const char* kStatsCountsText = R"({
   "prefetch": {"planned_files": "number", "planned_objects": "number", "fetches": "number",
                "staging_fetches": "number", "epoch": "number", "position": "number",
                "positions": "number", "given_up": "number", "entries": "number",
-               "streams": [{}], "staging_capacity": "number"},
+               "streams": [{}], "staging_capacity": "number",
+               "staging_max_capacity": "number", "staging_threads": "number",
+               "tuner_state": "name"},
   "tiers": [{"name": "name", "capacity": "number", "served": "number", "fetched": "number",
              "promoted": "number", "state": "name", "disabled": "number",
              "io_errors": "number"}],
@@ -86,7 +88,8 @@ constexpr const char* kPlanCountsText = R"({
 // The metrics families of the counts view (fs/metrics.cc names them). Hidden: every family
 // of bytes read, held or moved (clairfs_read_bytes_total, clairfs_backing_read_bytes_total,
 // clairfs_peer_bytes_total, clairfs_tier_used_bytes, clairfs_staging_used_bytes,
-// clairfs_kept_written_bytes_total) and the per-stream ones (clairfs_stream_*: stream names).
+// clairfs_staging_ready_bytes, clairfs_kept_written_bytes_total) and the per-stream ones
+// (clairfs_stream_*: stream names).
 constexpr std::string_view kCountsFamilies[] = {
     "clairfs_file_reads_total",
     "clairfs_object_reads_total",
@@ -117,6 +120,9 @@ constexpr std::string_view kCountsFamilies[] = {
     "clairfs_prefetch_fetches_total",
     "clairfs_staging_fetches_total",
     "clairfs_staging_capacity_bytes",
+    "clairfs_staging_max_capacity_bytes",
+    "clairfs_staging_threads",
+    "clairfs_tuner_state",
     "clairfs_readiness_ratio",
     "clairfs_kept_copies_total",
     "clairfs_kept_pending",

@@ -218,7 +218,20 @@ void Plan(Exposition& e, const json& s) {
   One(e, s, "clairfs_staging_used_bytes", Type::kGauge, "/prefetch/staging_bytes",
       "Bytes held or reserved by the staging window.");
   One(e, s, "clairfs_staging_capacity_bytes", Type::kGauge, "/prefetch/staging_capacity",
-      "Bytes the staging window may hold.");
+      "Bytes the staging window may hold now (the tuner may grow it).");
+  One(e, s, "clairfs_staging_max_capacity_bytes", Type::kGauge, "/prefetch/staging_max_capacity",
+      "Bytes the staging window may grow to (the memory budget's window).");
+  One(e, s, "clairfs_staging_ready_bytes", Type::kGauge, "/prefetch/staging_ready_bytes",
+      "Bytes the staging window holds fetched, ahead of the readers.");
+  One(e, s, "clairfs_staging_threads", Type::kGauge, "/prefetch/staging_threads",
+      "Staging threads fetching now (the tuner's target, or the configured count).");
+  e.Family(
+      "clairfs_tuner_state", Type::kGauge,
+      "1 for the staging tuner's state (static, threads, capacity, stable), 0 for the others.");
+  for (const char* state : {"static", "threads", "capacity", "stable"}) {
+    const json::json_pointer ptr("/prefetch/tuner_state");
+    e.Sample({{"state", state}}, uint64_t{s.contains(ptr) && s.at(ptr) == state});
+  }
   ByMember(e, s, "clairfs_readiness_ratio", Type::kGauge, "/readiness", "part",
            "What the plan stages ahead that is in place: tiers (held over planned tier bytes), "
            "window (staging window filled), ready (the smaller).");

@@ -85,7 +85,7 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
   const json hit_rate =
       reads ? json(1.0 - static_cast<double>(served["backing"].get<uint64_t>()) / reads) : json();
   const PrefetchProgress p = prefetcher.progress();
-  const Readiness ready = ComputeReadiness(summary, used, p.staging_bytes, limits.staging_capacity);
+  const Readiness ready = ComputeReadiness(summary, used, p.staging_bytes, p.staging_capacity);
   const uint64_t stall_ns = get(stats.stall_ns);
   json j = {
       {"file_reads", get(stats.file_reads)},
@@ -152,7 +152,14 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
         {"entries", p.entries},
         {"streams", StreamsJson(p)},
         {"staging_bytes", p.staging_bytes},
-        {"staging_capacity", limits.staging_capacity}}},
+        {"staging_ready_bytes", p.staging_ready_bytes},
+        // The window's capacity now and the most it may have (the tuner grows it within the
+        // memory budget; static: both the configured one), the staging threads running now, and
+        // the tuner's state (cache/prefetch/autotune.h).
+        {"staging_capacity", p.staging_capacity},
+        {"staging_max_capacity", limits.staging_capacity},
+        {"staging_threads", p.staging_threads},
+        {"tuner_state", TunerStateName(p.tuner_state)}}},
       {"tiers", tiers},
       {"stall_ns", stall_ns},
       {"stall_seconds", static_cast<double>(stall_ns) / 1e9},

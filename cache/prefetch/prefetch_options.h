@@ -26,8 +26,22 @@ struct ReadWatchOptions {
 struct PrefetchOptions {
   // Threads filling a tier that tier_threads does not list (cache.tiers[i].threads).
   static constexpr int kTierThreads = 2;
-  uint64_t staging_capacity = 256ull << 20;         // cache.staging.capacity: bytes of the window
-  int staging_threads = 4;                          // cache.staging.threads: threads filling it
+  // cache.staging.capacity: bytes of the window; with tune_staging_capacity the most the tuner
+  // may give it (the memory budget sizes it: conf/memory_budget.h).
+  uint64_t staging_capacity = 256ull << 20;
+  // cache.staging.threads: threads filling the window; with tune_staging_threads the count the
+  // tuner starts from.
+  int staging_threads = 4;
+  // cache.staging.capacity / cache.staging.threads `auto` (the default; a number sets it
+  // statically): chosen at run time from what is measured (cache/prefetch/autotune.h).
+  bool tune_staging_capacity = true;
+  bool tune_staging_threads = true;
+  // Not config keys: the tuner's range, start and sample period. The window starts at
+  // tune_start_capacity (at least a chunk, at most staging_capacity).
+  int tune_min_threads = 1;
+  int tune_max_threads = 32;
+  uint64_t tune_start_capacity = 64ull << 20;
+  std::chrono::milliseconds tune_period{100};
   std::vector<int> tier_threads;                    // threads filling each tier (from the tiers)
   int demand_threads = 4;                           // cache.demand_threads: see FetchPool
   std::chrono::milliseconds fetch_timeout{60'000};  // cache.fetch_timeout: longest fetch wait

@@ -31,6 +31,26 @@ PlacementLimits LimitsOf(const std::vector<Tier*>& tiers, const PrefetchOptions&
   return limits;
 }
 
+// The window's capacity at start: the configured one, or with tuning the tuner's start (at least
+// the largest object: a chunk).
+uint64_t StartCapacity(const PrefetchOptions& o) {
+  if (!o.tune_staging_capacity) return o.staging_capacity;
+  const uint64_t chunk = std::max(o.chunk_size, o.record_chunk_size);
+  return std::min(o.staging_capacity, std::max(o.tune_start_capacity, chunk));
+}
+
+TunerLimits TunerLimitsOf(const PrefetchOptions& o) {
+  TunerLimits l;
+  // A start of 0 threads is no staging at all (tests that want only demand fetches).
+  l.tune_threads = o.tune_staging_threads && o.staging_threads > 0;
+  l.tune_capacity = o.tune_staging_capacity;
+  l.min_threads = o.tune_min_threads;
+  l.max_threads = o.tune_max_threads;
+  l.min_capacity = StartCapacity(o);
+  l.max_capacity = o.staging_capacity;
+  return l;
+}
+
 }  // namespace
 
 Prefetcher::Prefetcher(const Backing& backing, std::vector<Tier*> tiers, PrefetchOptions options,
@@ -42,7 +62,7 @@ Prefetcher::Prefetcher(const Backing& backing, std::vector<Tier*> tiers, Prefetc
       fetcher_(backing, tiers_, stats),
       pool_(fetcher_, options_.fetch_timeout, stats),
       keeper_(tiers_, stats, options_.fetch_timeout),
-      window_(options_.staging_capacity),
+      window_(StartCapacity(options_)),
       watch_(options_.watch),
       tier_next_(tiers_.size(), 0) {}
 
@@ -62,9 +82,14 @@ void Prefetcher::Start() {
         t < options_.tier_threads.size() ? options_.tier_threads[t] : PrefetchOptions::kTierThreads;
     for (int i = 0; i < n; ++i) threads_.emplace_back([this, t] { TierLoop(t); });
   }
-  for (int i = 0; i < options_.staging_threads; ++i) {
-    threads_.emplace_back([this] { StagingLoop(); });
-  }
+  const Autotuner tuner(TunerLimitsOf(options_), options_.staging_threads, window_.capacity());
+  staging_target_ = tuner.target().threads;
+  tuner_state_ = tuner.target().state;
+  const int staging = tuner.limits().tune_threads
+                          ? std::max(staging_target_, tuner.limits().max_threads)
+                          : options_.staging_threads;
+  for (int i = 0; i < staging; ++i) threads_.emplace_back([this, i] { StagingLoop(i); });
+  if (tuner_state_ != TunerState::kStatic) threads_.emplace_back([this] { TuneLoop(); });
   if (options_.stream_idle.count() > 0) threads_.emplace_back([this] { ReapLoop(); });
   pool_.Start(options_.demand_threads);
   if (limits_.keep_tier != kNotKept) keeper_.Start();
@@ -79,7 +104,9 @@ void Prefetcher::Stop() {
   }
   tier_cv_.notify_all();
   staging_cv_.notify_all();
+  park_cv_.notify_all();
   reap_cv_.notify_all();
+  tune_cv_.notify_all();
   // Finishes the flights of the queued demand fetches before anything is joined: prefetch
   // threads may wait on them (and would otherwise wait until their deadline).
   pool_.Stop();
@@ -219,12 +246,17 @@ PrefetchProgress Prefetcher::progress() const {
   std::lock_guard lock(mu_);
   PrefetchProgress p;
   p.warnings = watch_.Active();
+  // The window's settings, also before the first plan.
+  p.staging_capacity = window_.capacity();
+  p.staging_threads = staging_target_;
+  p.tuner_state = tuner_state_;
   if (!plan_) return p;
   p.planned_files = plan_->files();
   p.planned_objects = plan_->objects.size();
   p.positions = plan_->positions();
   p.entries = plan_->entries();
   p.staging_bytes = window_.bytes();
+  p.staging_ready_bytes = window_.ready_bytes();
   p.epoch = plan_->streams.empty() ? 0 : UINT64_MAX;
   const auto now = Clock::now();
   for (size_t i = 0; i < plan_->streams.size(); ++i) {
@@ -324,7 +356,50 @@ void Prefetcher::TierLoop(size_t t) {
   }
 }
 
-void Prefetcher::StagingLoop() {
+void Prefetcher::TuneLoop() {
+  Autotuner tuner(TunerLimitsOf(options_), options_.staging_threads, StartCapacity(options_));
+  auto last = Clock::now();
+  uint64_t fetched0 = staging_fetched_bytes_.load(std::memory_order_relaxed);
+  uint64_t stall0 = stats_->stall_ns.load(std::memory_order_relaxed);
+  for (;;) {
+    TunerSample sample;
+    {
+      std::unique_lock lock(mu_);
+      if (tune_cv_.wait_for(lock, options_.tune_period, [&] { return stop_; })) return;
+      sample.ready_bytes = window_.ready_bytes();
+      sample.full = staging_full_;
+      sample.active = staging_full_ || window_.bytes() > 0;
+      staging_full_ = false;
+    }
+    const auto now = Clock::now();
+    const uint64_t fetched = staging_fetched_bytes_.load(std::memory_order_relaxed);
+    const uint64_t stall = stats_->stall_ns.load(std::memory_order_relaxed);
+    sample.elapsed = now - last;
+    sample.fetched_bytes = fetched - fetched0;
+    sample.stall_ns = stall - stall0;
+    sample.active = sample.active || sample.fetched_bytes > 0;
+    last = now;
+    fetched0 = fetched;
+    stall0 = stall;
+    const TunerTarget before = tuner.target();
+    const TunerTarget t = tuner.Observe(sample);
+    if (t == before) continue;
+    {
+      std::lock_guard lock(mu_);
+      window_.Grow(t.capacity);
+      staging_target_ = t.threads;
+      tuner_state_ = t.state;
+    }
+    park_cv_.notify_all();     // parked threads to run
+    staging_cv_.notify_all();  // room to fill
+    if (t.threads != before.threads || t.capacity != before.capacity) {
+      spdlog::debug("staging tuner: {} threads, {} MiB window ({})", t.threads, t.capacity >> 20,
+                    TunerStateName(t.state));
+    }
+  }
+}
+
+void Prefetcher::StagingLoop(int index) {
   for (;;) {
     StagingWindow::Job job;
     FlightPtr flight;
@@ -334,11 +409,16 @@ void Prefetcher::StagingLoop() {
       std::unique_lock lock(mu_);
       for (;;) {
         if (stop_) return;
+        if (index >= staging_target_) {  // parked by the tuner
+          park_cv_.wait(lock);
+          continue;
+        }
         auto step = StagingWindow::Step::kIdle;
         if (plan_ && !hold_) {
           step = window_.Next(*plan_, consumption_, cluster_.peer, &job);
         }
         if (step == StagingWindow::Step::kFetch) break;
+        if (step == StagingWindow::Step::kFull) staging_full_ = true;
         if (step == StagingWindow::Step::kMore) {  // a long walk: let readers take the lock
           lock.unlock();
           std::this_thread::yield();
@@ -360,6 +440,7 @@ void Prefetcher::StagingLoop() {
                     : pool_.Wait(*flight, &source, false);
     // Counted here: a reader may consume the entry (and drop it) before the lock below.
     if (leader && r.ok()) {
+      staging_fetched_bytes_.fetch_add(r.value()->size(), std::memory_order_relaxed);
       stats_->fetched_objects.fetch_add(1, std::memory_order_relaxed);
       stats_->staging_fetched.fetch_add(1, std::memory_order_relaxed);
     }

@@ -15,10 +15,12 @@
 // adopting files other nodes push.
 //
 // Threads: per tier, `tier_threads[t]` fill it in first-reference order; `staging_threads`
-// fill the staging window in exact read order; `demand_threads` (FetchPool) fetch what a reader
-// reached before the prefetch did. Readers never fetch themselves and every wait on a fetch
-// ends by fetch_timeout, so a stuck backing store cannot hang a reader, and Stop returns once
-// each thread's current source call returns.
+// fill the staging window in exact read order (with tune_staging_threads, tune_max_threads of
+// them are started and the tuner's target count run, the others wait parked; with either
+// setting tuned a tuning thread samples the window every tune_period: autotune.h); `demand_threads`
+// (FetchPool) fetch what a reader reached before the prefetch did. Readers never fetch themselves
+// and every wait on a fetch ends by fetch_timeout, so a stuck backing store cannot hang a reader,
+// and Stop returns once each thread's current source call returns.
 //
 // Consumption is observed at open for a file that is one object, and at a reader's first read
 // of a chunk since its previous chunk for a chunked file (docs/architecture.md): a staged copy
@@ -26,6 +28,7 @@
 // keeps the bytes it holds until it lets them go.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -40,6 +43,7 @@
 #include "cache/base/stats.h"
 #include "cache/plan/consumption.h"
 #include "cache/plan/plan.h"
+#include "cache/prefetch/autotune.h"
 #include "cache/prefetch/cluster_hooks.h"
 #include "cache/prefetch/fetch_pool.h"
 #include "cache/prefetch/fetcher.h"
@@ -79,14 +83,18 @@ struct OpenResult {
 
 // The node's progress: sums over its streams, and each stream's.
 struct PrefetchProgress {
-  uint64_t planned_files = 0;           // distinct files in the active plan
-  uint64_t planned_objects = 0;         // objects (files and chunks) in the active plan
-  uint64_t epoch = 0;                   // the lowest of the streams' 0-based epochs
-  uint64_t position = 0;                // positions consumed or given up, summed over streams
-  uint64_t positions = 0;               // object reads in all access strings
-  uint64_t entries = 0;                 // manifest entries
-  uint64_t given_up = 0;                // positions given up (Consumption)
-  uint64_t staging_bytes = 0;           // bytes held or reserved by the staging window
+  uint64_t planned_files = 0;        // distinct files in the active plan
+  uint64_t planned_objects = 0;      // objects (files and chunks) in the active plan
+  uint64_t epoch = 0;                // the lowest of the streams' 0-based epochs
+  uint64_t position = 0;             // positions consumed or given up, summed over streams
+  uint64_t positions = 0;            // object reads in all access strings
+  uint64_t entries = 0;              // manifest entries
+  uint64_t given_up = 0;             // positions given up (Consumption)
+  uint64_t staging_bytes = 0;        // bytes held or reserved by the staging window
+  uint64_t staging_ready_bytes = 0;  // of those, fetched (held for the readers)
+  uint64_t staging_capacity = 0;     // the window's capacity now (the tuner may grow it)
+  int staging_threads = 0;           // staging threads running now (the tuner's target)
+  TunerState tuner_state = TunerState::kStatic;
   std::vector<StreamProgress> streams;  // in the plan's (name) order
   std::vector<ReadWarning> warnings;    // raised by ReadWatch and not cleared
 };
@@ -197,7 +205,11 @@ class Prefetcher {
   // Shows read to watch_ and logs the warning it raises, if any. Under mu_.
   void Watch(const ReadWatch::Read& read);
   void TierLoop(size_t tier);
-  void StagingLoop();
+  // Staging thread `index` (from 0): parked while index >= staging_target_.
+  void StagingLoop(int index);
+  // Samples the window every options_.tune_period, feeds the tuner and applies its target,
+  // until Stop.
+  void TuneLoop();
   // Stores blob (from `source`) in tier t, the placement permitting; counts a full tier.
   // Queues the copy the placement has a slower tier keep, unless it came from there.
   bool StoreInTier(size_t t, const std::string& key, const BlobPtr& blob,
@@ -219,11 +231,17 @@ class Prefetcher {
   // Lock order: install_mu_, then (one at a time, never under mu_) TierStack's gates, then
   // mu_, then FetchPool::mu_, SingleFlight's lock, a Flight's lock. Tiers' own locks, the
   // peer tier's Contains() and KeepWriter's lock are leaves; mu_ is never held while
-  // fetching, storing or queueing a kept copy.
-  std::mutex install_mu_;               // serializes Install and Replan
-  mutable std::mutex mu_;               // guards everything below
-  std::condition_variable tier_cv_;     // a plan was published, or stop
-  std::condition_variable staging_cv_;  // the window has room, a plan was published, or stop
+  // fetching, storing or queueing a kept copy. The tuning thread adds no lock: it takes mu_
+  // alone (to sample the window and publish the target), its Autotuner is its own, and the
+  // bytes fetched are an atomic.
+  std::mutex install_mu_;            // serializes Install and Replan
+  mutable std::mutex mu_;            // guards everything below
+  std::condition_variable tier_cv_;  // a plan was published, or stop
+  // The window has room, a plan was published, the tuner changed the target, or stop.
+  std::condition_variable staging_cv_;
+  // Parked staging threads wait here, not on staging_cv_ (whose every consumption would wake
+  // them all for nothing): the tuner changed the target, or stop.
+  std::condition_variable park_cv_;
   bool stop_ = false;
   bool started_ = false;
   bool hold_ = false;        // placement pending (ClusterHooks::place returned false)
@@ -236,7 +254,16 @@ class Prefetcher {
   LogLimit stale_log_;               // files changed since the plan was made
   LogLimit full_log_;                // stores refused by a full tier
   std::condition_variable reap_cv_;  // stop
-  std::vector<size_t> tier_next_;    // per tier: next index into plan_->tier_order
+  std::condition_variable tune_cv_;  // stop
+  // The tuner's target and what it samples (autotune.h): staging threads with an index at or
+  // past staging_target_ wait parked; staging_full_ is set when the walk found no room, and
+  // cleared by each sample.
+  int staging_target_ = 0;
+  bool staging_full_ = false;
+  TunerState tuner_state_ = TunerState::kStatic;
+  // Bytes the staging threads fetched (leaders only); read by the tuning thread. No lock.
+  std::atomic<uint64_t> staging_fetched_bytes_{0};
+  std::vector<size_t> tier_next_;  // per tier: next index into plan_->tier_order
   std::vector<std::thread> threads_;
 };
 

@@ -13,6 +13,7 @@ void StagingWindow::Reset(const Plan& plan, const std::vector<Consumption>& stre
   }
   entries_.clear();
   bytes_ = 0;
+  ready_ = 0;
   staged_.assign((plan.objects.size() + 63) / 64, 0);
   staged_count_ = 0;
   for (size_t id = 0; id < plan.objects.size(); ++id) {
@@ -107,6 +108,7 @@ StagingWindow::Step StagingWindow::Next(const Plan& plan, const std::vector<Cons
       carried_.erase(c);
       if (blob->version() == o.version && blob->size() == o.bytes) {
         e.blob = std::move(blob);  // taken back from before the Reset: nothing to fetch
+        ready_ += e.bytes;
         continue;
       }
     }
@@ -125,6 +127,7 @@ bool StagingWindow::Land(uint32_t id, const FlightPtr& flight, const Result<Blob
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.flight != flight) return false;
   if (r.ok()) {
+    if (!it->second.blob) ready_ += it->second.bytes;
     it->second.blob = r.value();
     return false;
   }
@@ -145,6 +148,7 @@ StagingWindow::Hit StagingWindow::Take(uint32_t id, size_t s, uint32_t pos) {
 
 void StagingWindow::Drop(std::unordered_map<uint32_t, Entry>::iterator it) {
   bytes_ -= it->second.bytes;
+  if (it->second.blob) ready_ -= it->second.bytes;
   entries_.erase(it);
 }
 

@@ -13,7 +13,10 @@
 //   object another node owns from the backing store; a reader that gets there first fetches it).
 // - An entry lives until every counted occurrence (in any stream) was consumed (Take) or given
 //   up (Follow), or its fetch failed (Land); its reserved bytes are freed then. bytes() never
-//   exceeds the capacity.
+//   exceeds the capacity. The capacity only grows (Grow: the tuner, autotune.h), so no entry
+//   ever has to be dropped for room.
+// - ready_bytes(): the bytes of landed entries (fetched and not yet released): what the window
+//   holds ahead of the readers.
 // - The bytes stay alive in the reader's handle after the entry is dropped.
 // - Across Reset(): an object the new walk reaches whose bytes a landed entry held (same key,
 //   version and size) gets its entry filled from them, not fetched again.
@@ -21,6 +24,7 @@
 // Not thread-safe: the owner serializes every call (Prefetcher calls it under its mu_).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -90,6 +94,10 @@ class StagingWindow {
   Hit Take(uint32_t id, size_t s, uint32_t pos);
 
   uint64_t bytes() const { return bytes_; }
+  uint64_t ready_bytes() const { return ready_; }
+  uint64_t capacity() const { return capacity_; }
+  // Raises the capacity to capacity; a lower value is ignored.
+  void Grow(uint64_t capacity) { capacity_ = std::max(capacity_, capacity); }
   uint32_t cursor(size_t s) const { return s < cursors_.size() ? cursors_[s].next : 0; }
 
  private:
@@ -110,8 +118,9 @@ class StagingWindow {
 
   bool Staged(uint32_t id) const { return (staged_[id >> 6] >> (id & 63)) & 1; }
 
-  const uint64_t capacity_;
+  uint64_t capacity_;
   uint64_t bytes_ = 0;
+  uint64_t ready_ = 0;  // bytes of the entries whose blob landed
   // One bit per object of the plan of the last Reset(): Placement::Staged(). A walk tests it
   // instead of reading the object (72 bytes apart: a cache miss per position).
   std::vector<uint64_t> staged_;

@@ -32,12 +32,17 @@ class OptionsAnywhereTest(ClairfsCase):
         # more -o after them.
         d = harness.Daemon(self.id(), base, ds, mnt, cfg,
                            ["-o", "cache.staging.capacity=8MiB,cache.tiers.0.capacity=48MiB",
-                            "-o", "cache.staging.capacity=12MiB"])
+                            "-o", "cache.staging.capacity=12MiB,cache.staging.threads=auto"])
         d.argv += ["-o", "fuse.threads=3", "-olog_level=warn"]
         self.addCleanup(d.stop)
         d.start()
         stats = self.stats(mnt)
         self.assertEqual(stats["prefetch"]["staging_capacity"], 12 << 20, "the last -o wins")
+        # A static window (the most it has), the threads left to the tuner (the file's 2
+        # overridden by auto).
+        self.assertEqual(stats["prefetch"]["staging_max_capacity"], 12 << 20)
+        self.assertIn(stats["prefetch"]["tuner_state"], ("threads", "capacity", "stable"))
+        self.assertTrue(1 <= stats["prefetch"]["staging_threads"] <= 32, stats["prefetch"])
         self.assertEqual([t["capacity"] for t in stats["tiers"]], [48 << 20], stats["tiers"])
         with open(os.path.join(mnt, "class1", "img001.jpg"), "rb") as f:
             with open(os.path.join(ds, "class1", "img001.jpg"), "rb") as g:

@@ -250,7 +250,9 @@ TEST(Config, ShippedFileEqualsTheBuiltInDefaults) {
   EXPECT_TRUE(shipped->cache.prefetch.watch == defaults.cache.prefetch.watch) << "warn.*";
   EXPECT_TRUE(shipped->cache.prefetch == defaults.cache.prefetch) << "cache.*";
   EXPECT_TRUE(shipped->cache.io == defaults.cache.io) << "cache.backing_timeout";
-  EXPECT_EQ(shipped->cache.staging_auto, defaults.cache.staging_auto) << "cache.staging.capacity";
+  EXPECT_EQ(shipped->cache.prefetch.tune_staging_capacity,
+            defaults.cache.prefetch.tune_staging_capacity)
+      << "cache.staging.capacity";
   EXPECT_EQ(shipped->cache.page_cache_lag, defaults.cache.page_cache_lag);
   EXPECT_TRUE(shipped->cluster == defaults.cluster) << "cluster.*";
   EXPECT_TRUE(shipped->log == defaults.log) << "log.*";
@@ -507,15 +509,15 @@ TEST(Config, AutoCapacities) {
   auto c = ParseConfig("cache: {tiers: [{kind: ram, capacity: auto}], staging: {capacity: auto}}");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->cache.tiers[0].capacity, 0u);
-  EXPECT_TRUE(c->cache.staging_auto);
-  EXPECT_TRUE(ParseConfig("").value().cache.staging_auto);
+  EXPECT_TRUE(c->cache.prefetch.tune_staging_capacity);
+  EXPECT_TRUE(ParseConfig("").value().cache.prefetch.tune_staging_capacity);
   auto d = ParseConfig("cache: {staging: {capacity: 64MiB}}");
   ASSERT_TRUE(d.ok());
-  EXPECT_FALSE(d->cache.staging_auto);
+  EXPECT_FALSE(d->cache.prefetch.tune_staging_capacity);
   auto e =
       LoadConfig("", {{"cache.staging.capacity", "32MiB"}, {"cache.tiers.0.capacity", "auto"}});
   ASSERT_TRUE(e.ok()) << e.status().message();
-  EXPECT_FALSE(e->cache.staging_auto);
+  EXPECT_FALSE(e->cache.prefetch.tune_staging_capacity);
   EXPECT_EQ(e->cache.prefetch.staging_capacity, 32u << 20);
   EXPECT_EQ(e->cache.tiers[0].capacity, 0u);
   auto f = ParseConfig("cache: {tiers: [{kind: ram, capacity: automatic}]}");

@@ -41,6 +41,7 @@ json SampleStats() {
               {"name": "s\"s\\d\nx", "bytes": 0, "capacity": 10, "state": "off"}],
     "prefetch": {"planned_files": 8, "position": 3, "positions": 16, "epoch": 1,
                  "staging_bytes": 50, "staging_capacity": 200, "fetches": 9,
+                 "staging_max_capacity": 400, "staging_threads": 8, "tuner_state": "stable",
                  "streams": [{"name": "rank0", "position": 3, "positions": 16}]},
     "kept": {"queued": 2, "pending": 1}
   })");
@@ -148,6 +149,10 @@ TEST(MetricsTest, SamplesCarryTheStatsValues) {
            "clairfs_plan_position 3",
            "clairfs_plan_epoch 1",
            "clairfs_staging_capacity_bytes 200",
+           "clairfs_staging_max_capacity_bytes 400",
+           "clairfs_staging_threads 8",
+           "clairfs_tuner_state{state=\"stable\"} 1",
+           "clairfs_tuner_state{state=\"threads\"} 0",
            "clairfs_readiness_ratio{part=\"window\"} 0.5",
            "clairfs_hit_ratio 0.8",
            "clairfs_served_ratio{source=\"staging\"} 0.2",

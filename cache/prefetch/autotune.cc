@@ -1,0 +1,132 @@
+#include "cache/prefetch/autotune.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace clairfs {
+
+const char* TunerStateName(TunerState state) {
+  switch (state) {
+    case TunerState::kStatic:
+      return "static";
+    case TunerState::kThreads:
+      return "threads";
+    case TunerState::kCapacity:
+      return "capacity";
+    case TunerState::kStable:
+      return "stable";
+  }
+  return "static";
+}
+
+Autotuner::Autotuner(const TunerLimits& limits, int threads, uint64_t capacity)
+    : limits_([&] {
+        TunerLimits l = limits;
+        l.min_threads = std::max(1, l.min_threads);
+        l.max_threads = std::max(l.min_threads, l.max_threads);
+        l.max_capacity = std::max(l.min_capacity, l.max_capacity);
+        return l;
+      }()) {
+  target_.threads = limits_.tune_threads
+                        ? std::clamp(threads, limits_.min_threads, limits_.max_threads)
+                        : threads;
+  target_.capacity = limits_.tune_capacity
+                         ? std::clamp(capacity, limits_.min_capacity, limits_.max_capacity)
+                         : capacity;
+  target_.state =
+      limits_.tune_threads || limits_.tune_capacity ? TunerState::kThreads : TunerState::kStatic;
+  if (!limits_.tune_threads && target_.state != TunerState::kStatic) {
+    target_.state = TunerState::kCapacity;
+  }
+}
+
+TunerTarget Autotuner::Observe(const TunerSample& sample) {
+  if (target_.state == TunerState::kStatic || !sample.active) return target_;
+  round_elapsed_ += sample.elapsed;
+  round_bytes_ += sample.fetched_bytes;
+  round_stall_ns_ += sample.stall_ns;
+  round_occupancy_ += target_.capacity ? static_cast<double>(sample.ready_bytes) /
+                                             static_cast<double>(target_.capacity)
+                                       : 1.0;
+  ++round_samples_;
+  round_full_ = round_full_ || sample.full;
+  if (round_elapsed_ < kRound) return target_;
+  if (++rounds_ <= kWarmupRounds) {  // start-up: the daemon and the readers still settling
+    round_elapsed_ = std::chrono::nanoseconds(0);
+    round_bytes_ = round_stall_ns_ = 0;
+    round_occupancy_ = 0;
+    round_samples_ = 0;
+    round_full_ = false;
+    return target_;
+  }
+  const double seconds = std::chrono::duration<double>(round_elapsed_).count();
+  const double occupancy = round_occupancy_ / round_samples_;
+  const double stall_share = static_cast<double>(round_stall_ns_) / 1e9 / seconds;
+  const bool low = occupancy < kLowOccupancy || stall_share > kStallShare;
+  Decide(low, round_full_, occupancy, static_cast<double>(round_bytes_) / seconds);
+  round_elapsed_ = std::chrono::nanoseconds(0);
+  round_bytes_ = round_stall_ns_ = 0;
+  round_occupancy_ = 0;
+  round_samples_ = 0;
+  round_full_ = false;
+  return target_;
+}
+
+bool Autotuner::GrowCapacity() {
+  if (!limits_.tune_capacity || target_.capacity >= limits_.max_capacity) return false;
+  target_.capacity = std::min(limits_.max_capacity, target_.capacity * 2);
+  target_.state = TunerState::kCapacity;
+  // A wider window changes what the threads can do: the next growth is judged afresh.
+  before_threads_.reset();
+  return true;
+}
+
+void Autotuner::Decide(bool low, bool full, double occupancy, double throughput) {
+  if (target_.state == TunerState::kStable) {
+    // A store-bound pipeline runs low all the time: only a change of pace reopens the search.
+    const bool changed = std::abs(throughput - stable_throughput_) >
+                         kReopenChange * std::max(stable_throughput_, 1.0);
+    low_rounds_ = low && changed ? low_rounds_ + 1 : 0;
+    if (low_rounds_ < kReopenRounds) return;
+    // Running low again (the store or the readers changed pace): search again from here.
+    low_rounds_ = 0;
+    saturated_ = false;
+    before_threads_.reset();
+    target_.state = limits_.tune_threads ? TunerState::kThreads : TunerState::kCapacity;
+  }
+  if (!low) {
+    if (++calm_rounds_ >= kCalmRounds) Settle(throughput);
+    return;
+  }
+  calm_rounds_ = 0;
+  // Fetches in flight fill the window while little is ready: the window bounds the concurrency.
+  if (full && occupancy < kLowOccupancy && GrowCapacity()) return;
+  if (limits_.tune_threads && !saturated_) {
+    if (before_threads_ && !(throughput > before_throughput_ * (1 + kGain))) {
+      // The last growth did not pay: the store does not keep up with more threads.
+      target_.threads = *before_threads_;
+      before_threads_.reset();
+      saturated_ = true;
+      target_.state = TunerState::kCapacity;
+      return;
+    }
+    if (target_.threads < limits_.max_threads) {
+      before_threads_ = target_.threads;
+      before_throughput_ = throughput;
+      target_.threads = std::min(limits_.max_threads, target_.threads * 2);
+      target_.state = TunerState::kThreads;
+      return;
+    }
+    saturated_ = true;
+  }
+  if (GrowCapacity()) return;
+  Settle(throughput);  // nothing left to grow
+}
+
+void Autotuner::Settle(double throughput) {
+  target_.state = TunerState::kStable;
+  stable_throughput_ = throughput;
+  low_rounds_ = 0;
+}
+
+}  // namespace clairfs
