@@ -26,6 +26,7 @@ TEST_TIMEOUT = float(os.environ.get("CLAIRFS_TEST_TIMEOUT", "150"))  # watchdog:
 _lock = threading.RLock()
 _mounts = []     # mount points we created (absolute paths)
 _procs = []      # subprocess.Popen objects or plain pids of daemons
+_groups = set()  # pids of registered daemons that lead their own process group
 _tmpdirs = []    # temp dirs we created
 _teardowns = []  # callables undoing what is neither a mount nor a daemon (network namespaces)
 LOGS = {}        # test id -> list of (log path name, text), printed when the test fails
@@ -140,8 +141,19 @@ def pid_alive(pid):
 
 
 def register_proc(p):
+    """Registers a daemon (Popen or pid) for release_proc and cleanup. One started in a new
+    session (start_new_session=True) leads its own process group: a kill then goes to the whole
+    group, so that a child it forked (clairfs's serving process under its supervisor) cannot
+    outlive it holding a mount."""
+    pid = p if isinstance(p, int) else p.pid
+    try:
+        leader = os.getpgid(pid) == pid and pid != os.getpgrp()
+    except ProcessLookupError:
+        leader = False
     with _lock:
         _procs.append(p)
+        if leader:
+            _groups.add(pid)
 
 
 def _alive(p):
@@ -158,6 +170,18 @@ def _signal(p, sig):
         pass
 
 
+def _kill_group(p):
+    """SIGKILL to the process group p leads (see register_proc), its members included."""
+    pid = p if isinstance(p, int) else p.pid
+    with _lock:
+        if pid not in _groups:
+            return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def release_proc(p, grace=10.0):
     """Waits up to grace seconds for the process to end by itself, then kills it."""
     deadline = time.monotonic() + grace
@@ -170,6 +194,7 @@ def release_proc(p, grace=10.0):
             time.sleep(0.05)
         if _alive(p):
             _signal(p, signal.SIGKILL)
+            _kill_group(p)
     if not isinstance(p, int):
         try:
             p.wait(timeout=10)
@@ -178,6 +203,7 @@ def release_proc(p, grace=10.0):
     with _lock:
         if p in _procs:
             _procs.remove(p)
+        _groups.discard(p if isinstance(p, int) else p.pid)
 
 
 def kill_all_daemons():
@@ -185,6 +211,7 @@ def kill_all_daemons():
         procs = list(_procs)
     for p in procs:
         _signal(p, signal.SIGKILL)
+        _kill_group(p)
 
 
 # ---------------------------------------------------------------------------- other teardowns
