@@ -2,8 +2,10 @@
 the capacity search, the argument parsers; then `clairfs-ctl plan --predict` on a real mount
 against the daemon's own plan (per_epoch adds up to predicted_backing_bytes, epoch 1 reads the
 tiers' objects from the backing store, epoch 2 from the tiers)."""
+import dataclasses
 import json
 import os
+import tempfile
 import unittest
 
 import harness
@@ -12,7 +14,7 @@ from test_cli import ctl
 import clairfs
 from clairfs import predict_cli
 from clairfs.predict import (Compute, EpochLoad, Rates, Source, capacity_for_no_stall, loads,
-                             predict, samples_per_epoch, with_extra_capacity)
+                             page_cache_share, predict, samples_per_epoch, with_extra_capacity)
 
 MB = 1e6
 MIB = 1 << 20
@@ -173,7 +175,71 @@ class ModelTest(unittest.TestCase):
         # The SSD tier has no slower tier to take from, and nothing is staged.
         self.assertIsNone(capacity_for_no_stall([e1, e2], 0, "ssd", rates, compute))
 
+    def test_page_cache_answers_its_share_of_ssd_reads(self):
+        self.assertEqual(page_cache_share(50, 200), 0.25)
+        self.assertEqual(page_cache_share(500, 200), 1.0)
+        self.assertEqual(page_cache_share(-1, 200), 0.0)
+        self.assertEqual(page_cache_share(0, 0), 0.0)
+        # 400 MB moved by the SSD tier at 100 MB/s from the device, 1 GB/s from the page cache.
+        e = EpochLoad(samples=100, bytes=400 * MB, tiers={"ssd": Source(100, 400 * MB)},
+                      backing=Source(), fills=Source())
+        rates = Rates(backing_bw=1e12, tier_bw={"ssd": 100 * MB}, page_cache_bw=1000 * MB)
+        compute = Compute(samples_per_s=1000)  # 0.1 s
+        self.assertAlmostEqual(predict([e], rates, compute)[0].time, 4.0)
+        cached = dataclasses.replace(rates, page_cached={"ssd": 0.75})
+        self.assertAlmostEqual(predict([e], cached, compute)[0].time, 1.0 + 0.3)
+        # The RAM tier's reads never come from the device: a share given for it changes nothing.
+        e_ram = dataclasses.replace(e, tiers={"ram": Source(100, 400 * MB)})
+        ram = dataclasses.replace(rates, tier_bw={"ram": 100 * MB}, page_cached={"ssd": 1.0})
+        self.assertAlmostEqual(predict([e_ram], ram, compute)[0].time, 4.0)
+
+    def test_capacity_search_sees_the_page_cache_share_fall(self):
+        # The SSD tier holds 100 MB, 50 MB of it in the page cache (free to read), its device
+        # gives 8 MB/s; epoch 2 stages 300 MB at 25 MB/s against 10 s of compute.
+        plan = {"tiers": [{"name": "ssd", "bytes": 100 * MB}]}
+        e1 = EpochLoad(samples=10, bytes=400 * MB, tiers={}, backing=Source(40, 400 * MB),
+                       fills=Source(10, 100 * MB))
+        e2 = EpochLoad(samples=10, bytes=400 * MB, tiers={"ssd": Source(10, 100 * MB)},
+                       backing=Source(30, 300 * MB), fills=Source())
+        rates = Rates(backing_bw=25 * MB, tier_bw={"ssd": 8 * MB}, page_cache_bw=1e12)
+        compute = Compute(samples_per_s=1)  # 10 s
+        fixed = predict_cli._cached_rates(rates, plan, 50 * MB)
+        self.assertEqual(fixed.page_cached, {"ssd": 0.5})
+        self.assertGreater(predict([e1, e2], fixed, compute)[1].stall, 0)
+        # With the cached share held at 0.5: 250 MB staged (10 s, and the 0.1 s a stall may
+        # take) and 147.5 MB half from the device (9.2 s): 47.5 MB more.
+        held = capacity_for_no_stall([e1, e2], 300 * MB, "ssd", fixed, compute)
+        self.assertGreaterEqual(held, 47.5 * MB)
+        self.assertLessEqual(held, 47.5 * MB + (1 << 20))
+        # But 50 MB of page cache over a 147.5 MB tier is a third of its reads: its device
+        # then needs 12.2 s, and no capacity of this tier removes the stall.
+        self.assertIsNone(capacity_for_no_stall(
+            [e1, e2], 300 * MB, "ssd", fixed, compute,
+            rates_at=lambda x: predict_cli._cached_rates(rates, plan, 50 * MB, "ssd", x)))
+
+    def test_page_cache_room(self):
+        with tempfile.NamedTemporaryFile("w", delete=False) as f:
+            f.write("MemTotal:  8000000 kB\nMemAvailable:  4000000 kB\n")
+            meminfo = f.name
+        try:
+            stats = {"tiers": [{"name": "ram", "capacity": 1000 * 1024, "bytes": 400 * 1024},
+                               {"name": "ssd", "capacity": 10 ** 12, "bytes": 0}],
+                     "prefetch": {"staging_max_capacity": 200 * 1024, "staging_bytes": 0}}
+            # 4,000,000 kB available, less 600,000 kB the RAM tier will take, 200 the window.
+            self.assertEqual(predict_cli.page_cache_room(stats, meminfo),
+                             (4000000 - 600 - 200) * 1024)
+            self.assertEqual(predict_cli.page_cache_room({}, meminfo), 4000000 * 1024)
+        finally:
+            os.unlink(meminfo)
+        self.assertEqual(predict_cli.page_cache_room({}, "/nonexistent/meminfo"), 0.0)
+
     def test_parsers(self):
+        self.assertIsNone(predict_cli.parse_page_cache("auto"))
+        self.assertEqual(predict_cli.parse_page_cache("2GiB"), 2 * (1 << 30))
+        self.assertEqual(predict_cli.parse_page_cache("0"), 0)
+        for bad in ("2GB/s", "lots"):
+            with self.assertRaises(Exception):
+                predict_cli.parse_page_cache(bad)
         self.assertEqual(predict_cli.parse_bytes_rate("25MB/s"), 25e6)
         self.assertEqual(predict_cli.parse_bytes_rate("2GiB/s"), 2 * (1 << 30))
         self.assertEqual(predict_cli.parse_bytes_rate("1.5e6"), 1.5e6)
@@ -229,9 +295,12 @@ class PredictMountTest(harness.ClairfsCase):
     def test_cli_predicts_from_the_mount(self):
         # A cold start (the tier fill has begun by now: by default what it holds is counted).
         rc, out, err = ctl("plan", "--predict", self.mnt, "--json", "--compute-rate", "100",
-                           "--backing-bw", "1MB/s", "--tiers-held", "0")
+                           "--backing-bw", "1MB/s", "--tiers-held", "0", "--page-cache", "1GiB")
         self.assertEqual((rc, err), (0, ""))
         result = json.loads(out)
+        # No SSD tier: the page cache given changes no tier's time.
+        self.assertEqual((result["inputs"]["page_cache"], result["inputs"]["page_cached"]),
+                         (1 << 30, {}))
         plan = self.plan(self.mnt)
         epochs = result["epochs"]
         self.assertEqual([e["epoch"] for e in epochs], [1, 2, 3])

@@ -16,9 +16,11 @@ backing store's time for reads x: max(bytes / backing_bw, reads / backing_iops):
                 peers, else as much as staged_e (fills and staged reads share the store)
     store_e   = max(store_(e-1) + fill_e (less what was done ahead) + ahead_e + staged_e,
                     end_(e-1) + staged_e)              the store has served epoch e
-    local_e   = max over tiers t of moved_e(t) / tier_bw(t), and peer_bytes_e / peer_bw, where
-                moved_e(t) is the bytes tier t serves in epoch e, each read a whole object for
-                the SSD tier (a record costs its chunk), each object once for the RAM tier
+    local_e   = max over tiers t of moved_e(t) x ((1 - h_t) / tier_bw(t) + h_t / cache_bw),
+                and peer_bytes_e / peer_bw, where moved_e(t) is the bytes tier t serves in
+                epoch e, each read a whole object for the SSD tier (a record costs its chunk),
+                each object once for the RAM tier, and h_t the share of tier t's reads the
+                page cache answers (min(1, page cache / tier bytes); 0 for the RAM tier)
     end_e     = max(end_(e-1) + compute_e, end_(e-1) + local_e, store_e)
     time_e    = end_e - end_(e-1),  stall_e = time_e - compute_e
 
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 # A stall below this share of the epoch's compute time (or 50 ms) counts as none.
 NO_STALL_SHARE = 0.01
@@ -89,6 +91,29 @@ class Rates:
     # chunk, docs/configuration.md); the others move each object once per epoch (a RAM tier
     # copies the records read out of the chunk it holds).
     whole_object_tiers: frozenset[str] = frozenset({"ssd"})
+    # Per tier with files (the SSD tier), the share 0..1 of its reads the kernel's page cache
+    # answers (page_cache_share), at page_cache_bw; the rest comes from its device at tier_bw.
+    page_cached: Mapping[str, float] = field(default_factory=dict)
+    page_cache_bw: float = 2e9
+
+    def tier_seconds(self, name: str, moved_bytes: float) -> float:
+        """Seconds tier `name` takes to move `moved_bytes`: from the page cache for its cached
+        share, from its device for the rest."""
+        bw = self.tier_bw.get(name, self.default_tier_bw)
+        h = min(max(self.page_cached.get(name, 0.0), 0.0), 1.0)
+        device = moved_bytes * (1 - h) / bw if bw > 0 else 0.0
+        cached = moved_bytes * h / self.page_cache_bw if self.page_cache_bw > 0 else 0.0
+        return device + cached
+
+
+def page_cache_share(page_cache: float, tier_bytes: float) -> float:
+    """The share of a tier's reads the page cache answers when it can keep `page_cache` bytes
+    of the tier's `tier_bytes` of files: each object is read as often as the others (a shuffle
+    of the whole set every epoch), so with the least recently read pages evicted first a read
+    finds its object cached with the probability page_cache / tier_bytes."""
+    if tier_bytes <= 0:
+        return 1.0 if page_cache > 0 else 0.0
+    return min(max(page_cache, 0.0) / tier_bytes, 1.0)
 
 
 @dataclass(frozen=True)
@@ -201,9 +226,8 @@ def predict(epoch_loads: Sequence[EpochLoad], rates: Rates,
         store = max(store + fills[i] - used + extra + staged, end + staged)
         seconds = {"backing": fills[i] - used + extra + staged}
         for name, served in load.tiers.items():
-            bw = rates.tier_bw.get(name, rates.default_tier_bw)
             moved = served if name in rates.whole_object_tiers else load.moved(name)
-            seconds[name] = moved.bytes / bw if bw > 0 else 0.0
+            seconds[name] = rates.tier_seconds(name, moved.bytes)
         seconds["peers"] = load.peers.bytes / rates.peer_bw if rates.peer_bw > 0 else 0.0
         local = max((v for k, v in seconds.items() if k != "backing"), default=0.0)
         new_end = max(end + c, end + local, store)
@@ -284,23 +308,36 @@ def with_extra_capacity(epoch_loads: Sequence[EpochLoad], staged_bytes: float, t
 
 def capacity_for_no_stall(epoch_loads: Sequence[EpochLoad], staged_bytes: float, tier: str,
                           rates: Rates, compute: Compute, first: int = 2,
-                          slower: Sequence[tuple[str, float]] = ()) -> float | None:
+                          slower: Sequence[tuple[str, float]] = (),
+                          rates_at: Callable[[float], Rates] | None = None) -> float | None:
     """The least extra capacity of `tier` (bytes, to 1 MiB) at which no epoch from `first`
     (1-based) on stalls (with_extra_capacity: staged objects first, then the slower tiers');
-    0 when none stalls as it is; None when capacity does not remove it (the stall remains with
-    every staged and slower object in the tier: the tier itself, the tier fills or peers set
-    the pace). Epoch 1 of a cold plan reads every object from the backing store once whatever
-    the capacity, hence first=2 by default."""
+    0 when none stalls as it is; None when no capacity up to every staged and slower object
+    removes it (the tier itself, the tier fills or peers set the pace). Found on a grid of 64
+    steps, then to 1 MiB: a capacity that works between two steps that do not is missed.
+    Epoch 1 of a cold plan reads every object from the backing store once whatever the
+    capacity, hence first=2 by default. rates_at(extra), if given, gives the rates with
+    the tier `extra` bytes bigger (a bigger SSD tier has a smaller share in the page cache)."""
     def ok(extra: float) -> bool:
         ps = predict(with_extra_capacity(epoch_loads, staged_bytes, tier, extra, slower),
-                     rates, compute)
+                     rates_at(extra) if rates_at else rates, compute)
         return not any(stalls(p) for p in ps[first - 1:])
     top = float(staged_bytes) + sum(b for _, b in slower)
     if ok(0):
         return 0.0
-    if top <= 0 or not ok(top):
+    if top <= 0:
         return None
-    lo, hi = 0.0, top
+    # Not monotonic: more of a slow tier (an SSD tier's device) can make the tier the bound.
+    # So the least capacity that works is sought on a grid first, then bisected below it.
+    steps = 64
+    lo = 0.0
+    for k in range(1, steps + 1):
+        hi = top * k / steps
+        if ok(hi):
+            break
+        lo = hi
+    else:
+        return None
     while hi - lo > (1 << 20):
         mid = (lo + hi) / 2
         if ok(mid):

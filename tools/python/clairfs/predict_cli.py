@@ -10,6 +10,7 @@ meanwhile, less its stall). Standard library only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import random
@@ -20,7 +21,8 @@ import time
 from typing import Any
 
 from . import control
-from .predict import Compute, Rates, capacity_for_no_stall, loads, predict, stalls
+from .predict import (Compute, Rates, capacity_for_no_stall, loads, page_cache_share, predict,
+                      stalls)
 
 # Tier bandwidths when not given: a RAM tier served through FUSE, an SSD tier (RocksDB).
 DEFAULT_TIER_BW = {"ram": 2e9, "ssd": 5e8}
@@ -44,6 +46,37 @@ def parse_compute(text: str) -> Compute:
     if m and m.group(2) == "":
         return Compute(samples_per_s=float(m.group(1)))
     return Compute(bytes_per_s=parse_bytes_rate(text))
+
+
+def parse_page_cache(text: str) -> float | None:
+    """'auto' -> None (page_cache_room); '2GiB', '0' -> bytes."""
+    if text.strip() == "auto":
+        return None
+    m = _RATE.match(text)
+    unit = m.group(2).upper() if m else ""
+    if not m or unit not in _UNITS or "/" in text:
+        raise argparse.ArgumentTypeError(f"--page-cache: a size (2GiB, 0) or auto, got {text!r}")
+    return float(m.group(1)) * _UNITS[unit]
+
+
+def page_cache_room(stats: dict[str, Any], meminfo: str = "/proc/meminfo") -> float:
+    """What the kernel can keep of the tiers' files in its page cache while the job runs, as
+    far as this node shows it now: MemAvailable, less what the daemon will still take (its RAM
+    tiers' capacity not yet filled, its staging window's growth). It counts the whole machine
+    before the job's own processes grow: in a memory cgroup, or beside a job that needs much
+    memory, give --page-cache instead."""
+    try:
+        with open(meminfo) as f:
+            avail = next((float(line.split()[1]) * 1024 for line in f
+                          if line.startswith("MemAvailable:")), 0.0)
+    except OSError:
+        return 0.0
+    grow = sum(max(float(t.get("capacity", 0)) - float(t.get("bytes", 0)), 0.0)
+               for t in stats.get("tiers", []) if t.get("name") == "ram")
+    pre = stats.get("prefetch", {})
+    grow += max(float(pre.get("staging_max_capacity", 0)) - float(pre.get("staging_bytes", 0)),
+                0.0)
+    return max(avail - grow, 0.0)
 
 
 def parse_tier_bw(text: str) -> dict[str, float]:
@@ -197,12 +230,26 @@ def _held(stats: dict[str, Any]) -> float:
     return float(r) if isinstance(r, (int, float)) else 0.0
 
 
+def _cached_rates(rates: Rates, plan: dict[str, Any], page_cache: float, tier: str = "",
+                  extra: float = 0.0) -> Rates:
+    """rates with the page cache's share of each whole-object tier's reads: page_cache bytes
+    against the bytes the plan places in the tier (plus `extra` for `tier`)."""
+    held: dict[str, float] = {}
+    for t in plan.get("tiers", []):
+        held[t["name"]] = held.get(t["name"], 0.0) + float(t.get("bytes", 0))
+    shares = {name: page_cache_share(page_cache, b + (extra if name == tier else 0.0))
+              for name, b in held.items() if name in rates.whole_object_tiers}
+    return dataclasses.replace(rates, page_cached=shares)
+
+
 def build(plan: dict[str, Any], stats: dict[str, Any], rates: Rates, compute: Compute,
-          held: float | None = None) -> dict[str, Any]:
+          held: float | None = None, page_cache: float = 0.0) -> dict[str, Any]:
     """The prediction as JSON-able dict: inputs, epochs, and the capacity that removes the
-    stall of epochs 2+ (per tier, added to that tier alone: predict.capacity_for_no_stall)."""
+    stall of epochs 2+ (per tier, added to that tier alone: predict.capacity_for_no_stall).
+    page_cache: bytes of the SSD tier's files the kernel can keep cached while the job runs."""
     held = _held(stats) if held is None else held
     epoch_loads = loads(plan, held=held)
+    rates = _cached_rates(rates, plan, page_cache)
     preds = predict(epoch_loads, rates, compute)
     staged = (float(plan.get("staging", {}).get("bytes", 0))
               + float(plan.get("direct", {}).get("bytes", 0)))
@@ -211,13 +258,15 @@ def build(plan: dict[str, Any], stats: dict[str, Any], rates: Rates, compute: Co
     for i, t in enumerate(tiers):
         slower = [(u["name"], float(u.get("bytes", 0))) for u in tiers[i + 1:]]
         capacity["extra_bytes"][t["name"]] = capacity_for_no_stall(
-            epoch_loads, staged, t["name"], rates, compute, slower=slower)
+            epoch_loads, staged, t["name"], rates, compute, slower=slower,
+            rates_at=lambda x, n=t["name"]: _cached_rates(rates, plan, page_cache, n, x))
     capacity["first_epoch_stalls"] = bool(preds) and stalls(preds[0])
     return {"inputs": {"backing_bw": rates.backing_bw, "backing_iops": rates.backing_iops,
                        "tier_bw": {t["name"]: rates.tier_bw.get(t["name"], rates.default_tier_bw)
                                    for t in plan.get("tiers", [])},
                        "peer_bw": rates.peer_bw, "samples_per_s": compute.samples_per_s,
                        "bytes_per_s": compute.bytes_per_s, "tiers_held": held,
+                       "page_cache": page_cache, "page_cached": dict(rates.page_cached),
                        "tiers": [{k: t.get(k) for k in ("name", "capacity", "bytes")}
                                  for t in plan.get("tiers", [])]},
             "epochs": [p.as_dict() for p in preds],
@@ -236,8 +285,10 @@ def render(result: dict[str, Any]) -> str:
             else f"{inp['bytes_per_s'] / 1e6:.1f} MB/s")
     tiers = ", ".join(f"{n} {bw / 1e6:.0f} MB/s" for n, bw in inp["tier_bw"].items())
     iops = f", {inp['backing_iops']:.0f} IOPS" if inp["backing_iops"] else ""
+    cached = "".join(f"; page cache {inp['page_cache'] / (1 << 20):.0f} MiB: {share * 100:.0f}% "
+                     f"of {name} reads" for name, share in inp.get("page_cached", {}).items())
     lines = [f"compute {rate}; backing {inp['backing_bw'] / 1e6:.1f} MB/s{iops}; {tiers}; "
-             f"tiers hold {inp['tiers_held'] * 100:.0f}% of their share now"]
+             f"tiers hold {inp['tiers_held'] * 100:.0f}% of their share now{cached}"]
     names = [t["name"] for t in inp["tiers"]]
     head = ["epoch", "time s", "stall s", "compute s", "bound", "backing MB"]
     head += [f"{n} MB" for n in names] + ["peers MB"]
@@ -297,6 +348,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tiers-held", type=float, metavar="F",
                    help="the share (0..1) of their planned bytes the tiers hold before the job "
                         "(default: stats readiness.tiers now; 0: a cold start)")
+    p.add_argument("--page-cache", type=parse_page_cache, default=None, metavar="SIZE|auto",
+                   help="what the kernel can keep of the SSD tier's files in its page cache "
+                        "while the job runs (default auto: MemAvailable now, less the daemon's "
+                        "growth; give it in a memory cgroup; 0: every SSD read from the device)")
     p.add_argument("--peer-bw", type=parse_bytes_rate, default=1e9, metavar="RATE",
                    help="what peers deliver (default 1GB/s)")
 
@@ -339,8 +394,10 @@ def run(args: argparse.Namespace, out: Any, err: Any) -> int:
     tier_bw = DEFAULT_TIER_BW | {n: p["bytes_per_s"] for n, p in tier_probes.items()}
     rates = Rates(backing_bw=bw, backing_iops=args.backing_iops, tier_bw=tier_bw | args.tier_bw,
                   peer_bw=args.peer_bw)
+    stats = control.stats(args.mount)
+    page_cache = page_cache_room(stats) if args.page_cache is None else args.page_cache
     try:
-        result = build(plan, control.stats(args.mount), rates, compute, held=args.tiers_held)
+        result = build(plan, stats, rates, compute, held=args.tiers_held, page_cache=page_cache)
     except ValueError as e:
         print(f"clairfs-ctl: {e}", file=err)
         return 2
