@@ -51,6 +51,8 @@ TunerTarget Autotuner::Observe(const TunerSample& sample) {
   ++round_samples_;
   round_full_ = round_full_ || sample.full;
   if (round_elapsed_ < kRound) return target_;
+  const uint64_t ready_before = round_ready_start_;
+  round_ready_start_ = sample.ready_bytes;
   if (++rounds_ <= kWarmupRounds) {  // start-up: the daemon and the readers still settling
     round_elapsed_ = std::chrono::nanoseconds(0);
     round_bytes_ = round_stall_ns_ = 0;
@@ -63,7 +65,12 @@ TunerTarget Autotuner::Observe(const TunerSample& sample) {
   const double occupancy = round_occupancy_ / round_samples_;
   const double stall_share = static_cast<double>(round_stall_ns_) / 1e9 / seconds;
   const bool low = occupancy < kLowOccupancy || stall_share > kStallShare;
-  Decide(low, round_full_, occupancy, static_cast<double>(round_bytes_) / seconds);
+  // What the store sustains: the fetched bytes less what the window gained (a growth that
+  // fills the window fetches more for a round without serving more); a window that drains
+  // serves more than is fetched for a round, which the store did not give either.
+  const double gained = static_cast<double>(sample.ready_bytes) - static_cast<double>(ready_before);
+  const double sustained = std::max(static_cast<double>(round_bytes_) - std::max(gained, 0.0), 0.0);
+  Decide(low, round_full_, occupancy, sustained / seconds);
   round_elapsed_ = std::chrono::nanoseconds(0);
   round_bytes_ = round_stall_ns_ = 0;
   round_occupancy_ = 0;
@@ -76,8 +83,19 @@ bool Autotuner::GrowCapacity() {
   if (!limits_.tune_capacity || target_.capacity >= limits_.max_capacity) return false;
   target_.capacity = std::min(limits_.max_capacity, target_.capacity * 2);
   target_.state = TunerState::kCapacity;
-  // A wider window changes what the threads can do: the next growth is judged afresh.
+  // A wider window changes what the threads can do: the next change is judged afresh.
   before_threads_.reset();
+  shrinking_ = false;
+  return true;
+}
+
+bool Autotuner::TryShrink(double throughput) {
+  if (!limits_.tune_threads || target_.threads / 2 < limits_.min_threads) return false;
+  before_threads_ = target_.threads;
+  before_throughput_ = throughput;
+  shrinking_ = true;
+  target_.threads /= 2;
+  target_.state = TunerState::kThreads;
   return true;
 }
 
@@ -92,24 +110,47 @@ void Autotuner::Decide(bool low, bool full, double occupancy, double throughput)
     low_rounds_ = 0;
     saturated_ = false;
     before_threads_.reset();
+    shrinking_ = false;
     target_.state = limits_.tune_threads ? TunerState::kThreads : TunerState::kCapacity;
+  }
+  // Fetches in flight fill the window while little is ready: the window bounds the concurrency
+  // (a thread growth is then judged afresh, once the window let it work).
+  if (low && full && occupancy < kLowOccupancy && GrowCapacity()) return;
+  if (before_threads_) {
+    // The round after a change of the threads judges it, whether the window runs low or not.
+    const int before = *before_threads_;
+    const double reference = before_throughput_;
+    before_threads_.reset();
+    if (shrinking_) {
+      shrinking_ = false;
+      if (throughput < reference * (1 - kShrinkLoss)) {  // fewer served less: back
+        target_.threads = before;
+        saturated_ = true;
+        calm_rounds_ = 0;
+        target_.state = TunerState::kCapacity;
+        return;
+      }
+      // Fewer threads served as much, leaving the CPU to the readers: kept, and fewer tried.
+      if (TryShrink(throughput)) return;
+      saturated_ = true;
+    } else if (!(throughput > reference * (1 + kGain))) {
+      // A growth that did not raise the throughput by kGain, even one that fills the window,
+      // only takes CPU from the readers (a store that is the machine's own disk and cores): it
+      // is taken back, and fewer threads than before are tried (they may serve as much).
+      target_.threads = before;
+      calm_rounds_ = 0;
+      if (TryShrink(reference)) return;
+      saturated_ = true;  // the store does not keep up with more threads
+      target_.state = TunerState::kCapacity;
+      return;
+    }
   }
   if (!low) {
     if (++calm_rounds_ >= kCalmRounds) Settle(throughput);
     return;
   }
   calm_rounds_ = 0;
-  // Fetches in flight fill the window while little is ready: the window bounds the concurrency.
-  if (full && occupancy < kLowOccupancy && GrowCapacity()) return;
   if (limits_.tune_threads && !saturated_) {
-    if (before_threads_ && !(throughput > before_throughput_ * (1 + kGain))) {
-      // The last growth did not pay: the store does not keep up with more threads.
-      target_.threads = *before_threads_;
-      before_threads_.reset();
-      saturated_ = true;
-      target_.state = TunerState::kCapacity;
-      return;
-    }
     if (target_.threads < limits_.max_threads) {
       before_threads_ = target_.threads;
       before_throughput_ = throughput;

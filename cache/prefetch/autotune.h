@@ -4,9 +4,13 @@
 //
 // The rule (after PRISMA's autotuner): while the window runs low (little fetched ahead of the
 // readers, or readers waiting on fetches), grow the fetch threads as long as the store keeps up
-// (each growth must raise the measured fetch throughput by kGain); when a growth did not pay,
-// go back to the count before it (the store is saturated) and grow the window instead, which
-// buys the readers a longer lead over the store's hiccups. A window that is full of fetches
+// (each growth must raise the throughput by kGain, judged on the round after it
+// whether the window still runs low or not); when a growth did not pay, go back to the count
+// before it (the store is saturated, or more threads only take CPU from the readers), then try
+// half as many, and half again while a halving loses less than kShrinkLoss of the throughput
+// (a local disk on few cores serves as much with fewer threads, which leave the CPU to the
+// readers); then grow the window, which buys the readers a longer lead over the store's
+// hiccups. A window that is full of fetches
 // still in flight while little is ready limits the threads' concurrency: it is grown first.
 // Once occupancy is stable (kCalmRounds rounds without running low), or nothing is left to
 // grow, the targets are held (kStable); running low at another pace (kReopenRounds rounds)
@@ -18,10 +22,12 @@
 //   goes beyond it); with tune_threads false the threads, with tune_capacity false the capacity,
 //   are never changed from those given at construction.
 // - The capacity never shrinks (the window then needs no eviction): it is doubled, capped at
-//   max_capacity. The threads double when they grow and go back to a count held before when a
-//   growth did not pay.
+//   max_capacity. The threads double when they grow, go back to the count before a change
+//   that did not pay, and are halved only after a growth failed.
 // - Samples that saw nothing to stage (active false) are ignored; a decision is made once the
 //   active samples since the last one span kRound, except for the first kWarmupRounds rounds.
+// - The throughput of a round is what the store sustained: the bytes fetched, less the growth of
+//   the ready bytes over the round if they grew (filling the window is not a faster store).
 // - Deterministic: the same samples give the same targets.
 // Not thread-safe: one owner calls it.
 #pragma once
@@ -73,6 +79,8 @@ class Autotuner {
   static constexpr std::chrono::milliseconds kRound{500};
   // A thread growth pays when the fetch throughput rises by at least this fraction.
   static constexpr double kGain = 0.10;
+  // Halving the threads is kept when the throughput falls by less than this fraction.
+  static constexpr double kShrinkLoss = 0.03;
   // The window runs low below this fraction of its capacity fetched ahead, or when readers
   // waited more than kStallShare of the round (summed over readers).
   static constexpr double kLowOccupancy = 0.5;
@@ -97,6 +105,9 @@ class Autotuner {
  private:
   void Decide(bool low, bool full, double occupancy, double throughput);
   bool GrowCapacity();
+  // Halves the threads to be judged on the next round against `throughput` (the count before);
+  // false when at the minimum or the threads are not tuned.
+  bool TryShrink(double throughput);
   void Settle(double throughput);
 
   const TunerLimits limits_;
@@ -108,10 +119,12 @@ class Autotuner {
   double round_occupancy_ = 0;  // summed over the round's samples
   int round_samples_ = 0;
   bool round_full_ = false;
+  uint64_t round_ready_start_ = 0;  // ready bytes when the round began
   // The thread search: the count and throughput before the last growth (none: no growth to
   // judge), and whether the store stopped keeping up.
   std::optional<int> before_threads_;
   double before_throughput_ = 0;
+  bool shrinking_ = false;  // the change being judged halved the threads
   bool saturated_ = false;
   int rounds_ = 0;  // rounds gathered, warm-up included
   int calm_rounds_ = 0;
