@@ -28,6 +28,7 @@ PACKAGES=(
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
   python3-matplotlib  # the benchmark figures (tools/bench/plot_scenarios.py)
+  util-linux-extra  # fincore: what the page cache holds of the SSD tier (tools/bench/lib.sh)
   # clairfs-ctl serve-metrics: the Prometheus export (tools/python/clairfs/metrics.py), and
   # the parser the metrics tests read .clairfs/metrics with
   python3-prometheus-client

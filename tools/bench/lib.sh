@@ -10,6 +10,13 @@ MOUNTS=() PIDS=() CLEANUPS=()
 die() { echo "$NAME: $*" >&2; exit 1; }
 log() { echo "[$(date +%T)] $*" >&2; }
 built() { date -u -r "$1" '+%Y-%m-%d %H:%M:%S UTC'; }
+# page_cached DIR...: bytes of the files under DIR the page cache holds now, and their size:
+# "CACHED TOTAL" (fincore, util-linux; "0 0" for no files).
+page_cached() {
+  find "$@" -type f -print0 2>/dev/null |
+    xargs -0 -r fincore --bytes --noheadings --raw --output RES,SIZE 2>/dev/null |
+    awk '{c += $1; t += $2} END {printf "%.0f %.0f\n", c, t}'
+}
 is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
 
 unmount() {  # every mount stacked at $1: fusermount3 -u, then lazy -uz; each under a timeout

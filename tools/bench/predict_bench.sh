@@ -5,7 +5,8 @@
 # and its measured epochs (--keep), then predicts every epoch from the plan with the model of
 # `clairfs-ctl plan --predict` (predict_report.py: the lower bound's compute rate, the emulated
 # PFS's throttle as the backing store's bandwidth and IOPS, a cold start, the SSD tier at what a
-# cold read of its directory's device in pieces of its objects gives, --probe-tier) and prints
+# cold read of its directory's device in pieces of its objects gives, --probe-tier, and the page
+# cache as holding what it held of the SSD tier's files at the end of the run) and prints
 # the table of measured and predicted times and stalls, and the capacity the model says removes
 # the stall.
 #

@@ -13,7 +13,8 @@ computes) from the plan as the daemon gave it right after registration (its per_
 start (the tiers hold nothing: the job reads right after registering), the compute rate of the
 run's lower bound (samples per second of the --compute-only epoch) and the backing store's
 given bandwidth and IOPS (the emulated PFS's throttle, shared by the ranks of scenario 3: each
-node gets 1/N); a tier named in --probe-tier at what its directory's device gave a cold read in
+node gets 1/N); the page cache holding what it held of the SSD tiers' files at the end of the
+run (fincore, kept by the bench; --page-cache BYTES instead); a tier named in --probe-tier at what its directory's device gave a cold read in
 pieces of the run's mean object in that tier (predict_cli.probe_dir, as `plan --predict
 --probe-tier` measures it), other tiers and peers at predict_cli's defaults. Prints the
 markdown tables: per run
@@ -57,15 +58,26 @@ def tier_bw(a, plan):
     return bw
 
 
-def _predictions(a, plans, compute, ranks, probe):
+def _predictions(a, plans, compute, ranks, probe, page_cache):
     """Per rate set ("given": --bps/--iops; "probed": the probe's bytes/s, when kept), the
-    per-rank predictions of the plans. The store is shared: each of N ranks gets 1/N."""
+    per-rank predictions of the plans. The store is shared: each of N ranks gets 1/N, and so is
+    the page cache (page_cache: the bytes it held of the SSD tiers' files)."""
     sets = {"given": (a.bps, a.iops)}
     if probe:
         sets["probed"] = (probe["bytes_per_s"], 0.0)  # the probe's rate includes the IOPS limit
     return {k: [build(p, {}, Rates(backing_bw=bw / ranks, backing_iops=iops / ranks,
-                                   tier_bw=tier_bw(a, p)), compute, held=0.0) for p in plans]
+                                   tier_bw=tier_bw(a, p)), compute, held=0.0,
+                      page_cache=page_cache / ranks) for p in plans]
             for k, (bw, iops) in sets.items()}
+
+
+def _page_cache(a, path):
+    """The bytes the page cache held of the SSD tiers' files at the end of the run (kept by the
+    bench: fincore), or --page-cache if given; 0 when neither."""
+    if a.page_cache is not None:
+        return a.page_cache
+    j = _probe(path)
+    return float(j["ssd"]["cached"]) if j else 0.0
 
 
 def _probe(path):
@@ -85,8 +97,9 @@ def predicted_runs(a):
                      sorted(glob.glob(os.path.join(a.scenarios, f"s{s}.plan.r*.json")))]
             compute = Compute(samples_per_s=lb["files"] / lb["seconds"])
             name = f"scenario {s}" + (f" ({len(plans)} ranks)" if len(plans) > 1 else "")
+            cached = _page_cache(a, os.path.join(a.scenarios, f"s{s}.pagecache.json"))
             runs.append(("scenarios", name, lb["seconds"], _load(path)["epochs"],
-                         _predictions(a, plans, compute, len(plans), probe)))
+                         _predictions(a, plans, compute, len(plans), probe, cached)))
     if a.records:
         lb = _load(os.path.join(a.records, "lb.json"))["epochs"][0]
         compute = Compute(samples_per_s=lb["records"] / lb["seconds"])
@@ -94,8 +107,9 @@ def predicted_runs(a):
             run = _load(path)
             chunk = os.path.basename(path)[len("clairfs-"):-len(".json")]
             probe = _probe(os.path.join(a.records, f"probe-{chunk}.json"))
+            cached = _page_cache(a, os.path.join(a.records, f"pagecache-{chunk}.json"))
             runs.append(("records", f"records, {chunk} chunks", lb["seconds"], run["epochs"],
-                         _predictions(a, [run["plan"]], compute, 1, probe)))
+                         _predictions(a, [run["plan"]], compute, 1, probe, cached)))
     return runs
 
 
@@ -124,6 +138,8 @@ def main():
     ap.add_argument("--bps", type=float, required=True)
     ap.add_argument("--iops", type=float, default=0.0)
     ap.add_argument("--probe-tier", type=parse_tier_dirs, default={})
+    ap.add_argument("--page-cache", type=float, default=None,
+                    help="bytes of the SSD tiers' files in the page cache (default: as kept)")
     ap.add_argument("--json")
     a = ap.parse_args()
     runs = predicted_runs(a)
@@ -156,9 +172,10 @@ def main():
     print("\nWithin 15 %: " + ", ".join(f"{met[k]} of {total[k]} epochs with the {k} bandwidth"
                                       for k in ("given", "probed") if total[k]) + ".\n")
     print("| run | backing store: given, probed MB/s | tiers: capacity MiB, bandwidth MB/s | "
+          "page cache: MiB, share of SSD reads | "
           "predicted stall, epochs 2+ s (given) | extra capacity that removes it (per tier "
           "alone) |")
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for bench, name, lb, measured, sets in runs:
         r = sets["given"][0]
         probed = (f"{sets['probed'][0]['inputs']['backing_bw'] * len(sets['probed']) / 1e6:.1f}"
@@ -171,9 +188,11 @@ def main():
                                       "none needed" if x == 0 else f"+{x / (1 << 20):.0f} MiB")
                           for n, x in r["capacity"]["extra_bytes"].items())
         ranks = len(sets["given"])
+        pc = (f"{r['inputs']['page_cache'] / (1 << 20):.0f}, "
+              f"{r['inputs']['page_cached'].get('ssd', 0):.2f}")
         print(f"| {name}{' (rank 0)' if ranks > 1 else ''} | "
-              f"{r['inputs']['backing_bw'] * ranks / 1e6:.1f}, {probed} | {tiers} | {later:.2f} | "
-              f"{extra} |")
+              f"{r['inputs']['backing_bw'] * ranks / 1e6:.1f}, {probed} | {tiers} | {pc} | "
+              f"{later:.2f} | {extra} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

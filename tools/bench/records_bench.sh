@@ -34,7 +34,8 @@
 # into DIR (lb.json, direct.json, clairfs-<CHUNK>.json: per epoch the times, and the plan as
 # read right after registration, with per_epoch) and probes of the throttled store (probe-<CHUNK>.json:
 # 128 MiB in CHUNK pieces at random offsets of the shards, read cold with 4 threads, as `clairfs-ctl
-# plan --predict --probe` reads them) for tools/bench/predict_bench.sh.
+# plan --predict --probe` reads them), and what the page cache held of the SSD tier's files at
+# the end of each clairfs run (pagecache-<CHUNK>.json), for tools/bench/predict_bench.sh.
 # Env: CLAIRFS_BIN, BENCH_BIN (the throttle check; default: this checkout's build/), PYTHON
 # (/usr/bin/python3). Root only. Everything set up is torn down on exit, error, INT and TERM.
 set -euo pipefail
@@ -169,6 +170,10 @@ EOF
     fi
   done | awk '{s += $1} END {printf "%.0f", s / 1024}')
   DAEMONS+="${DAEMONS:+, }chunk_size $chunk: peak RSS $rss MiB, OOM kills in the group so far $(pfs_oom_kills)"
+  # What the page cache held of the SSD tier's files at the end (for predict_report.py).
+  read -r cached ssd_files < <(page_cached "$WORK/ssd")
+  echo "{\"ssd\": {\"cached\": $cached, \"files\": $ssd_files}}" >"$WORK/pagecache-$chunk.json"
+  log "$tag: the page cache holds $((cached / MIB)) MiB of the SSD tier's $((ssd_files / MIB)) MiB"
   RUNS+=(--run "clairfs $chunk=$WORK/$tag.json")
   teardown  # unmount, stop the daemon
   rm -rf "$WORK/ssd"
@@ -210,5 +215,6 @@ if [[ -n $KEEP ]]; then
   for f in "$WORK"/direct.json "$WORK"/clairfs-*.json; do
     if [[ -f $f ]]; then cp "$f" "$KEEP/"; fi
   done
+  for f in "$WORK"/pagecache-*.json; do if [[ -f $f ]]; then cp "$f" "$KEEP/"; fi; done
   log "replay outputs kept in $KEEP"
 fi

@@ -46,7 +46,8 @@
 # (s<N>.lb.json, s<N>.clairfs.json) and each rank's plan as read right after registration (and
 # placement), with per_epoch (s<N>.plan.r<R>.json), into DIR, and a probe of the throttled
 # store (probe.json: 1000 files read cold with 4 threads, as `clairfs-ctl plan --predict --probe`
-# reads them): tools/bench/predict_bench.sh predicts the epochs from them.
+# reads them), and what the page cache held of the SSD tiers' files at the end of the run
+# (s<N>.pagecache.json): tools/bench/predict_bench.sh predicts the epochs from them.
 # Env: CLAIRFS_BIN, BENCH_BIN (default: this checkout's build/), PYTHON (/usr/bin/python3),
 #   PLOT_FORMAT (the figures' formats: svg, png or svg,png; default svg).
 # Root only. Everything set up is torn down on exit, error, INT and TERM.
@@ -183,7 +184,7 @@ run_direct() {  # TAG N DATA MPREFIX
 # run_clairfs TAG N DATA MPREFIX: starts clairfs (N > 1: under mpiexec), registers each rank's
 # manifest, replays, records stats, plan, daemon peak RSS, device bytes; stops it again.
 run_clairfs() {
-  local tag=$1 n=$2 data=$3 m=$4 r i d0 pid mnt="$WORK/mnt-{rank}" cfg="$WORK/$1.yaml"
+  local tag=$1 n=$2 data=$3 m=$4 r i d0 pid mnt="$WORK/mnt-{rank}" cfg="$WORK/$1.yaml" cached ssd_files
   pfs_remount
   pfs_memlimit $(((PAGECACHE + (BENCH_MIB + RAM + STAGING + OVERHEAD) * n) * MIB))
   rm -rf "$WORK"/ssd-*
@@ -247,6 +248,9 @@ EOF
     fi
   done | awk '{s += $1} END {printf "%.0f\n", s / 1024}' >"$WORK/$tag.clairfs.rss"
   pfs_oom_kills >"$WORK/$tag.clairfs.oom"
+  # What the page cache held of the SSD tiers' files at the end (for predict_report.py).
+  read -r cached ssd_files < <(page_cached "$WORK"/ssd-*)
+  echo "{\"ssd\": {\"cached\": $cached, \"files\": $ssd_files}}" >"$WORK/$tag.pagecache.json"
   teardown  # unmount, stop the daemon(s)
   rm -rf "$WORK"/ssd-*
 }
@@ -283,7 +287,8 @@ for s in 1 2 3 4; do
   want $s || continue
   scenario $s
   if [[ -n $KEEP && -f $WORK/s$s.clairfs.json ]]; then
-    cp "$WORK/s$s.lb.json" "$WORK/s$s.clairfs.json" "$WORK"/s$s.plan.r*.json "$KEEP/"
+    cp "$WORK/s$s.lb.json" "$WORK/s$s.clairfs.json" "$WORK"/s$s.plan.r*.json \
+      "$WORK/s$s.pagecache.json" "$KEEP/"
   fi
 done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
