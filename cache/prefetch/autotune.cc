@@ -42,40 +42,29 @@ Autotuner::Autotuner(const TunerLimits& limits, int threads, uint64_t capacity)
 
 TunerTarget Autotuner::Observe(const TunerSample& sample) {
   if (target_.state == TunerState::kStatic || !sample.active) return target_;
-  round_elapsed_ += sample.elapsed;
-  round_bytes_ += sample.fetched_bytes;
-  round_stall_ns_ += sample.stall_ns;
-  round_occupancy_ += target_.capacity ? static_cast<double>(sample.ready_bytes) /
+  round_.elapsed += sample.elapsed;
+  round_.bytes += sample.fetched_bytes;
+  round_.stall_ns += sample.stall_ns;
+  round_.occupancy += target_.capacity ? static_cast<double>(sample.ready_bytes) /
                                              static_cast<double>(target_.capacity)
                                        : 1.0;
-  ++round_samples_;
-  round_full_ = round_full_ || sample.full;
-  if (round_elapsed_ < kRound) return target_;
-  const uint64_t ready_before = round_ready_start_;
-  round_ready_start_ = sample.ready_bytes;
-  if (++rounds_ <= kWarmupRounds) {  // start-up: the daemon and the readers still settling
-    round_elapsed_ = std::chrono::nanoseconds(0);
-    round_bytes_ = round_stall_ns_ = 0;
-    round_occupancy_ = 0;
-    round_samples_ = 0;
-    round_full_ = false;
-    return target_;
-  }
-  const double seconds = std::chrono::duration<double>(round_elapsed_).count();
-  const double occupancy = round_occupancy_ / round_samples_;
-  const double stall_share = static_cast<double>(round_stall_ns_) / 1e9 / seconds;
+  ++round_.samples;
+  round_.full = round_.full || sample.full;
+  if (round_.elapsed < kRound) return target_;
+  const Round round = round_;
+  round_ = Round{.ready_start = sample.ready_bytes};
+  if (++rounds_ <= kWarmupRounds) return target_;  // start-up: the readers still settling
+  const double seconds = std::chrono::duration<double>(round.elapsed).count();
+  const double occupancy = round.occupancy / round.samples;
+  const double stall_share = static_cast<double>(round.stall_ns) / 1e9 / seconds;
   const bool low = occupancy < kLowOccupancy || stall_share > kStallShare;
   // What the store sustains: the fetched bytes less what the window gained (a growth that
   // fills the window fetches more for a round without serving more); a window that drains
   // serves more than is fetched for a round, which the store did not give either.
-  const double gained = static_cast<double>(sample.ready_bytes) - static_cast<double>(ready_before);
-  const double sustained = std::max(static_cast<double>(round_bytes_) - std::max(gained, 0.0), 0.0);
-  Decide(low, round_full_, occupancy, sustained / seconds);
-  round_elapsed_ = std::chrono::nanoseconds(0);
-  round_bytes_ = round_stall_ns_ = 0;
-  round_occupancy_ = 0;
-  round_samples_ = 0;
-  round_full_ = false;
+  const double gained =
+      static_cast<double>(sample.ready_bytes) - static_cast<double>(round.ready_start);
+  const double sustained = std::max(static_cast<double>(round.bytes) - std::max(gained, 0.0), 0.0);
+  Decide(low, round.full, occupancy, sustained / seconds);
   return target_;
 }
 
@@ -83,7 +72,9 @@ bool Autotuner::GrowCapacity() {
   if (!limits_.tune_capacity || target_.capacity >= limits_.max_capacity) return false;
   target_.capacity = std::min(limits_.max_capacity, target_.capacity * 2);
   target_.state = TunerState::kCapacity;
-  // A wider window changes what the threads can do: the next change is judged afresh.
+  // A wider window changes what the threads can do: a growth being judged is judged afresh
+  // later; a halving cannot be judged now, so the count before it comes back.
+  if (shrinking_ && before_threads_) target_.threads = *before_threads_;
   before_threads_.reset();
   shrinking_ = false;
   return true;
@@ -125,22 +116,21 @@ void Autotuner::Decide(bool low, bool full, double occupancy, double throughput)
       shrinking_ = false;
       if (throughput < reference * (1 - kShrinkLoss)) {  // fewer served less: back
         target_.threads = before;
-        saturated_ = true;
         calm_rounds_ = 0;
         target_.state = TunerState::kCapacity;
         return;
       }
       // Fewer threads served as much, leaving the CPU to the readers: kept, and fewer tried.
       if (TryShrink(throughput)) return;
-      saturated_ = true;
     } else if (!(throughput > reference * (1 + kGain))) {
       // A growth that did not raise the throughput by kGain, even one that fills the window,
       // only takes CPU from the readers (a store that is the machine's own disk and cores): it
-      // is taken back, and fewer threads than before are tried (they may serve as much).
+      // is taken back, no growth is tried again, and fewer threads than before are tried
+      // (they may serve as much).
       target_.threads = before;
+      saturated_ = true;  // the store does not keep up with more threads
       calm_rounds_ = 0;
       if (TryShrink(reference)) return;
-      saturated_ = true;  // the store does not keep up with more threads
       target_.state = TunerState::kCapacity;
       return;
     }

@@ -113,13 +113,16 @@ class Autotuner {
   const TunerLimits limits_;
   TunerTarget target_;
   // The round being gathered.
-  std::chrono::nanoseconds round_elapsed_{0};
-  uint64_t round_bytes_ = 0;
-  uint64_t round_stall_ns_ = 0;
-  double round_occupancy_ = 0;  // summed over the round's samples
-  int round_samples_ = 0;
-  bool round_full_ = false;
-  uint64_t round_ready_start_ = 0;  // ready bytes when the round began
+  struct Round {
+    std::chrono::nanoseconds elapsed{0};
+    uint64_t bytes = 0;
+    uint64_t stall_ns = 0;
+    double occupancy = 0;  // summed over the round's samples
+    int samples = 0;
+    bool full = false;
+    uint64_t ready_start = 0;  // ready bytes when the round began
+  };
+  Round round_;
   // The thread search: the count and throughput before the last growth (none: no growth to
   // judge), and whether the store stopped keeping up.
   std::optional<int> before_threads_;

@@ -196,6 +196,28 @@ TEST(Autotuner, FewerThreadsThatServeAsMuchAreKept) {
   EXPECT_EQ(t.state, TunerState::kStable);
 }
 
+TEST(Autotuner, AHalvingCutShortByAWindowGrowthGivesItsThreadsBack) {
+  // Rounds of one sample each: 100 MB fetched per 500 ms, nothing ready (the window runs low).
+  Autotuner tuner(Limits(), 4, 16 * kMiB);
+  auto round = [&](bool full) {
+    TunerSample s;
+    s.elapsed = milliseconds(500);
+    s.fetched_bytes = 100'000'000;
+    s.full = full;
+    s.active = true;
+    return tuner.Observe(s);
+  };
+  round(false);  // warm-up: only measured
+  EXPECT_EQ(round(false), (TunerTarget{8, 16 * kMiB, TunerState::kThreads}));
+  // 8 fetched no more than 4: back to 4, and 2 tried.
+  EXPECT_EQ(round(false), (TunerTarget{2, 16 * kMiB, TunerState::kThreads}));
+  // The window fills with fetches in flight before 2 could be judged: it grows, and the 4
+  // threads come back (a halving is kept only when judged).
+  EXPECT_EQ(round(true), (TunerTarget{4, 32 * kMiB, TunerState::kCapacity}));
+  // No growth of the threads again (8 did not pay): the window grows while it runs low.
+  EXPECT_EQ(round(false), (TunerTarget{4, 64 * kMiB, TunerState::kCapacity}));
+}
+
 TEST(Autotuner, SlowConsumerLeavesTheStartAlone) {
   // The store outruns the consumer (10 MB/s): the window stays full, nothing needs to grow.
   const Store store{0.001, 100e6, 400e6};
