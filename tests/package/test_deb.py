@@ -37,6 +37,8 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests", "fs"))
+from harness import unescape_mountinfo, wait_for  # noqa: E402  (AssertionError on a timeout)
 PACKAGE = "clairfs"
 CONFFILE = "/etc/clairfs/clairfs.yaml"
 UNIT = "/lib/systemd/system/clairfs@.service"
@@ -47,7 +49,7 @@ SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 DPKG_ENV = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
 
 
-class Failed(Exception):
+class Failed(AssertionError):
     pass
 
 
@@ -66,17 +68,6 @@ def run(cmd, timeout=120, env=None, ok=True):
     return r
 
 
-def wait_for(predicate, timeout, what, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise Failed(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
 def package_status():
     """dpkg's status of the package ("install ok installed", "deinstall ok config-files"),
     or "" when dpkg knows nothing of it."""
@@ -86,16 +77,14 @@ def package_status():
 
 def fuse_mounts():
     """[(mount point, fstype, source)] of every FUSE mount, from /proc/self/mountinfo."""
-    def unescape(s):
-        return s.encode("latin-1").decode("unicode_escape")
     result = []
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
         for line in f:
             left, _, right = line.partition(" - ")
             fields = right.split()
             if fields and fields[0].startswith("fuse"):
-                result.append((unescape(left.split()[4]), fields[0],
-                               unescape(fields[1]) if len(fields) > 1 else ""))
+                result.append((unescape_mountinfo(left.split()[4]), fields[0],
+                               unescape_mountinfo(fields[1]) if len(fields) > 1 else ""))
     return result
 
 
@@ -161,7 +150,7 @@ def release_mount(mnt):
             pass
         try:
             wait_for(lambda: not mounted(mnt), 5, f"{mnt} to unmount")
-        except Failed:
+        except AssertionError:
             pass
     for pid in daemons_of(mnt):
         try:
@@ -170,7 +159,7 @@ def release_mount(mnt):
             continue
         try:
             wait_for(lambda: not alive(pid), 10, f"clairfs {pid} to stop")
-        except Failed:
+        except AssertionError:
             os.kill(pid, signal.SIGKILL)
     for point, fstype, source in fuse_mounts():
         if fstype == "fuse.clairfs-control" and source.partition(":")[2] == mnt:
@@ -497,7 +486,7 @@ def main():
         check(not os.path.lexists(CONFFILE), "dpkg -P left the conffile")
         check(not os.path.lexists(PY_DIR + "/clairfs"), f"{PY_DIR}/clairfs left behind")
         status = 0
-    except Failed as e:
+    except AssertionError as e:
         print(f"FAIL: {e}", file=sys.stderr)
         status = 1
     finally:
