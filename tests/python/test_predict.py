@@ -13,8 +13,9 @@ from test_cli import ctl
 
 import clairfs
 from clairfs import predict_cli
-from clairfs.predict import (Compute, EpochLoad, Rates, Source, capacity_for_no_stall, loads,
-                             page_cache_share, predict, samples_per_epoch, with_extra_capacity)
+from clairfs.predict import (Compute, EpochLoad, Rates, Source, capacity_for_no_stall,
+                             fill_order_end, loads, page_cache_share, predict, samples_per_epoch,
+                             with_extra_capacity)
 
 MB = 1e6
 MIB = 1 << 20
@@ -174,6 +175,30 @@ class ModelTest(unittest.TestCase):
         self.assertAlmostEqual(extra, 195 * MB, delta=MIB)  # a stall of 50 ms is none
         # The SSD tier has no slower tier to take from, and nothing is staged.
         self.assertIsNone(capacity_for_no_stall([e1, e2], 0, "ssd", rates, compute))
+
+    def test_records_in_big_chunks_wait_for_the_fill(self):
+        # Files (one read per object): the compute overlaps the fill, the slower of the two sets
+        # the pace.
+        self.assertAlmostEqual(fill_order_end(0, 12.0, 4.0, 1.0), 12.0)
+        self.assertAlmostEqual(fill_order_end(2.0, 3.0, 4.0, 1.0), 5.0)
+        # 38 reads per chunk (records in 4 MiB chunks): nearly every chunk is needed early, so
+        # most of the compute waits for the fill: about 12 + 3.4 s, not 12.
+        end = fill_order_end(0, 12.0, 4.0, 38.0)
+        self.assertGreater(end, 15.0)
+        self.assertLess(end, 16.0)
+        # Never later than fill then compute, one after the other.
+        self.assertLessEqual(fill_order_end(0, 12.0, 4.0, 1e9), 16.0 + 1e-9)
+        # An epoch of 72 chunks read 2775 times from the backing store and then the tiers (the
+        # plan of the records benchmark, cold): 38.5 reads per object, epoch 1 waits for it.
+        e1 = EpochLoad(samples=2775, bytes=300 * MB, reads=2775,
+                       tiers={"ram": Source(1409, 0)}, backing=Source(72, 300 * MB),
+                       fills=Source(72, 300 * MB), tiers_moved={"ram": Source(72, 300 * MB)})
+        self.assertAlmostEqual(e1.reads_per_object(), 2775 / 72)
+        p = predict([e1], Rates(backing_bw=25 * MB), Compute(samples_per_s=2775 / 4.0))[0]
+        self.assertAlmostEqual(p.time, fill_order_end(0, 12.0, 4.0, 2775 / 72))
+        self.assertEqual(p.bound, "backing")
+        # Without the plan's reads (an older daemon) nothing changes: one read per object.
+        self.assertEqual(dataclasses.replace(e1, reads=0).reads_per_object(), 1.0)
 
     def test_page_cache_answers_its_share_of_ssd_reads(self):
         self.assertEqual(page_cache_share(50, 200), 0.25)

@@ -3,7 +3,7 @@
 
   predict_report.py [--scenarios DIR] [--records DIR] --bps B [--iops N]
                     [--probe-tier NAME=DIR] [--json FILE]
-  predict_report.py probe DIR --objects N --piece BYTES
+  predict_report.py probe DIR --objects N --piece BYTES [--threads T]
       prints the JSON of clairfs.predict_cli.probe_backing (what `clairfs-ctl plan --predict
       --probe N --backing DIR` measures): the benches run it inside the throttled groups.
 
@@ -123,8 +123,9 @@ def probe_main(argv):
     ap.add_argument("dir")
     ap.add_argument("--objects", type=int, required=True)
     ap.add_argument("--piece", type=int, required=True)
+    ap.add_argument("--threads", type=int, default=4)
     a = ap.parse_args(argv)
-    print(json.dumps(probe_backing(a.dir, a.objects, 4, a.piece)))
+    print(json.dumps(probe_backing(a.dir, a.objects, a.threads, a.piece)))
     return 0
 
 

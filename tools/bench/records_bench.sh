@@ -22,11 +22,11 @@
 # Usage: tools/bench/records_bench.sh [--quick] [--size-mb N] [--shards S] [--mean-kb KB]
 #          [--epochs E] [--workers W] [--prefetch-factor F] [--batch-size B] [--compute-ms C]
 #          [--bps B] [--iops N] [--chunks "4MiB 256KiB"] [--ram MIB] [--ssd MIB]
-#          [--staging MIB] [--pagecache MIB] [--overhead MIB] [--reader MIB] [--tmp DIR]
+#          [--staging MIB] [--tier-threads T] [--pagecache MIB] [--overhead MIB] [--reader MIB] [--tmp DIR]
 #          [--no-direct] [--out FILE] [--keep DIR]
 # Defaults: N 1500 MB (10**6 B) in S 8 shards, records of lognormal size around 110 KB (sigma
 #   0.5), E 3, W 4, F 2, B 16, C 1.5 ms, 25 MB/s and 400 IOPS, chunks 4MiB and 256KiB, RAM
-#   tier half and SSD tier three quarters of the dataset (together 1.25 x), staging 64,
+#   tier half and SSD tier three quarters of the dataset (together 1.25 x), tier threads 2, staging 64,
 #   pagecache 64, overhead 192 (the daemon beyond its RAM tier and staging, as its start-up check
 #   of the cgroup's limit counts it: docs/configuration.md), reader 64 (MiB).
 #   --quick: N 300 MB in 4 shards (a few minutes). --no-direct: clairfs runs only.
@@ -41,7 +41,7 @@
 set -euo pipefail
 
 SIZE_MB=1500 SHARDS=8 MEAN_KB=110 EPOCHS=3 WORKERS=4 PF=2 BATCH=16 COMPUTE_MS=1.5
-BPS=25000000 IOPS=400 CHUNKS="4MiB 256KiB" RAM="" SSD="" STAGING=64 PAGECACHE=64 OVERHEAD=192
+BPS=25000000 IOPS=400 CHUNKS="4MiB 256KiB" RAM="" SSD="" STAGING=64 PAGECACHE=64 OVERHEAD=192 TIER_THREADS=2
 READER_MIB=64 TMPBASE=/var/tmp OUT="" DIRECT=1 KEEP=""
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
@@ -61,7 +61,7 @@ for a in "${args[@]}"; do [[ $a == --quick ]] && SIZE_MB=300 SHARDS=4; done
 declare -A OPTIONS=([--quick]=QUICK=1 [--size-mb]=SIZE_MB [--shards]=SHARDS [--mean-kb]=MEAN_KB
   [--epochs]=EPOCHS [--workers]=WORKERS [--prefetch-factor]=PF [--batch-size]=BATCH
   [--compute-ms]=COMPUTE_MS [--bps]=BPS [--iops]=IOPS [--chunks]=CHUNKS [--ram]=RAM [--ssd]=SSD
-  [--staging]=STAGING [--pagecache]=PAGECACHE [--overhead]=OVERHEAD [--reader]=READER_MIB
+  [--staging]=STAGING [--tier-threads]=TIER_THREADS [--pagecache]=PAGECACHE [--overhead]=OVERHEAD [--reader]=READER_MIB
   [--tmp]=TMPBASE [--no-direct]=DIRECT=0 [--out]=OUT [--keep]=KEEP)
 parse_options "$@"
 if [[ -n $KEEP ]]; then KEEP=$(realpath -m "$KEEP") && mkdir -p "$KEEP"; fi
@@ -142,8 +142,8 @@ for chunk in "${CHUNK_LIST[@]}"; do
   cat >"$WORK/$tag.yaml" <<EOF
 cache:
   tiers:
-    - {kind: ram, capacity: ${RAM}MiB, threads: 2}
-    - {kind: ssd, capacity: ${SSD}MiB, threads: 2, dir: "$WORK/ssd"}
+    - {kind: ram, capacity: ${RAM}MiB, threads: $TIER_THREADS}
+    - {kind: ssd, capacity: ${SSD}MiB, threads: $TIER_THREADS, dir: "$WORK/ssd"}
   staging: {capacity: ${STAGING}MiB, threads: 4}
   chunk_size: $chunk
   record_chunk_size: $chunk

@@ -21,7 +21,10 @@ backing store's time for reads x: max(bytes / backing_bw, reads / backing_iops):
                 epoch e, each read a whole object for the SSD tier (a record costs its chunk),
                 each object once for the RAM tier, and h_t the share of tier t's reads the
                 page cache answers (min(1, page cache / tier bytes); 0 for the RAM tier)
-    end_e     = max(end_(e-1) + compute_e, end_(e-1) + local_e, store_e)
+    filled_e  = max over k in (0, 1) of store_(e-1) + k x fill_e + (1 - k)^(1/m_e) x compute_e,
+                the job waiting for the objects the fill brings in first-reference order, m_e
+                reads per object (fill_order_end)
+    end_e     = max(end_(e-1) + compute_e, end_(e-1) + local_e, store_e, filled_e)
     time_e    = end_e - end_(e-1),  stall_e = time_e - compute_e
 
 The prefetcher reads ahead of the job on its own threads while the job computes, so reading
@@ -73,6 +76,15 @@ class EpochLoad:
     fills: Source
     peers: Source = Source()
     tiers_moved: Mapping[str, Source] | None = None
+    reads: float = 0.0  # the epoch's object reads (plan `reads`); 0: unknown
+
+    def reads_per_object(self) -> float:
+        """The epoch's reads per distinct object it reads (1 for files read whole once; a chunk
+        of records is read once per record): its object reads over the objects read from the
+        backing store and the tiers (the fills counted once)."""
+        distinct = (self.backing.reads + sum(self.moved(n).reads for n in self.tiers)
+                    - self.fills.reads)
+        return max(self.reads / distinct, 1.0) if self.reads > 0 and distinct > 0 else 1.0
 
     def moved(self, tier: str) -> Source:
         m = self.tiers if self.tiers_moved is None else self.tiers_moved
@@ -193,7 +205,8 @@ def loads(plan: Mapping[str, Any], held: float = 0.0) -> list[EpochLoad]:
             backing = Source(backing.reads - saved.reads, backing.bytes - saved.bytes)
         out.append(EpochLoad(samples=samples[e] if e < len(samples) else 0.0,
                              bytes=float(j.get("bytes", 0)), tiers=tiers, backing=backing,
-                             fills=fills, peers=_source(j.get("from_peers")), tiers_moved=moved))
+                             fills=fills, peers=_source(j.get("from_peers")), tiers_moved=moved,
+                             reads=float(j.get("reads", 0))))
     return out
 
 
@@ -202,6 +215,25 @@ def _backing_seconds(s: Source, rates: Rates) -> float:
     if rates.backing_iops > 0:
         t = max(t, s.reads / rates.backing_iops)
     return t
+
+
+def fill_order_end(start: float, fill: float, compute: float, m: float,
+                   steps: int = 256) -> float:
+    """When an epoch ends whose objects are filled in first-reference order from `start` on,
+    over `fill` seconds, each read m times at places spread evenly over the epoch, the job
+    computing `compute` seconds in all: the k-th share of the objects has arrived at start +
+    k x fill, and is first needed after the share q(k) = 1 - (1 - k)^(1/m) of the epoch, so the
+    job cannot end before start + k x fill + (1 - q(k)) x compute. With m = 1 (each object read
+    once: files) that is never later than the fill or the compute alone; with many reads per
+    object (records in big chunks) nearly every object is needed early, and the compute waits
+    for the fill instead of overlapping it."""
+    end = start + fill
+    if fill <= 0 or m <= 1:
+        return end
+    for j in range(1, steps):
+        k = j / steps
+        end = max(end, start + k * fill + (1 - k) ** (1 / m) * compute)
+    return end
 
 
 def predict(epoch_loads: Sequence[EpochLoad], rates: Rates,
@@ -223,6 +255,7 @@ def predict(epoch_loads: Sequence[EpochLoad], rates: Rates,
         extra = later if load.peers.reads > 0 else min(later, staged)
         ahead += extra
         # The fills run from registration on, the staged reads follow the job's epoch.
+        filled = fill_order_end(store, fills[i] - used, c, load.reads_per_object())
         store = max(store + fills[i] - used + extra + staged, end + staged)
         seconds = {"backing": fills[i] - used + extra + staged}
         for name, served in load.tiers.items():
@@ -230,9 +263,10 @@ def predict(epoch_loads: Sequence[EpochLoad], rates: Rates,
             seconds[name] = rates.tier_seconds(name, moved.bytes)
         seconds["peers"] = load.peers.bytes / rates.peer_bw if rates.peer_bw > 0 else 0.0
         local = max((v for k, v in seconds.items() if k != "backing"), default=0.0)
-        new_end = max(end + c, end + local, store)
+        new_end = max(end + c, end + local, store, filled)
         time = new_end - end
-        bound = ("compute" if time <= c + 1e-12 else "backing" if store >= end + max(c, local)
+        bound = ("compute" if time <= c + 1e-12
+                 else "backing" if max(store, filled) >= end + max(c, local)
                  else max((k for k in seconds if k != "backing"), key=lambda k: seconds[k]))
         by_bytes = {"backing": load.backing.bytes, "peers": load.peers.bytes}
         by_bytes |= {name: s.bytes for name, s in load.tiers.items()}

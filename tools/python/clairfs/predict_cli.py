@@ -102,6 +102,10 @@ def _read_pieces(jobs: list[tuple[str, int, int]], threads: int) -> tuple[int, f
                 path, offset, length = queue.pop()
             fd = os.open(path, os.O_RDONLY)
             try:
+                if length < os.fstat(fd).st_size:
+                    # A piece is read exactly, as the daemon reads a chunk: the kernel's
+                    # readahead past it would read bytes nobody asked for.
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
                 n, at = 0, offset
                 while n < length:
                     got = len(os.pread(fd, min(length - n, 1 << 22), at))
