@@ -189,12 +189,18 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 cfg_name() { [[ $1 == auto ]] && echo auto || echo "${1%%:*} thr, ${1#*:} MiB"; }
 # tuner_of FILE: the tuner's final states of the runs in FILE, "threads, window MiB, state; ..."
 tuner_of() { awk '{printf "%s%s, %.0f, %s", sep, $1, $2 / 1048576, $4; sep = "; "}' "$1"; }
+# md_head COLUMN...: a markdown table's header and separator lines.
+md_head() {
+  local c
+  printf '|'; for c in "$@"; do printf ' %s |' "$c"; done; echo
+  printf '|'; for c in "$@"; do printf -- '---|'; done; echo
+}
+TUNER_COL="tuner at the end (threads, window MiB, state)"
 {
   echo "Command: \`$COMMAND\` ($DATE_START; $BIN_INFO; load average $LOAD_START at the start, $LOAD_END at the end)."
   echo "Dataset: $FILES files, $DATA_BYTES bytes (mean $MEAN_KB KB); one epoch per run, $WORKERS loader workers, no tier (all staged); median of $REPEATS run(s) per configuration."
   echo
-  echo "| PFS setting | epoch | tuned (s) | best of grid (s) | worst of grid (s) | tuned / best | tuner at the end (threads, window MiB, state) |"
-  echo "|---|---|---|---|---|---|---|"
+  md_head "PFS setting" epoch "tuned (s)" "best of grid (s)" "worst of grid (s)" "tuned / best" "$TUNER_COL"
   for s in "${SLIST[@]}"; do
     tag=s${s//:/_}
     : >"$WORK/$tag.med"
@@ -213,8 +219,7 @@ tuner_of() { awk '{printf "%s%s, %.0f, %s", sep, $1, $2 / 1048576, $4; sep = "; 
     echo
     echo "The grid's best static setting run again beside the tuned default ($CONFIRM rounds, interleaved; median epoch seconds of these runs):"
     echo
-    echo "| PFS setting | best static of the grid | tuned (s) | that setting (s) | tuned / it | tuner at the end (threads, window MiB, state) |"
-    echo "|---|---|---|---|---|---|"
+    md_head "PFS setting" "best static of the grid" "tuned (s)" "that setting (s)" "tuned / it" "$TUNER_COL"
     for s in "${SLIST[@]}"; do
       tag=s${s//:/_}
       awk -v n="$(human_setting "$s")" -v c="$(cfg_name "${BEST[$tag]}")" \
@@ -231,8 +236,7 @@ tuner_of() { awk '{printf "%s%s, %.0f, %s", sep, $1, $2 / 1048576, $4; sep = "; 
     tag=s${s//:/_}
     echo "$(human_setting "$s"): tuned $(awk '$1 == "auto" {printf "%.2f", $2}' "$WORK/$tag.med") s"
     echo
-    printf '| window \\ threads |'; for t in "${TLIST[@]}"; do printf ' %s |' "$t"; done; echo
-    printf '|---|'; for _ in "${TLIST[@]}"; do printf -- '---|'; done; echo
+    md_head 'window \ threads' "${TLIST[@]}"
     for c in "${CLIST[@]}"; do
       printf '| %s MiB |' "$c"
       for t in "${TLIST[@]}"; do
