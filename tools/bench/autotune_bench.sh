@@ -75,9 +75,7 @@ for tool in jq fusermount3 "$PYTHON"; do command -v "$tool" >/dev/null || die "m
 
 WORK=$(mktemp -d "$TMPBASE/clairfs-tune.XXXXXX")
 BIN_INFO="clairfs $(realpath "$CLAIRFS_BIN") built $(built "$CLAIRFS_BIN")"
-cp "$CLAIRFS_BIN" "$WORK/clairfs"  # a rebuild of build/ during the run cannot mix versions
-cp "$BENCH_BIN" "$WORK/clairfs-bench"
-CLAIRFS_BIN=$WORK/clairfs BENCH_BIN=$WORK/clairfs-bench
+snapshot_binaries
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 DATE_START=$(date -u '+%Y-%m-%d %H:%M UTC')
 
@@ -107,7 +105,7 @@ entries_for() {
 # appends "config seconds" to the setting's results ($WORK/$tag$SUFFIX.runs), and for auto the
 # tuner's final state ($WORK/$tag$SUFFIX.tuner).
 one_run() {
-  local tag=$1 config=$2 rep=$3 suffix=${4:-} cfg="$WORK/run.yaml" mnt="$WORK/mnt" pid i secs
+  local tag=$1 config=$2 rep=$3 suffix=${4:-} cfg="$WORK/run.yaml" mnt="$WORK/mnt" pid secs
   pfs_remount
   if [[ $config == auto ]]; then
     printf 'cache:\n  tiers: []\n' >"$cfg"
@@ -122,12 +120,7 @@ one_run() {
   (pfs_exec "$CLAIRFS_BIN" -f -c "$cfg" "${level[@]}" "$DATA" "$mnt" >"$WORK/daemon.log" 2>&1) &
   pid=$!
   PIDS+=("$pid")
-  for ((i = 0; i < 150; i++)); do
-    is_mounted "$mnt" && break
-    kill -0 "$pid" 2>/dev/null || die "clairfs exited: $(tail -5 "$WORK/daemon.log")"
-    sleep 0.2
-  done
-  is_mounted "$mnt" || die "clairfs did not mount: $(tail -5 "$WORK/daemon.log")"
+  wait_mounted "$mnt" "$pid" "$WORK/daemon.log"
   cat "$WORK/$tag.manifest" >"$mnt/.clairfs/manifest"
   [[ -z $(cat "$mnt/.clairfs/errors") ]] || die "manifest rejected: $(cat "$mnt/.clairfs/errors")"
   (pfs_exec timeout 1200 "$BENCH_BIN" --root "$mnt" --list "$WORK/$tag.manifest" --replay \

@@ -106,9 +106,7 @@ reason=$(netns_usable) || die "no emulated cluster on this machine: $reason"
 WORK=$(mktemp -d "$TMPBASE/clairfs-ecl.XXXXXX")
 chmod 755 "$WORK"
 BIN_INFO="$("$CLAIRFS_BIN" --version 2>&1 | head -1) from $(realpath "$CLAIRFS_BIN") (built $(built "$CLAIRFS_BIN"))"
-cp "$CLAIRFS_BIN" "$WORK/clairfs"  # a rebuild of build/ during the run cannot mix versions
-cp "$BENCH_BIN" "$WORK/clairfs-bench"
-CLAIRFS_BIN=$WORK/clairfs BENCH_BIN=$WORK/clairfs-bench
+snapshot_binaries
 mkdir -p "$WORK/lists" "$WORK/out"
 DATE_START=$(date -u '+%Y-%m-%d %H:%M UTC')
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -286,12 +286,7 @@ start_fuse() {
   PIDS+=($!)
   DAEMON_PID=$!
   MOUNTS+=("$MNT")
-  for ((i = 0; i < 150; i++)); do
-    is_mounted "$MNT" && return 0
-    kill -0 "${PIDS[-1]}" 2>/dev/null || break
-    sleep 0.2
-  done
-  die "$name did not mount $MNT; log:"$'\n'"$(tail -20 "$WORK/${name//[^A-Za-z0-9_]/_}.log")"
+  wait_mounted "$MNT" "${PIDS[-1]}" "$WORK/${name//[^A-Za-z0-9_]/_}.log" "$name"
 }
 
 # Waits until the RAM tier holds the whole dataset; returns 1 on timeout.

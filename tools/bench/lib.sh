@@ -17,6 +17,24 @@ page_cached() {
     xargs -0 -r fincore --bytes --noheadings --raw --output RES,SIZE 2>/dev/null |
     awk '{c += $1; t += $2} END {printf "%.0f %.0f\n", c, t}'
 }
+# wait_mounted MNT PID LOG [WHAT]: waits up to 30 s for MNT to be mounted while PID (the
+# daemon, or what started it) runs; dies with the tail of LOG if PID exits or the time runs out.
+wait_mounted() {
+  local mnt=$1 pid=$2 logf=$3 what=${4:-clairfs} i
+  for ((i = 0; i < 150; i++)); do
+    is_mounted "$mnt" && return 0
+    kill -0 "$pid" 2>/dev/null || die "$what exited before mounting $mnt: $(tail -20 "$logf")"
+    sleep 0.2
+  done
+  die "$what did not mount $mnt within 30 s: $(tail -20 "$logf")"
+}
+# snapshot_binaries: copies CLAIRFS_BIN and BENCH_BIN into WORK and points both at the copies,
+# so that a rebuild of build/ during the run cannot mix versions.
+snapshot_binaries() {
+  cp "$CLAIRFS_BIN" "$WORK/clairfs"
+  cp "$BENCH_BIN" "$WORK/clairfs-bench"
+  CLAIRFS_BIN=$WORK/clairfs BENCH_BIN=$WORK/clairfs-bench
+}
 is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
 
 unmount() {  # every mount stacked at $1: fusermount3 -u, then lazy -uz; each under a timeout

@@ -84,9 +84,7 @@ for tool in fusermount3 "$PYTHON"; do command -v "$tool" >/dev/null || die "miss
 
 WORK=$(mktemp -d "$TMPBASE/clairfs-records.XXXXXX")
 BIN_INFO="clairfs from $(realpath "$CLAIRFS_BIN") (built $(built "$CLAIRFS_BIN"))"
-cp "$CLAIRFS_BIN" "$WORK/clairfs"  # a rebuild of build/ during the run cannot mix versions
-cp "$BENCH_BIN" "$WORK/clairfs-bench"
-CLAIRFS_BIN=$WORK/clairfs BENCH_BIN=$WORK/clairfs-bench
+snapshot_binaries
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 DATE_START=$(date -u '+%Y-%m-%d %H:%M UTC')
 REPLAY=(--epochs "$EPOCHS" --seed 1 --workers "$WORKERS" --prefetch-factor "$PF"
@@ -153,12 +151,7 @@ EOF
   (pfs_exec "$CLAIRFS_BIN" -f -c "$WORK/$tag.yaml" "$DATA" "$mnt" >"$WORK/$tag.log" 2>&1) &
   pid=$!
   PIDS+=("$pid")
-  for ((i = 0; i < 150; i++)); do
-    is_mounted "$mnt" && break
-    kill -0 "$pid" 2>/dev/null || die "$tag: clairfs exited: $(tail -20 "$WORK/$tag.log")"
-    sleep 0.2
-  done
-  is_mounted "$mnt" || die "$tag: clairfs did not mount $mnt: $(tail -5 "$WORK/$tag.log")"
+  wait_mounted "$mnt" "$pid" "$WORK/$tag.log" "$tag: clairfs"
   log "$tag: records registered as range entries, then read through $mnt"
   run pfs_exec "$PYTHON" "$REPLAY_PY" replay --root "$mnt" --index "$WORK/index.json" \
     --out "$WORK/$tag.json" "${REPLAY[@]}" --block-dev "$PFS_DEV" --register ||

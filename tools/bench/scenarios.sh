@@ -91,9 +91,7 @@ for tool in jq fusermount3 "$PYTHON"; do command -v "$tool" >/dev/null || die "m
 WORK=$(mktemp -d "$TMPBASE/clairfs-scen.XXXXXX")
 BIN_INFO="clairfs from $(realpath "$CLAIRFS_BIN") (built $(built "$CLAIRFS_BIN")),"
 BIN_INFO+=" clairfs-bench built $(built "$BENCH_BIN")"
-cp "$CLAIRFS_BIN" "$WORK/clairfs"  # a rebuild of build/ during the run cannot mix versions
-cp "$BENCH_BIN" "$WORK/clairfs-bench"
-CLAIRFS_BIN=$WORK/clairfs BENCH_BIN=$WORK/clairfs-bench
+snapshot_binaries
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 DATE_START=$(date -u '+%Y-%m-%d %H:%M UTC')
 REPLAY=(--workers "$WORKERS" --prefetch-factor "$PF" --batch-size "$BATCH" --compute-ms "$COMPUTE_MS")
@@ -204,14 +202,7 @@ EOF
   fi
   pid=$!
   PIDS+=("$pid")
-  for ((r = 0; r < n; r++)); do
-    for ((i = 0; i < 150; i++)); do
-      is_mounted "$WORK/mnt-$r" && break
-      kill -0 "$pid" 2>/dev/null || die "$tag: clairfs exited: $(tail -20 "$WORK/$tag.log")"
-      sleep 0.2
-    done
-    is_mounted "$WORK/mnt-$r" || die "$tag: clairfs did not mount $WORK/mnt-$r: $(tail -5 "$WORK/$tag.log")"
-  done
+  for ((r = 0; r < n; r++)); do wait_mounted "$WORK/mnt-$r" "$pid" "$WORK/$tag.log" "$tag: clairfs"; done
   d0=$(dev_bytes)
   for ((r = 0; r < n; r++)); do
     cat "$m.m$r" >"$WORK/mnt-$r/.clairfs/manifest"

@@ -64,9 +64,7 @@ mkdir -p "$DATA" "$MNT"
 # Snapshots of the binaries: a rebuild of build/ during the run cannot mix versions.
 BIN_INFO="$("$CLAIRFS_BIN" --version 2>&1 | head -1) from $(realpath "$CLAIRFS_BIN")"
 BIN_INFO+=" (built $(built "$CLAIRFS_BIN")), clairfs-bench built $(built "$BENCH_BIN")"
-cp "$CLAIRFS_BIN" "$WORK/clairfs"
-cp "$BENCH_BIN" "$WORK/clairfs-bench"
-CLAIRFS_BIN=$WORK/clairfs BENCH_BIN=$WORK/clairfs-bench
+snapshot_binaries
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 FSTYPE=$(findmnt -no FSTYPE -T "$WORK" | tail -1)
 
@@ -115,17 +113,12 @@ log "clairfs: mount: $CLAIRFS_BIN -f -c $CFG $DATA $MNT"
 DAEMON=$!
 PIDS+=("$DAEMON")
 MOUNTS+=("$MNT")
-for ((i = 0; i < 150; i++)); do
-  is_mounted "$MNT" && break
-  kill -0 "$DAEMON" 2>/dev/null || die "clairfs exited: $(tail -20 "$WORK/clairfs.log")"
-  sleep 0.2
-done
-is_mounted "$MNT" || die "clairfs did not mount $MNT: $(tail -20 "$WORK/clairfs.log")"
+wait_mounted "$MNT" "$DAEMON" "$WORK/clairfs.log"
 cat "$LIST" >"$MNT/.clairfs/manifest"
 [[ -z $(cat "$MNT/.clairfs/errors") ]] || die "manifest rejected: $(cat "$MNT/.clairfs/errors")"
 PLAN=$(jq -c '{files, bytes, tiers, staging, predicted_backing_bytes}' "$MNT/.clairfs/plan")
 log "clairfs: plan $PLAN"
-TIER_FILES=$(jq '[.tiers[].files] | add' <<<"$PLAN")
+TIER_FILES=$(jq '[.tiers[].objects] | add' <<<"$PLAN")
 WARM_S="not waited (--no-warm)" WARM_NOTE=""
 if ((WARM)); then
   start=$(date +%s.%N)
