@@ -54,17 +54,38 @@ def rewrite_in_place(path, data):
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def fuse_mounts():
-    """[(mount point, fstype, major:minor)] of every FUSE mount, read without touching them."""
+def fuse_mounts(with_source=False):
+    """[(mount point, fstype, major:minor)] of every FUSE mount, read without touching them;
+    with_source: the mount's source (what the daemon named it) in place of major:minor."""
     result = []
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
         for line in f:
             left, _, right = line.partition(" - ")
-            fields = left.split()
-            fstype = right.split()[0] if right else ""
+            fields, tail = left.split(), right.split()
+            fstype = tail[0] if tail else ""
             if fstype.startswith("fuse"):
-                result.append((unescape_mountinfo(fields[4]), fstype, fields[2]))
+                third = (unescape_mountinfo(tail[1]) if len(tail) > 1 else "") if with_source \
+                    else fields[2]
+                result.append((unescape_mountinfo(fields[4]), fstype, third))
     return result
+
+
+def daemons_of(mountpoint):
+    """{pid: executable} of every clairfs process (an executable named clairfs...) whose
+    command line names mountpoint: the daemons serving it, whoever started them."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            exe = os.readlink(f"/proc/{name}/exe")
+        except OSError:
+            continue
+        if os.path.basename(exe).startswith("clairfs") and os.fsencode(mountpoint) in argv:
+            found[int(name)] = exe
+    return found
 
 
 def control_mounts():

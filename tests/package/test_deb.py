@@ -38,7 +38,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests", "fs"))
-from harness import unescape_mountinfo, wait_for  # noqa: E402  (AssertionError on a timeout)
+from harness import daemons_of, wait_for  # noqa: E402  (wait_for: AssertionError on a timeout)
+from harness import fuse_mounts as harness_fuse_mounts  # noqa: E402
 PACKAGE = "clairfs"
 CONFFILE = "/etc/clairfs/clairfs.yaml"
 UNIT = "/lib/systemd/system/clairfs@.service"
@@ -76,37 +77,12 @@ def package_status():
 
 
 def fuse_mounts():
-    """[(mount point, fstype, source)] of every FUSE mount, from /proc/self/mountinfo."""
-    result = []
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            fields = right.split()
-            if fields and fields[0].startswith("fuse"):
-                result.append((unescape_mountinfo(left.split()[4]), fields[0],
-                               unescape_mountinfo(fields[1]) if len(fields) > 1 else ""))
-    return result
+    """[(mount point, fstype, source)] of every FUSE mount."""
+    return harness_fuse_mounts(with_source=True)
 
 
 def mounted(path):
     return any(m == path for m, _, _ in fuse_mounts())
-
-
-def daemons_of(mnt):
-    """{pid: executable} of every clairfs process whose command line names mnt."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            exe = os.readlink(f"/proc/{name}/exe")
-        except OSError:
-            continue
-        if os.path.basename(exe).startswith("clairfs") and os.fsencode(mnt) in argv:
-            found[int(name)] = exe
-    return found
 
 
 def alive(pid):

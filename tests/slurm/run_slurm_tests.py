@@ -30,6 +30,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from slurm_cluster import SlurmCluster, missing_binaries, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "fs"))
+import harness  # noqa: E402  (mounts and daemons as /proc shows them)
+from harness import fuse_mounts  # noqa: E402
 
 NOBODY = (65534, 65534)  # the jobs' user and group (Debian's nobody:nogroup)
 CLAIRFS = os.environ.get("CLAIRFS_BIN", "")
@@ -69,29 +72,12 @@ def make_dataset(root, seed=7):
 
 def clairfs_mounts():
     """Mount points of fuse.clairfs mounts on the machine."""
-    points = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            if right.split()[0] == "fuse.clairfs":
-                points.append(left.split()[4].replace("\\040", " "))
-    return points
+    return [m for m, fstype, _ in fuse_mounts() if fstype == "fuse.clairfs"]
 
 
 def daemons_of(mountpoint):
     """Pids of clairfs processes serving mountpoint (by their command line)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if args and args[0] == CLAIRFS.encode() and mountpoint.encode() in args:
-            pids.append(int(entry))
-    return pids
+    return list(harness.daemons_of(mountpoint))
 
 
 class SlurmIntegration(unittest.TestCase):
