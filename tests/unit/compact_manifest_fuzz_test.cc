@@ -1,6 +1,7 @@
 // The compact manifest fuzzer: valid encodings, mutated and cut off, fed in random chunks with
 // random Peek() calls, each compared with a reference decoder written here from the layout
-// (a whole-buffer decoder sharing no code with cache/). Deterministic: a fixed seed.
+// (a whole-buffer decoder sharing no code with cache/). A fixed seed (CLAIRFS_FUZZ_SEED replays
+// another), a bounded time (fuzz_budget.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 
 #include "cache/manifest/compact_manifest.h"
 #include "tests/unit/compact_encode.h"
+#include "tests/unit/fuzz_budget.h"
 
 namespace clairfs {
 namespace {
@@ -246,11 +248,10 @@ class Gen {
 };
 
 TEST(CompactManifestFuzz, ParserAgreesWithTheReferenceDecoder) {
-  const auto start = std::chrono::steady_clock::now();
-  Gen gen(0xC0DAC7);
-  constexpr int kInputs = 20000;
-  int accepted = 0, structural = 0;
-  for (int i = 0; i < kInputs; ++i) {
+  const testing::FuzzBudget budget(0xC0DAC7, 20'000);
+  Gen gen(budget.seed());
+  int inputs = 0, accepted = 0, structural = 0;
+  for (int i = 0; budget.More(i); ++i, ++inputs) {
     std::string in = EncodeCompact(gen.Manifest());
     const size_t mutations = gen.Chance(30) ? 0 : 1 + gen.Pick(3);
     for (size_t k = 0; k < mutations; ++k) gen.Mutate(in);
@@ -302,11 +303,12 @@ TEST(CompactManifestFuzz, ParserAgreesWithTheReferenceDecoder) {
     ASSERT_EQ(got.epoch_begin, begins);
     ASSERT_EQ(got.lines, want.items.size());
   }
-  EXPECT_GT(accepted, kInputs / 10);
-  EXPECT_GT(structural, kInputs / 10);
-  std::printf("%d inputs, %d accepted, %d structurally invalid, %.1f s\n", kInputs, accepted,
-              structural,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  EXPECT_GE(inputs, testing::FuzzBudget::kFloor);
+  EXPECT_GT(accepted, inputs / 10);
+  EXPECT_GT(structural, inputs / 10);
+  budget.Report("compact parser", inputs,
+                std::to_string(accepted) + " accepted, " + std::to_string(structural) +
+                    " structurally invalid");
 }
 
 }  // namespace
