@@ -164,7 +164,7 @@ Result<DatasetCore::Bound> DatasetCore::BindUnverified(uint64_t node,
                                                        OpenContents* h, InodeTable::Seen* seen,
                                                        const Status& cause) {
   *seen = inodes_.SeenOf(node);
-  h->opened_changes = UINT64_MAX;            // no open recorded: every READ compares (AfterReply)
+  h->opened_changes = UINT64_MAX;            // no open recorded: every READ compares (MarkServed)
   const FileVersion& last = seen->reported;  // what the kernel's cached attributes say
   auto blob = last == FileVersion{} ? Result<BlobPtr>(Status::Error(Code::kNotFound, info.path))
                                     : prefetcher_.GetLocal(info.path, last);
@@ -246,6 +246,8 @@ Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t 
   }
   const uint64_t end = c->blob ? c->blob->size() : static_cast<uint64_t>(c->st.st_size);
   if (off + size >= end) node_reads_.Release(node, c.get());  // all read
+  // Bytes of a file changed too recently to be kept: served, then dropped from the pages.
+  *drop_after_reply = out->unsettled;
   return Status::Ok();
 }
 

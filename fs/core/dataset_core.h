@@ -145,19 +145,21 @@ class DatasetCore {
     bool keep_cache = false;
   };
   Result<Opened> Open(uint64_t node, const InodeTable::NodeInfo& info);
-  // After a READ through the per_open handle `h` of node was replied: a handle of an older
-  // version puts that version's pages back, which the next open must not keep. Takes what it
-  // needs of h before the reply (h may be released once it is sent).
+  // A READ through the per_open handle `h` of node is being replied: a handle of an older
+  // version puts that version's pages back, which the next open must not keep. Called before
+  // the reply (the reader may open again as soon as it is sent) and after it (an open may have
+  // come in between); true when h's version is not the node's last opened one, when the caller
+  // drops the node's pages after the reply (an open since may keep them). Takes what it needs of
+  // h before the reply (h may be released once it is sent).
   struct Served {
     bool dataset = false;
     FileVersion version;
     uint64_t opened_changes = 0;
   };
   static Served ServedBy(const OpenContents& h) { return {h.dataset, h.version, h.opened_changes}; }
-  void AfterReply(uint64_t node, const Served& served) {
-    if (served.dataset && inodes_.OpenedVersionChanges() != served.opened_changes) {
-      inodes_.ServedOlder(node, served.version);
-    }
+  bool MarkServed(uint64_t node, const Served& served) {
+    if (!served.dataset || inodes_.OpenedVersionChanges() == served.opened_changes) return false;
+    return inodes_.ServedOlder(node, served.version);
   }
 
   // A READ without a handle (fuse.open_mode: none) of [off, off+size) of node, by thread pid:
@@ -165,7 +167,8 @@ class DatasetCore {
   // READ starts a read of the file (consumed in the plan only at offset 0). kStale when the
   // bytes must not reach the kernel (fs/core/page_versions.h: pages of two versions in one
   // read(), or a reply short of the size it caches). *drop_after_reply: the caller must call
-  // DropPages(node) once it replied (this READ's pages are locked until its reply).
+  // DropPages(node) once it replied (this READ's pages are locked until its reply), after an
+  // error or after bytes of a file changed too recently to be kept (ReadReply::unsettled).
   Status ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t pid, ReadReply* out,
                   bool* drop_after_reply);
   // The contents of a per_open handle: ReadContents over this core's parts.

@@ -36,7 +36,7 @@ struct OpenContents {
   uint64_t chunk_size = 0;  // chunked: the file's grid when opened
   struct stat st {};        // a dataset file: the stat of the file opened, at open
   // A dataset file opened with a handle (per_open mode): the version its READs serve, and
-  // InodeTable::OpenedVersionChanges() as of its open (DatasetCore::AfterReply).
+  // InodeTable::OpenedVersionChanges() as of its open (DatasetCore::MarkServed).
   FileVersion version{};
   uint64_t opened_changes = 0;
   // chunked: the chunk (its offset) the last read began in; a read beginning in another one
@@ -60,6 +60,9 @@ struct ReadReply {
   std::vector<BlobPtr> blobs;                 // the blobs iov points into
   std::vector<std::unique_ptr<char[]>> bufs;  // the buffers of direct reads iov points into
   size_t bytes = 0;
+  // Some bytes were read from a file changed too recently to be kept (PosixBacking::Bytes::
+  // settled): the caller drops the node's pages once it replied.
+  bool unsettled = false;
 };
 
 // True iff s says that the bytes are not of the version bound any more.

@@ -142,10 +142,12 @@ InodeTable::Seen InodeTable::SwapOpen(uint64_t id, const FileVersion& version, u
   return old;
 }
 
-void InodeTable::ServedOlder(uint64_t id, const FileVersion& version) {
+bool InodeTable::ServedOlder(uint64_t id, const FileVersion& version) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(id);
-  if (it != nodes_.end() && it->second.seen.opened != version) it->second.seen.older_pages = true;
+  if (it == nodes_.end() || it->second.seen.opened == version) return false;
+  it->second.seen.older_pages = true;
+  return true;
 }
 
 InodeTable::Seen InodeTable::SeenOf(uint64_t id) const {

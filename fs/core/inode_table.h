@@ -83,8 +83,9 @@ class InodeTable {
   // OpenedVersionChanges; `changes` (if given) gets that count as of this open.
   Seen SwapOpen(uint64_t id, const FileVersion& version, uint64_t* changes = nullptr);
   // A READ through a handle bound to `version` was replied (its pages are in the kernel's page
-  // cache by then): when version is no longer the node's last opened one, marks older_pages.
-  void ServedOlder(uint64_t id, const FileVersion& version);
+  // cache by then): when version is no longer the node's last opened one, marks older_pages
+  // and returns true.
+  bool ServedOlder(uint64_t id, const FileVersion& version);
   // How many opens found another version than the one opened before (a handle that read while
   // this did not move cannot have been overtaken by a newer open; lock-free).
   uint64_t OpenedVersionChanges() const { return opened_changes_.load(std::memory_order_acquire); }

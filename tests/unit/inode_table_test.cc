@@ -164,17 +164,17 @@ TEST(InodeTable, OlderPagesAfterAnOverriddenHandleRead) {
   EXPECT_EQ(at_v1, before + 1);  // {} -> v1
   t.SwapOpen(a, v1);
   EXPECT_EQ(t.OpenedVersionChanges(), at_v1);  // the same version again is no change
-  t.ServedOlder(a, v1);                        // a read of the current version marks nothing
+  EXPECT_FALSE(t.ServedOlder(a, v1));          // a read of the current version marks nothing
   EXPECT_FALSE(t.SeenOf(a).older_pages);
   t.SwapOpen(a, v2);
   EXPECT_EQ(t.OpenedVersionChanges(), at_v1 + 1);
-  t.ServedOlder(a, v1);  // the v1 handle read after the v2 open
+  EXPECT_TRUE(t.ServedOlder(a, v1));  // the v1 handle read after the v2 open
   EXPECT_TRUE(t.SeenOf(a).older_pages);
   InodeTable::Seen seen = t.SwapOpen(a, v2);  // the next open sees it, and clears it
   EXPECT_TRUE(seen.older_pages);
   EXPECT_EQ(seen.opened, v2);
   EXPECT_FALSE(t.SeenOf(a).older_pages);
-  t.ServedOlder(12345, v1);  // unknown id: nothing
+  EXPECT_FALSE(t.ServedOlder(12345, v1));  // unknown id: nothing
 }
 
 TEST(InodeTable, ManyFilesNoDescriptors) {
