@@ -143,7 +143,7 @@ void ClairFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   const DatasetCore::Served served = DatasetCore::ServedBy(*h);
   core_.MarkServed(ino, served);
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
-  if (core_.MarkServed(ino, served) || reply.unsettled) DropLater(ino);
+  if (core_.MarkServed(ino, served)) DropLater(ino);
 }
 
 void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
@@ -158,7 +158,6 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     return;
   }
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
-  if (drop) DropLater(ino);  // bytes not to be kept (ReadReply::unsettled)
 }
 
 void ClairFs::DropLater(uint64_t node) {

@@ -95,9 +95,9 @@ class ClairFs final : public KernelCache {
   // A READ without a handle (fuse.open_mode: none): DatasetCore::ReadNode, then the reply.
   void ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off);
   // Drops node's pages on the dropper thread, soon: for a request handler after its reply
-  // (bytes not to be kept). A drop waits for the node's READs in flight, whose answers may need
-  // the very worker that would wait: never made on a worker. Before StartWatch and after
-  // StopWatch: nothing (no session loop runs then).
+  // (an old version's pages a newer open may keep: Read). A drop waits for the node's READs in
+  // flight, whose answers may need the very worker that would wait: never made on a worker. Before
+  // StartWatch and after StopWatch: nothing (no session loop runs then).
   void DropLater(uint64_t node);
   void DropLoop();
   void StopDropper();

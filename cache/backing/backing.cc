@@ -357,8 +357,7 @@ Result<PosixBacking::Opened> PosixBacking::OpenFile(const std::string& path,
           auto bytes =
               PreadAtVersion(fd.get(), path, read->n, read->off, VersionOf(out.st), progress);
           if (bytes.ok() && !bytes.value().changed) {
-            out.first =
-                Bytes{std::move(bytes.value().data), bytes.value().size, bytes.value().settled};
+            out.first = Bytes{std::move(bytes.value().data), bytes.value().size};
           }
         }
         out.handle = StoreHandle::Make(fd.release(), nullptr, post);
@@ -414,7 +413,7 @@ Result<PosixBacking::Bytes> PosixBacking::ReadAtVersion(const StoreHandlePtr& h,
       }));
   if (!r.ok()) return r.status();
   if (r.value().changed) return ChangedSinceOpen(path);
-  return Bytes{std::move(r.value().data), r.value().size, r.value().settled};
+  return Bytes{std::move(r.value().data), r.value().size};
 }
 
 Status PosixBacking::Fstat(const StoreHandlePtr& h, const std::string& path,

@@ -98,12 +98,9 @@ class PosixBacking final : public Backing {
 
   // Up to n bytes at off of h's file (fewer at its end), read on an I/O thread; path names the
   // file (the executor's key, errors). Each step of a long read renews the deadline.
-  // settled: the bytes may be kept (cache/backing/settled_read.h); false for a file changed
-  // so recently that they may be one step of a rewrite still under way: served, kept nowhere.
   struct Bytes {
     std::unique_ptr<char[]> data;
     size_t size = 0;
-    bool settled = true;
   };
   // A file or directory of the dataset opened for a handle of the mount, with the attributes
   // of exactly what was opened (fstat), in one call on an I/O thread; no symlink is followed.

@@ -20,10 +20,8 @@ constexpr uint64_t kReadChunk = 4ull << 20;
 // middle of a single write, so it cannot be proven stable yet.
 constexpr int64_t kSettleNs = 10'000'000;
 // A write in progress may also be one of several (a file rewritten in pieces), or stalled in
-// its copy by a busy machine: no stamp can tell. Bytes of a file modified less than this long
-// before the read began are served (as the file system itself would serve them) but marked
-// unsettled: no copy of them is kept, by this daemon or the kernel's page cache, so that the
-// next read reads the file again. A whole-file read waits for it to pass (once) instead.
+// its copy by a busy machine: no stamp can tell. A copy to keep (ReadSettled) is made only of
+// a file left alone this long before the read began (waited for once).
 constexpr int64_t kKeepNs = 200'000'000;
 // How long a retry waits for the clock to pass a modification it could not rule out.
 constexpr int64_t kClockWaitNs = kKeepNs + 60'000'000;
@@ -192,10 +190,8 @@ Result<VersionBytes> PreadAtVersion(int fd, const std::string& path, size_t n, u
     if (fstat(fd, &after) != 0) return Status::FromErrno(errno, path);
     out.changed = got < want || VersionOf(after) != version;
     if (out.changed) return out;
-    // As in ReadOnce: a stamp this recent may belong to a write still copying its bytes, and
-    // one less recent to one write of several (or stalled): served, but not to be kept.
+    // As in ReadOnce: a stamp this recent may belong to a write still copying its bytes.
     const int64_t stamp = StampOf(version);
-    out.settled = !Recent(stamp, began, kKeepNs);
     if (!Recent(stamp, began, kSettleNs)) return out;
     if (attempt == 1) {
       out.changed = true;

@@ -2,10 +2,12 @@
 // The settle rule: bytes are served only when the file's version (size, stamps, identity) is
 // the same before and after the read and its stamps are old enough that no single write can
 // still be copying (kSettleNs, 10 ms); otherwise the read is retried once after the clock has
-// passed the stamp, then reported as a change. Bytes are kept (a blob of ReadSettled, bytes
-// marked settled) only when the file was last changed at least kKeepNs (200 ms) before the
-// read: a file rewritten in several writes, or by a writer the machine stalled, changes in
-// steps no stamp tells apart, and a copy kept of a step would be served after the file moved on.
+// passed the stamp, then reported as a change. A copy to keep (a blob of ReadSettled) is made
+// only of a file last changed at least kKeepNs (200 ms) before the read: a file rewritten in
+// several writes, or by a writer the machine stalled, changes in steps no stamp tells apart.
+// A read at a version (PreadAtVersion) may return such a step, as a read of the file would;
+// the rest of the rewrite changes the file's stamps (more than a clock tick later), so what
+// the kernel keeps of it is dropped by the watch or the revalidation (docs/reliability.md).
 // Internal to cache/backing: PosixBacking is its only user.
 #pragma once
 
@@ -58,14 +60,11 @@ Result<BlobPtr> ReadSettled(int root_fd, const std::string& path, ByteRange rang
 // Exactly the bytes [off, off+n) clipped to version.size, read through fd (a descriptor of the
 // file opened at `version`). changed: they may not all be of that version (the file was
 // truncated, its fstat after the read differs, or it was modified too recently to rule out a
-// write in progress, twice). settled: the file was last changed kKeepNs or more before the
-// read, so the bytes may be kept; otherwise they are served once and kept nowhere (they may be
-// one step of a rewrite still under way, as a read of the file itself would see).
+// write in progress, twice).
 struct VersionBytes {
   std::unique_ptr<char[]> data;
   size_t size = 0;
   bool changed = false;
-  bool settled = true;
 };
 Result<VersionBytes> PreadAtVersion(int fd, const std::string& path, size_t n, uint64_t off,
                                     const FileVersion& version, IoProgress& progress);

@@ -249,8 +249,6 @@ Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t 
   }
   const uint64_t end = c->blob ? c->blob->size() : static_cast<uint64_t>(c->st.st_size);
   if (off + size >= end) node_reads_.Release(node, c.get());  // all read
-  // Bytes of a file changed too recently to be kept: served, then dropped from the pages.
-  *drop_after_reply = out->unsettled;
   return Status::Ok();
 }
 

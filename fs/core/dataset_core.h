@@ -167,8 +167,7 @@ class DatasetCore {
   // READ starts a read of the file (consumed in the plan only at offset 0). kStale when the
   // bytes must not reach the kernel (fs/core/page_versions.h: pages of two versions in one
   // read(), or a reply short of the size it caches). *drop_after_reply: the caller must call
-  // DropPages(node) once it replied (this READ's pages are locked until its reply), after an
-  // error or after bytes of a file changed too recently to be kept (ReadReply::unsettled).
+  // DropPages(node) once it replied (this READ's pages are locked until its reply).
   Status ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t pid, ReadReply* out,
                   bool* drop_after_reply);
   // The contents of a per_open handle: ReadContents over this core's parts.

@@ -37,7 +37,6 @@ Result<size_t> ReadDirect(const OpenContents& f, const PosixBacking& backing, St
   out->iov.push_back({r.value().data.get(), done});
   out->bufs.push_back(std::move(r.value().data));
   out->bytes += done;
-  out->unsettled |= !r.value().settled;
   stats.backing_bytes.fetch_add(done, std::memory_order_relaxed);
   return done;
 }

@@ -60,9 +60,6 @@ struct ReadReply {
   std::vector<BlobPtr> blobs;                 // the blobs iov points into
   std::vector<std::unique_ptr<char[]>> bufs;  // the buffers of direct reads iov points into
   size_t bytes = 0;
-  // Some bytes were read from a file changed too recently to be kept (PosixBacking::Bytes::
-  // settled): the caller drops the node's pages once it replied.
-  bool unsettled = false;
 };
 
 // True iff s says that the bytes are not of the version bound any more.

@@ -247,17 +247,16 @@ TEST(PosixBacking, ReadAtVersionServesTheVersionOpenedOrEstale) {
 }
 
 // A writer rewrites the file in 16 KiB pieces (half the rounds truncating first; pauses between
-// rewrites) while reads
-// of 64 KiB at the version fstat'ed just before run beside it. A read never comes back short
-// of that version, and a read whose bytes are a mix of two rewrites is never marked settled
-// (so nothing keeps it) — unless the writer itself paused longer than the keep window between
-// two pieces of one rewrite, which no reader can tell from a finished version (a busy machine
-// can stall it: the pause is measured and reported, and excuses only what it explains).
-TEST(PosixBacking, ReadAtVersionMixesOnlyUnsettledBytesAndNeverReadsShort) {
+// rewrites) while reads of 64 KiB at the version fstat'ed just before run beside it. A read
+// never comes back short of that version, and its bytes are each of some version; a read may
+// return a step of a rewrite (the front of one version and the rest of another) when the
+// writer pauses between two pieces past the 10 ms a single write is given, as a read of the
+// file itself would (docs/reliability.md, "Reads that overlap a write": the mixes seen and the
+// writer's longest pause are printed). Left alone, the file reads whole.
+TEST(PosixBacking, ReadAtVersionNeverReadsShortAndReadsWholeOnceLeftAlone) {
   TempDir dir;
   const std::string path = dir.path() + "/f";
   constexpr size_t kSize = 256 << 10;
-  constexpr auto kKeep = 200ms;  // settled_read.cc's kKeepNs
   WriteFile(path, std::string(kSize, 'A'));
   auto backing = OpenBacking(dir.path());
   auto f = backing->OpenFile("f");
@@ -287,7 +286,7 @@ TEST(PosixBacking, ReadAtVersionMixesOnlyUnsettledBytesAndNeverReadsShort) {
       std::this_thread::sleep_for(std::chrono::milliseconds(round * 7 % 30));
     }
   });
-  int ok = 0, stale = 0, mixed = 0, mixed_settled = 0, unsettled = 0, short_reads = 0;
+  int ok = 0, stale = 0, mixed = 0, short_reads = 0, foreign = 0;
   const auto end = Clock::now() + 2s;
   while (Clock::now() < end || rewrites.load() < 20) {
     struct stat st;
@@ -300,7 +299,6 @@ TEST(PosixBacking, ReadAtVersionMixesOnlyUnsettledBytesAndNeverReadsShort) {
       continue;
     }
     ++ok;
-    unsettled += r.value().settled ? 0 : 1;
     const size_t want = std::min<uint64_t>(
         65536, st.st_size > static_cast<off_t>(off) ? static_cast<uint64_t>(st.st_size) - off : 0);
     if (r.value().size != want) ++short_reads;
@@ -308,34 +306,33 @@ TEST(PosixBacking, ReadAtVersionMixesOnlyUnsettledBytesAndNeverReadsShort) {
     if (r.value().size && std::find_if(b, b + r.value().size, [&](char c) { return c != b[0]; }) !=
                               b + r.value().size) {
       ++mixed;
-      mixed_settled += r.value().settled ? 1 : 0;
     }
+    foreign += static_cast<int>(std::count_if(b, b + r.value().size, [](char c) {
+      return c < 'A' || c > 'Z';  // a byte no version held (zeros of a short read padded)
+    }));
   }
   stop = true;
   writer.join();
-  const std::string seen = std::to_string(ok) + " reads (" + std::to_string(unsettled) +
-                           " unsettled, " + std::to_string(mixed) + " mixed), " +
+  const std::string seen = std::to_string(ok) + " reads (" + std::to_string(mixed) + " mixed), " +
                            std::to_string(stale) + " stale, writer's longest pause " +
                            std::to_string(longest_pause_us.load()) + " us";
   std::printf("%s\n", seen.c_str());
-  if (longest_pause_us.load() < std::chrono::microseconds(kKeep).count()) {
-    EXPECT_EQ(mixed_settled, 0) << seen;
-  }
   EXPECT_EQ(short_reads, 0) << seen;
-  EXPECT_GT(unsettled, 0) << seen;  // reads were served, and the rule reached
-  // Left alone, it reads whole again, and settled once the keep window has passed.
+  EXPECT_EQ(foreign, 0) << seen;
+  EXPECT_GT(ok, 0) << seen;  // reads were served, not all refused
+  // Left alone, it reads whole again, of one version.
   struct stat st;
   ASSERT_TRUE(backing->Fstat(f.value().handle, "f", &st).ok());
-  std::this_thread::sleep_until(Clock::now() + kKeep + 20ms);  // a clock condition, not a sync
   auto last = backing->ReadAtVersion(f.value().handle, "f", kSize, 0, VersionOf(st));
   ASSERT_TRUE(last.ok()) << last.status().ToString();
-  EXPECT_EQ(last.value().size, kSize);
-  EXPECT_TRUE(last.value().settled);
+  ASSERT_EQ(last.value().size, kSize);
+  const char* d = last.value().data.get();
+  EXPECT_EQ(std::count(d, d + kSize, d[0]), static_cast<std::ptrdiff_t>(kSize));
 }
 
 // A rewrite that stalls between its two halves (longer than a single write's settle time, as a
-// busy machine can stall a writer) is never kept: read at its version it is served unsettled,
-// and a whole read for a copy (Read, what the tiers keep) waits it out and gets one version.
+// busy machine can stall a writer) is never copied: a whole read for a copy (Read, what the
+// tiers keep) waits until the file was left alone for 200 ms and gets one version.
 TEST(PosixBacking, ReadNeverKeepsTheMiddleOfAStalledRewrite) {
   TempDir dir;
   const std::string path = dir.path() + "/f";
@@ -351,11 +348,6 @@ TEST(PosixBacking, ReadNeverKeepsTheMiddleOfAStalledRewrite) {
   // The stall: the clock must pass the settle time of a single write (10 ms) but stay inside
   // the keep window (200 ms).
   std::this_thread::sleep_for(30ms);
-  struct stat st;
-  ASSERT_TRUE(backing->Fstat(f.value().handle, "f", &st).ok());
-  auto half = backing->ReadAtVersion(f.value().handle, "f", kSize, 0, VersionOf(st));
-  ASSERT_TRUE(half.ok()) << half.status().ToString();
-  EXPECT_FALSE(half.value().settled) << "the middle of a rewrite marked as keepable";
   const auto read_began = Clock::now();
   Clock::time_point finished;
   std::thread finish([&] {
