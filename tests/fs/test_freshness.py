@@ -236,7 +236,12 @@ class Freshness(FreshnessBase):
             fresh = self.stats(self.mnt)["fresh"]
             self.assertEqual(fresh, {k: 0 for k in fresh}, fresh)
             time.sleep(0.1)
-        self.assertEqual(read(self.at(rel)), data_for(rel, 1))
+        # The kernel keeps serving what it holds. (Should it have let a page go, its READ
+        # reaches the daemon, which binds the file as it is now and refuses pages of two
+        # versions in one read(): ESTALE, never a mix; seen once on a loaded machine.)
+        got = read_polled(self.at(rel))
+        self.assertTrue(got is None or got == data_for(rel, 1),
+                        "neither the version the kernel held nor ESTALE")
 
 
 if __name__ == "__main__":
