@@ -57,8 +57,9 @@ void ClairFs::StartWatch() {
   if (options_.open_mode != OpenMode::kNone) return;
   if (options_.stat_ahead > 0 && (options_.watch_backing || fresh)) {
     StatAhead::Hooks ah;
-    ah.upcoming = [this](uint32_t n, std::vector<std::string>* paths,
-                         std::vector<Tripwire>* wires) { prefetcher_.Upcoming(n, paths, wires); };
+    ah.upcoming = [this](uint32_t n, std::vector<std::string>* paths) {
+      prefetcher_.Upcoming(n, paths);
+    };
     ah.watched = [this](const std::string& dir) { return watch_ && watch_->Watched(dir); };
     ah.quiet = [this] { return watch_ && watch_->Quiet(); };
     StatAheadOptions ao;
@@ -72,18 +73,6 @@ void ClairFs::StartWatch() {
                        const std::vector<Status>& status) { r->Check(paths, st, status); };
       ao.check_all = true;
       ao.idle_refresh = ao.max_age;
-      // Tripwires: the reads of a warm epoch reach the daemon every few dozen positions, so
-      // the stretch statted ahead follows readers the page cache answers.
-      ah.trip = [this](const std::string& path) {
-        struct stat st;
-        uint64_t id = 0;
-        InodeTable::NodeInfo info;
-        if (backing_.Lstat(path, &st).ok() &&
-            core_.inodes().Keyed(st.st_dev, st.st_ino, &id, &info) && info.path == path) {
-          core_.DropPages(id);
-        }
-      };
-      ah.reached = [this](const Tripwire& wire) { return prefetcher_.ReachedTripwire(wire); };
     }
     ahead_ = std::make_unique<StatAhead>(backing_, std::move(ah), ao, stats_.stat_ahead);
   }

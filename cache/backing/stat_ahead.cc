@@ -27,7 +27,6 @@ void StatAhead::Start() {
   std::lock_guard lock(mu_);
   if (thread_.joinable() || stop_) return;
   thread_ = std::thread([this] { Loop(); });
-  if (hooks_.trip) tripper_ = std::thread([this] { TripLoop(); });
   running_.store(true, std::memory_order_release);
 }
 
@@ -38,10 +37,7 @@ void StatAhead::Stop() {
   }
   running_.store(false, std::memory_order_release);
   cv_.notify_all();
-  done_cv_.notify_all();
-  trip_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (tripper_.joinable()) tripper_.join();
 }
 
 bool StatAhead::Recent(const std::string& path, struct stat* st) {
@@ -95,38 +91,6 @@ void StatAhead::Consumed() {
   cv_.notify_one();
 }
 
-bool StatAhead::Reached(const std::string& path) {
-  if (armed_.load(std::memory_order_relaxed) == 0) return false;
-  Tripwire wire;
-  {
-    std::lock_guard lock(mu_);
-    auto it = wires_.find(path);
-    if (it == wires_.end() || stop_) return false;
-    wire = std::move(it->second);
-    wires_.erase(it);
-    armed_.store(wires_.size(), std::memory_order_relaxed);
-    reaching_.insert(path);
-  }
-  // Before the batch below takes the upcoming paths.
-  if (hooks_.reached && !hooks_.reached(wire)) {
-    std::lock_guard lock(mu_);
-    reaching_.erase(path);
-    return false;
-  }
-  counters_.reached.fetch_add(1, std::memory_order_relaxed);
-  uint64_t after;
-  {
-    std::lock_guard lock(mu_);
-    after = batches_begun_;
-    poked_ = true;
-  }
-  cv_.notify_one();
-  std::unique_lock lock(mu_);
-  done_cv_.wait_for(lock, options_.max_age, [&] { return stop_ || batches_done_ > after; });
-  reaching_.erase(path);
-  return true;
-}
-
 size_t StatAhead::size() const {
   std::lock_guard lock(mu_);
   return records_.size();
@@ -152,15 +116,12 @@ void StatAhead::Batch() {
   const uint64_t consumed = consumed_.load(std::memory_order_relaxed);
   const auto begin = Clock::now();
   uint64_t forgets;  // a change reported from here on drops the batch's records
-  uint64_t number;
   {
     std::lock_guard lock(mu_);
     forgets = forgets_;
-    number = ++batches_begun_;
   }
   std::vector<std::string> paths;
-  std::vector<Tripwire> wires;
-  hooks_.upcoming(options_.ahead, &paths, hooks_.trip ? &wires : nullptr);
+  hooks_.upcoming(options_.ahead, &paths);
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   // Recent answers only for paths whose directory is watched from before the stat: a change
@@ -209,46 +170,12 @@ void StatAhead::Batch() {
     }
     if (hooks_.checked) hooks_.checked(paths, st, status);
   }
-  // Done: the stretch is statted and compared. The new wires are armed (far ahead of the
-  // readers: in the stretch's second half), not one whose READ waits in Reached; their pages
-  // are dropped on the trip thread.
-  size_t tripped = 0;
-  {
-    std::lock_guard lock(mu_);
-    batches_done_ = number;
-    if (wires_.size() + wires.size() > kMaxWires) wires_.clear();  // never reached: stale
-    for (Tripwire& w : wires) {
-      if (reaching_.count(w.path) || wires_.count(w.path)) continue;
-      trips_.push_back(w.path);
-      wires_.emplace(w.path, std::move(w));
-      ++tripped;
-    }
-    armed_.store(wires_.size(), std::memory_order_relaxed);
-  }
-  done_cv_.notify_all();
-  if (tripped > 0) trip_cv_.notify_one();
   // The next batch: once the readers consumed half of what the records now cover, or this
   // batch is half max_age old; so sooner while few are covered (directories not watched yet:
   // the kernel looks them up as the job reaches them), but never after fewer than kMinReads.
   const uint64_t half = std::min<uint64_t>(options_.ahead / 2, covered / 2);
   wake_at_.store(consumed + std::max<uint64_t>(kMinReads, half), std::memory_order_relaxed);
   refresh_at_ns_.store(Ns(begin + options_.max_age / 2), std::memory_order_relaxed);
-}
-
-void StatAhead::TripLoop() {
-  for (;;) {
-    std::string path;
-    {
-      std::unique_lock lock(mu_);
-      trip_cv_.wait(lock, [&] { return stop_ || !trips_.empty(); });
-      if (stop_) return;
-      path = std::move(trips_.front());
-      trips_.pop_front();
-      if (!wires_.count(path)) continue;  // reached (or dropped) before its turn
-    }
-    hooks_.trip(path);
-    counters_.tripwires.fetch_add(1, std::memory_order_relaxed);
-  }
 }
 
 void StatAhead::Insert(const std::string& path, const struct stat& st, Clock::time_point at,

@@ -36,20 +36,6 @@
 // made where no watch sees it. It costs up to `ahead` stats per idle_refresh while streams
 // are registered (none without a plan).
 //
-// Tripwires (with Hooks::trip): the kernel's page cache answers a warm epoch's reads without a
-// word to the daemon, so its streams would not move and the batches would stat what the
-// readers passed long ago. So a batch also arms a few of the upcoming positions (Hooks::
-// upcoming's wires: a fixed grid in the second half of each stream's stretch) and has their
-// files' pages dropped (Hooks::trip, on a thread of its own: a drop waits for the READs of the
-// file in flight, which may wait in Reached for a batch): the reader's read of such a file
-// reaches the daemon,
-// which calls Reached before it binds the file. Reached moves the stream there (Hooks::
-// reached) and holds that READ until a batch begun after it has run (at most max_age), so the
-// positions up to a stretch past the wire are statted and compared before the reader can pass
-// them through the page cache. A wire is armed once, kept until reached (at most kMaxWires,
-// then all are dropped), and not armed again while its READ waits. Cost: one READ from the
-// daemon and one batch's wait every stretch / 16 positions (Prefetcher::kWiresPerStretch).
-//
 // Thread-safe. Lock order: mu_ is a leaf; hooks and the store are called without it.
 #pragma once
 
@@ -65,21 +51,12 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "cache/backing/backing.h"
 #include "cache/base/stats.h"
 
 namespace clairfs {
-
-// A planned position whose read the daemon must see: the file at path, position pos of the
-// stream whose serial is `serial` (PlanStream::serial).
-struct Tripwire {
-  std::string path;
-  uint64_t serial = 0;
-  uint32_t pos = 0;
-};
 
 struct StatAheadOptions {
   uint32_t ahead = 256;                       // positions of each stream statted ahead
@@ -93,11 +70,9 @@ class StatAhead {
  public:
   struct Hooks {
     // Appends to *paths the paths (dataset relative) of the files the plan reads at its
-    // streams' next `ahead` positions (shared among them: Prefetcher::Upcoming), and to *wires
-    // (when not null) the positions among them to arm as tripwires. Called on StatAhead's thread.
-    std::function<void(uint32_t ahead, std::vector<std::string>* paths,
-                       std::vector<Tripwire>* wires)>
-        upcoming;
+    // streams' next `ahead` positions (shared among them: Prefetcher::Upcoming). Called on
+    // StatAhead's thread.
+    std::function<void(uint32_t ahead, std::vector<std::string>* paths)> upcoming;
     // Whether every change made on this node to the names in directory dir ("" the root) is
     // reported to Forget from now on.
     std::function<bool(const std::string& dir)> watched;
@@ -108,14 +83,6 @@ class StatAhead {
     std::function<void(const std::vector<std::string>& paths, const std::vector<struct stat>& st,
                        const std::vector<Status>& status)>
         checked;
-    // Optional: arms tripwires. Drops the kernel's pages of the file at path, so that its next
-    // read reaches the daemon. Called on StatAhead's trip thread, without its lock; may wait
-    // for READs of the file in flight.
-    std::function<void(const std::string& path)> trip;
-    // With trip: the readers of wire's stream reached it (Prefetcher::ReachedTripwire); false
-    // when the wire is stale (its stream replaced, its position passed): nothing to wait for.
-    // Called on the reader's thread, without the lock, before the batch Reached waits for.
-    std::function<bool(const Tripwire& wire)> reached;
   };
 
   // backing and counters must outlive this. The thread starts in Start().
@@ -139,11 +106,6 @@ class StatAhead {
   // A reader consumed a planned position: may wake the thread (see above). Lock-free unless it
   // wakes it.
   void Consumed();
-  // A read of path begins (it reached the daemon). When path is an armed tripwire: passes it
-  // to Hooks::reached and, unless that found it stale, wakes the thread and waits until a batch
-  // begun after this call has run (at most max_age; at once when stopped); true then. Else
-  // false at once (lock-free while no wire is armed).
-  bool Reached(const std::string& path);
 
   size_t size() const;
 
@@ -154,10 +116,8 @@ class StatAhead {
     Clock::time_point at;  // when its batch began (the stat was made after)
     bool vouched;          // its directory was watched before the stat: Recent may use it
   };
-  static constexpr uint64_t kMinReads = 8;   // reads between two batches, at least
-  static constexpr size_t kMaxWires = 1024;  // armed tripwires kept at most
+  static constexpr uint64_t kMinReads = 8;  // reads between two batches, at least
   void Loop();
-  void TripLoop();
   void Batch();
   void Insert(const std::string& path, const struct stat& st, Clock::time_point at, bool vouched);
 
@@ -170,25 +130,16 @@ class StatAhead {
   std::atomic<uint64_t> wake_at_{0};       // consumed_ count that wakes the thread
   std::atomic<int64_t> refresh_at_ns_{0};  // steady clock time that lets a read wake it
   std::atomic<bool> running_{false};
-  std::atomic<size_t> armed_{0};  // wires_.size(), for Reached's lock-free way out
 
   // Lock order: a leaf. Guards everything below.
   mutable std::mutex mu_;
-  std::condition_variable cv_;       // poked_ or stop_
-  std::condition_variable done_cv_;  // batches_done_ or stop_
-  std::condition_variable trip_cv_;  // trips_ or stop_
+  std::condition_variable cv_;  // poked_ or stop_
   bool poked_ = false;
   bool stop_ = false;
   uint64_t forgets_ = 0;  // Forget and ForgetAll calls: a batch spanning one is dropped
   std::unordered_map<std::string, Record> records_;
   std::deque<std::pair<Clock::time_point, std::string>> order_;  // insertions, oldest first
-  uint64_t batches_begun_ = 0;
-  uint64_t batches_done_ = 0;
-  std::unordered_map<std::string, Tripwire> wires_;  // armed, by path
-  std::unordered_set<std::string> reaching_;         // wires whose READ waits in Reached
-  std::deque<std::string> trips_;                    // wires armed, their pages still to drop
   std::thread thread_;
-  std::thread tripper_;  // Hooks::trip
 };
 
 }  // namespace clairfs

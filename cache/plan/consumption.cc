@@ -73,17 +73,9 @@ uint32_t Consumption::Locate(uint32_t id, uint32_t ahead) {
   return next_use_[id] < limit ? next_use_[id] : kNoPos;
 }
 
-void Consumption::GiveUpBefore(uint32_t pos) {
-  pos = std::min<uint32_t>(pos, static_cast<uint32_t>(seq_.size()));
-  if (pos <= low_) return;
-  while (horizon_ < pos) Extend();  // Advance pops only indexed positions
-  high_ = std::max(high_, pos);
-  Advance(pos);
-}
-
-void Consumption::Advance(uint32_t floor) {
+void Consumption::Advance() {
   // Everything more than lag_ behind the furthest read is given up.
-  floor = std::max(floor, high_ > lag_ ? high_ - lag_ : 0);
+  const uint32_t floor = high_ > lag_ ? high_ - lag_ : 0;
   while (low_ < seq_.size() && (consumed(low_) || low_ < floor)) {
     if (!consumed(low_)) {
       ++given_up_;

@@ -42,11 +42,6 @@ class Consumption {
   // The position Consume(id) would take if it lies below low() + ahead (indexing up to there
   // if needed), else kNoPos. Amortized O(1): each position is indexed once.
   uint32_t Locate(uint32_t id, uint32_t ahead);
-  // The readers are known to have reached pos (a read the daemon saw there, while the reads
-  // before it went to the kernel's page cache): every position below it not consumed is given
-  // up, as if lag had passed it, so low() and high() are at least pos. Amortized O(1) a
-  // position.
-  void GiveUpBefore(uint32_t pos);
   // Whether the stream still reads id at a position not done (so Consume(id) would take one).
   bool Reads(uint32_t id) const {
     return next_use_[id] != kNoPos || (last_pos_[id] != kNoPos && last_pos_[id] >= horizon_);
@@ -66,8 +61,7 @@ class Consumption {
  private:
   // Indexes the position at horizon_.
   void Extend();
-  // Moves low() past consumed positions and gives up those below `floor` (at least the lag's).
-  void Advance(uint32_t floor = 0);
+  void Advance();
 
   const uint32_t lag_;
   PositionList seq_;  // the stream's positions (shared with the plan)

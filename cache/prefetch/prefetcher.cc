@@ -519,58 +519,23 @@ int Prefetcher::Attribute(uint32_t id) {
   return best;
 }
 
-void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths,
-                          std::vector<Tripwire>* wires) {
+void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths) const {
   std::lock_guard lock(mu_);
   if (!plan_ || hold_ || consumption_.empty()) return;
   // Shared by the streams: what matters is how long the stats last the readers, and n streams
   // each read about 1/n of the node's reads.
   const uint32_t per = std::max<uint32_t>(kMinUpcoming, ahead / consumption_.size());
-  const uint32_t grid = std::max<uint32_t>(1, per / kWiresPerStretch);
   for (size_t s = 0; s < consumption_.size() && s < plan_->streams.size(); ++s) {
-    Consumption& c = consumption_[s];
-    const PlanStream& stream = plan_->streams[s];
-    const PositionList& seq = stream.sequence;
+    const Consumption& c = consumption_[s];
+    const PositionList& seq = plan_->streams[s].sequence;
     const uint32_t back = per / 4;
     const uint32_t from = std::max(c.low(), c.high() > back ? c.high() - back : 0);
     const uint64_t to = std::min<uint64_t>(seq.size(), uint64_t{from} + per);
-    uint64_t wire_from = uint64_t{from} + per / 2;  // the next wire: at or after this position
-    wire_from = (wire_from + grid - 1) / grid * grid;
     for (uint64_t pos = from; pos < to; ++pos) {
       if (c.done(static_cast<uint32_t>(pos))) continue;
-      const uint32_t id = seq[pos];
-      paths->emplace_back(plan_->objects[id].path());
-      // A wire only where the file's read is this position's by the consumption contract
-      // (no earlier position of it is left), so that a read of it is known to be here.
-      if (wires && pos >= wire_from &&
-          c.Locate(id, static_cast<uint32_t>(pos - c.low() + 1)) == pos) {
-        wires->push_back(
-            Tripwire{std::string(plan_->objects[id].path()), stream.serial, uint32_t(pos)});
-        wire_from = (pos / grid + 1) * grid;
-      }
+      paths->emplace_back(plan_->objects[seq[pos]].path());
     }
   }
-}
-
-bool Prefetcher::ReachedTripwire(const Tripwire& wire) {
-  bool freed = false;
-  {
-    std::lock_guard lock(mu_);
-    if (!plan_) return false;
-    size_t s = 0;
-    while (s < consumption_.size() && s < plan_->streams.size() &&
-           plan_->streams[s].serial != wire.serial) {
-      ++s;
-    }
-    if (s >= consumption_.size() || s >= plan_->streams.size()) return false;  // replaced
-    Consumption& c = consumption_[s];
-    if (wire.pos < c.low() || c.done(wire.pos)) return false;  // passed already
-    c.GiveUpBefore(wire.pos);
-    active_[s] = Clock::now();
-    freed = window_.Follow(s, c);  // the staging window follows the readers
-  }
-  if (freed) staging_cv_.notify_all();
-  return true;
 }
 
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version,

@@ -39,7 +39,6 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
-#include "cache/backing/stat_ahead.h"
 #include "cache/base/log_limit.h"
 #include "cache/base/stats.h"
 #include "cache/plan/consumption.h"
@@ -166,22 +165,10 @@ class Prefetcher {
 
   // Appends to *paths the file of each position not done yet among each stream's next `per`
   // positions, from per / 4 behind its furthest consumed one (readers run a little out of
-  // order); per = ahead / streams, at least kMinUpcoming. wires (if given) gets positions among
-  // them whose read the daemon must see (StatAhead's tripwires): in the second half of each
-  // stream's stretch, about one every per / kWiresPerStretch positions (the first at or after
-  // each point of that grid), and only a position that is its file's earliest not done, so
-  // that a read of the file is this position's by Consumption's contract. Dense enough that
-  // with several reader threads, those not waiting at one wire meet the next one long before
-  // they reach the end of the stretch statted. Thread-safe (StatAhead::Hooks::upcoming).
-  void Upcoming(uint32_t ahead, std::vector<std::string>* paths,
-                std::vector<Tripwire>* wires = nullptr);
-  // A read of wire's file reached the daemon: the readers of its stream are there, whatever the
-  // kernel's page cache answered before it, so its positions before the wire are given up
-  // (Consumption::GiveUpBefore) and true. False, changing nothing, when the stream was replaced
-  // or the position is done already (the wire is stale). Thread-safe.
-  bool ReachedTripwire(const Tripwire& wire);
+  // order); per = ahead / streams, at least kMinUpcoming. Thread-safe
+  // (StatAhead::Hooks::upcoming).
+  void Upcoming(uint32_t ahead, std::vector<std::string>* paths) const;
   static constexpr uint32_t kMinUpcoming = 32;
-  static constexpr uint32_t kWiresPerStretch = 16;
 
   // A reader opened path, whose backing file is now at version: consumes and serves the
   // file's object if the plan has the file as one; kChunked if the plan holds chunks of it at

@@ -194,9 +194,6 @@ Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t 
     if (await_releases_) await_releases_();
     auto info = NodeOf(node);
     if (!info.ok()) return info.status();
-    // A tripwire (cache/backing/stat_ahead.h): the readers are here, whatever the page cache
-    // answered before; waits (bounded) until the stretch past it is statted and compared.
-    if (off == 0 && ahead_) ahead_->Reached(info.value().path);
     auto fresh = std::make_shared<OpenContents>();
     InodeTable::Seen seen;
     const PosixBacking::FirstRead read{off, size};

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -46,25 +45,12 @@ class StatAheadTest : public ::testing::Test {
   }
   std::string Path(const std::string& rel) const { return tmp_.path() + "/" + rel; }
 
-  void Start(std::chrono::milliseconds max_age = 60s, bool fresh = false, bool wires = false) {
+  void Start(std::chrono::milliseconds max_age = 60s, bool fresh = false) {
     StatAhead::Hooks h;
-    h.upcoming = [this](uint32_t, std::vector<std::string>* paths, std::vector<Tripwire>* w) {
+    h.upcoming = [this](uint32_t, std::vector<std::string>* paths) {
       std::lock_guard lock(mu_);
-      ++upcoming_calls_;
       paths->insert(paths->end(), upcoming_.begin(), upcoming_.end());
-      if (w) w->insert(w->end(), wires_.begin(), wires_.end());
     };
-    if (wires) {
-      h.trip = [this](const std::string& path) {
-        std::lock_guard lock(mu_);
-        tripped_.push_back(path);
-      };
-      h.reached = [this](const Tripwire& w) {
-        std::lock_guard lock(mu_);
-        reached_.push_back(w);
-        return true;
-      };
-    }
     h.watched = [this](const std::string& dir) {
       if (during_batch_) during_batch_();
       std::lock_guard lock(mu_);
@@ -107,10 +93,6 @@ class StatAheadTest : public ::testing::Test {
   std::atomic<bool> quiet_{true};
   std::map<std::string, int> checked_;  // fresh: stats passed to Hooks::checked, per path
   std::function<void()> during_batch_;
-  int upcoming_calls_ = 0;            // batches begun
-  std::vector<Tripwire> wires_;       // offered by every batch
-  std::vector<std::string> tripped_;  // Hooks::trip calls
-  std::vector<Tripwire> reached_;     // Hooks::reached calls
   Stats::StatAhead counters_;
   std::unique_ptr<StatAhead> ahead_;
 };
@@ -234,87 +216,6 @@ TEST_F(StatAheadTest, ConcurrentReadsForgetsAndBatchesStayConsistent) {
   for (auto& th : threads) th.join();
   ahead_->Stop();
   EXPECT_LE(ahead_->size(), 2u);
-}
-
-// Tripwires: a wire offered by a batch is armed once (its pages dropped), and a read of its
-// file passes it on and waits for a batch begun after, during which it is not armed again.
-TEST_F(StatAheadTest, ATripwireIsArmedOnceAndItsReadWaitsForTheNextBatch) {
-  wires_ = {Tripwire{"w/b", 7, 3}};
-  Start(60s, true, true);
-  EXPECT_FALSE(ahead_->Reached("w/b"));  // nothing armed before the first batch
-  AwaitBatch();
-  const auto tripped = [&] {
-    std::lock_guard lock(mu_);
-    return tripped_;
-  };
-  // Hooks::trip runs on its own thread: wait for it.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (tripped().empty()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the wire was never armed";
-    std::this_thread::sleep_for(1ms);
-  }
-  // Another batch (its stats are young, so it only asks for upcoming paths): the wire is
-  // offered again, armed already, not tripped twice.
-  const auto calls = [&] {
-    std::lock_guard lock(mu_);
-    return upcoming_calls_;
-  };
-  const int seen = calls();
-  while (calls() == seen) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no second batch";
-    ahead_->Consumed();
-    std::this_thread::sleep_for(1ms);
-  }
-  EXPECT_EQ(tripped(), std::vector<std::string>{"w/b"});
-  EXPECT_EQ(counters_.tripwires.load(), 1u);
-  EXPECT_FALSE(ahead_->Reached("w/a"));  // not a wire: at once
-  const int before = calls();
-  ASSERT_TRUE(ahead_->Reached("w/b"));
-  {
-    std::lock_guard lock(mu_);
-    EXPECT_GT(upcoming_calls_, before) << "Reached returned before a batch begun after it";
-    ASSERT_EQ(reached_.size(), 1u);
-    EXPECT_EQ(reached_[0].path, "w/b");
-    EXPECT_EQ(reached_[0].serial, 7u);
-    EXPECT_EQ(reached_[0].pos, 3u);
-    // The batch it waited for did not arm it again while its read waited.
-    EXPECT_EQ(tripped_, std::vector<std::string>{"w/b"});
-  }
-  EXPECT_EQ(counters_.reached.load(), 1u);
-  EXPECT_FALSE(ahead_->Reached("w/b")) << "a wire is reached once";
-}
-
-// The wait at a wire is bounded by max_age when no batch comes (a store that stalls).
-TEST_F(StatAheadTest, AReadAtAWireWaitsAtMostMaxAge) {
-  wires_ = {Tripwire{"w/b", 1, 0}};
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool open = false;
-  std::atomic<bool> stall{false};
-  during_batch_ = [&] {  // once stall is set, a batch stalls until the test opens the gate
-    if (!stall.load()) return;
-    std::unique_lock lock(gate_mu);
-    gate_cv.wait_for(lock, 10s, [&] { return open; });
-  };
-  Start(300ms, true, true);
-  AwaitBatch();
-  const auto armed_by = std::chrono::steady_clock::now() + 10s;
-  while (counters_.tripwires.load() == 0) {
-    ASSERT_LT(std::chrono::steady_clock::now(), armed_by) << "the wire was never armed";
-    std::this_thread::sleep_for(1ms);
-  }
-  stall = true;
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_TRUE(ahead_->Reached("w/b"));
-  const auto waited = std::chrono::steady_clock::now() - start;
-  {
-    std::lock_guard lock(gate_mu);
-    open = true;
-  }
-  gate_cv.notify_all();
-  EXPECT_GE(waited, 300ms);
-  EXPECT_LT(waited, 5s);
-  ahead_->Stop();
 }
 
 }  // namespace
