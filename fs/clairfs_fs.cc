@@ -139,11 +139,11 @@ void ClairFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   Status s = core_.Read(*h, size, static_cast<uint64_t>(off), &reply);
   if (!s.ok()) return ReplyError(req, s);  // counted in stats
   // Marked before the reply (the reader may open again as soon as it has it) and after (an
-  // open may have come in between and kept the pages); h may be released once it is sent.
+  // open may have come in between); h may be released once it is sent.
   const DatasetCore::Served served = DatasetCore::ServedBy(*h);
   core_.MarkServed(ino, served);
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
-  if (core_.MarkServed(ino, served)) DropLater(ino);
+  core_.MarkServed(ino, served);
 }
 
 void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
@@ -158,30 +158,6 @@ void ClairFs::ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
     return;
   }
   fuse_reply_iov(req, reply.iov.data(), static_cast<int>(reply.iov.size()));
-}
-
-void ClairFs::DropLater(uint64_t node) {
-  {
-    std::lock_guard lock(drop_mu_);
-    if (drop_stop_ || !dropping_.insert(node).second) return;
-    drops_.push_back(node);
-  }
-  drop_cv_.notify_one();
-}
-
-void ClairFs::DropLoop() {
-  for (;;) {
-    uint64_t node;
-    {
-      std::unique_lock lock(drop_mu_);
-      drop_cv_.wait(lock, [&] { return drop_stop_ || !drops_.empty(); });
-      if (drop_stop_) return;
-      node = drops_.front();
-      drops_.pop_front();
-      dropping_.erase(node);  // a request from here on drops again, after this one
-    }
-    core_.DropPages(node);
-  }
 }
 
 void ClairFs::Release(fuse_req_t req, fuse_file_info* fi) {

@@ -10,13 +10,8 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <unordered_set>
 
 #include "cache/backing/backing.h"
 #include "cache/backing/stat_ahead.h"
@@ -40,9 +35,6 @@ class ClairFs final : public KernelCache {
   ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
           AccessPolicy& access, Stats& stats, FsOptions options,
           std::vector<std::string> root_aliases, std::string control_target);
-  ~ClairFs() { StopDropper(); }
-  ClairFs(const ClairFs&) = delete;
-  ClairFs& operator=(const ClairFs&) = delete;
   // The operation table; the session's userdata must be this object.
   static const fuse_lowlevel_ops& Ops();
   // The session serving this object, for notifications to the kernel; set right after
@@ -94,13 +86,6 @@ class ClairFs final : public KernelCache {
   void NotifyEntry(uint64_t parent, const std::string& name);
   // A READ without a handle (fuse.open_mode: none): DatasetCore::ReadNode, then the reply.
   void ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off);
-  // Drops node's pages on the dropper thread, soon: for a request handler after its reply
-  // (an old version's pages a newer open may keep: Read). A drop waits for the node's READs in
-  // flight, whose answers may need the very worker that would wait: never made on a worker. Before
-  // StartWatch and after StopWatch: nothing (no session loop runs then).
-  void DropLater(uint64_t node);
-  void DropLoop();
-  void StopDropper();
 
   PosixBacking& backing_;
   Prefetcher& prefetcher_;
@@ -117,14 +102,6 @@ class ClairFs final : public KernelCache {
   std::unique_ptr<BackingWatch> watch_;  // set before the session loop runs, reset after it
   // Set with watch_ (fuse.stat_ahead > 0), before the session loop; stopped with it.
   std::unique_ptr<StatAhead> ahead_;
-  // DropLater's queue and thread (started by StartWatch, stopped by StopWatch). Lock order:
-  // drop_mu_ is a leaf.
-  std::mutex drop_mu_;
-  std::condition_variable drop_cv_;
-  std::deque<uint64_t> drops_;  // nodes to drop, each once (dropping_)
-  std::unordered_set<uint64_t> dropping_;
-  bool drop_stop_ = true;  // no thread runs
-  std::thread dropper_;
 };
 
 }  // namespace clairfs

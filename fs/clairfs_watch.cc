@@ -34,13 +34,6 @@ void ClairFs::NotifyEntry(uint64_t parent, const std::string& name) {
 }
 
 void ClairFs::StartWatch() {
-  {
-    std::lock_guard lock(drop_mu_);
-    if (!dropper_.joinable()) {
-      drop_stop_ = false;
-      dropper_ = std::thread([this] { DropLoop(); });
-    }
-  }
   const bool fresh = !options_.immutable;
   if (fresh) {
     Revalidator::Notify notify;
@@ -121,19 +114,7 @@ void ClairFs::StartWatch() {
   }
 }
 
-void ClairFs::StopDropper() {
-  {
-    std::lock_guard lock(drop_mu_);
-    drop_stop_ = true;
-    drops_.clear();
-    dropping_.clear();
-  }
-  drop_cv_.notify_all();
-  if (dropper_.joinable()) dropper_.join();
-}
-
 void ClairFs::StopWatch() {
-  StopDropper();
   if (ahead_) ahead_->Stop();
   if (watch_) watch_->Stop();
   if (revalidator_) revalidator_->Stop();

@@ -15,16 +15,12 @@ namespace {
 
 // A whole-file read proceeds in steps of this size; each must complete within the timeout.
 constexpr uint64_t kReadChunk = 4ull << 20;
+// How long a retry waits for the clock to pass a modification it could not rule out.
+constexpr int64_t kClockWaitNs = 60'000'000;
 // A write in progress when a read begins has set its stamp before (a write updates the stamps
 // first, then copies): a file modified less than this long before a read began may be in the
 // middle of a single write, so it cannot be proven stable yet.
 constexpr int64_t kSettleNs = 10'000'000;
-// A write in progress may also be one of several (a file rewritten in pieces), or stalled in
-// its copy by a busy machine: no stamp can tell. A copy to keep (ReadSettled) is made only of
-// a file left alone this long before the read began (waited for once).
-constexpr int64_t kKeepNs = 200'000'000;
-// How long a retry waits for the clock to pass a modification it could not rule out.
-constexpr int64_t kClockWaitNs = kKeepNs + 60'000'000;
 // A stamp this far past the local clock was set by another clock (a network file system's
 // server): the local clock's granularity says nothing about it.
 constexpr int64_t kForeignClockNs = 20'000'000;
@@ -45,12 +41,6 @@ void WaitForClockPast(int64_t stamp) {
     struct timespec pause = {0, 1'000'000};
     nanosleep(&pause, nullptr);
   }
-}
-
-// Whether a stamp is within `window` before `began` or later (and not from another clock, too
-// far ahead of this one to be compared).
-bool Recent(int64_t stamp, int64_t began, int64_t window) {
-  return stamp >= began - window && stamp <= CoarseRealtimeNs() + kForeignClockNs;
 }
 
 Status Changed(const std::string& path) {
@@ -121,10 +111,12 @@ Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, ByteRange range,
   if (fstat(fd.get(), &after) != 0) return Status::FromErrno(errno, path);
   *stamp = std::max(*stamp, StampOf(VersionOf(after)));
   // A later write changes a stamp, except one in the same clock tick as the first fstat (the
-  // stamps are as coarse as the kernel's clock tick), and writes in progress during the whole
-  // read (their stamps were set before they copied). So a file modified since kKeepNs before
-  // `began` cannot be proven stable: its bytes become a kept copy (a blob) only after a wait.
-  if (n > 0 || VersionOf(after) != version || Recent(*stamp, began, kKeepNs)) {
+  // stamps are as coarse as the kernel's clock tick), and a single write in progress during the
+  // whole read (its stamps were set before it copied). So a file modified since kSettleNs
+  // before `began` cannot be proven stable and counts as changed (unless its stamp comes from
+  // another clock, too far ahead of this one to be compared).
+  const bool recent = *stamp >= began - kSettleNs && *stamp <= CoarseRealtimeNs() + kForeignClockNs;
+  if (n > 0 || VersionOf(after) != version || recent) {
     *changed = true;
     return Changed(path);
   }
@@ -164,7 +156,7 @@ Result<BlobPtr> ReadSettled(int root_fd, const std::string& path, ByteRange rang
     int64_t stamp = 0;
     auto r = ReadOnce(root_fd, path, range, progress, &changed, &stamp);
     if (!changed || attempt == 1) return r;
-    WaitForClockPast(stamp + kKeepNs);
+    WaitForClockPast(stamp + kSettleNs);
     progress.Touch();
   }
 }
@@ -192,7 +184,8 @@ Result<VersionBytes> PreadAtVersion(int fd, const std::string& path, size_t n, u
     if (out.changed) return out;
     // As in ReadOnce: a stamp this recent may belong to a write still copying its bytes.
     const int64_t stamp = StampOf(version);
-    if (!Recent(stamp, began, kSettleNs)) return out;
+    const bool recent = stamp >= began - kSettleNs && stamp <= CoarseRealtimeNs() + kForeignClockNs;
+    if (!recent) return out;
     if (attempt == 1) {
       out.changed = true;
       return out;

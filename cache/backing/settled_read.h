@@ -1,14 +1,8 @@
 // Reading a file's bytes as one version, on the calling thread (an I/O thread of PosixBacking).
 // The settle rule: bytes are served only when the file's version (size, stamps, identity) is
-// the same before and after the read and its stamps are old enough that no single write can
-// still be copying (kSettleNs, 10 ms); otherwise the read is retried once after the clock has
-// passed the stamp, then reported as a change. A copy to keep (a blob of ReadSettled) is made
-// only of a file last changed at least kKeepNs (200 ms) before the read: a file rewritten in
-// several writes, or by a writer the machine stalled, changes in steps no stamp tells apart.
-// A read at a version (PreadAtVersion) may return such a step, as a read of the file would;
-// the rest of the rewrite changes the file's stamps (more than a clock tick later), so what
-// the kernel keeps of it is dropped by the watch or the revalidation (docs/reliability.md).
-// Internal to cache/backing: PosixBacking is its only user.
+// the same before and after the read and its stamps are old enough that no write can still be
+// copying (kSettleNs); otherwise the read is retried once after the clock has passed the stamp,
+// then reported as a change. Internal to cache/backing: PosixBacking is its only user.
 #pragma once
 
 #include <sys/types.h>

@@ -147,19 +147,19 @@ class DatasetCore {
   Result<Opened> Open(uint64_t node, const InodeTable::NodeInfo& info);
   // A READ through the per_open handle `h` of node is being replied: a handle of an older
   // version puts that version's pages back, which the next open must not keep. Called before
-  // the reply (the reader may open again as soon as it is sent) and after it (an open may have
-  // come in between); true when h's version is not the node's last opened one, when the caller
-  // drops the node's pages after the reply (an open since may keep them). Takes what it needs of
-  // h before the reply (h may be released once it is sent).
+  // the reply (the reader may open again as soon as it has it) and after it (an open may have
+  // come in between). Takes what it needs of h before the reply (h may be released once it is
+  // sent).
   struct Served {
     bool dataset = false;
     FileVersion version;
     uint64_t opened_changes = 0;
   };
   static Served ServedBy(const OpenContents& h) { return {h.dataset, h.version, h.opened_changes}; }
-  bool MarkServed(uint64_t node, const Served& served) {
-    if (!served.dataset || inodes_.OpenedVersionChanges() == served.opened_changes) return false;
-    return inodes_.ServedOlder(node, served.version);
+  void MarkServed(uint64_t node, const Served& served) {
+    if (served.dataset && inodes_.OpenedVersionChanges() != served.opened_changes) {
+      inodes_.ServedOlder(node, served.version);
+    }
   }
 
   // A READ without a handle (fuse.open_mode: none) of [off, off+size) of node, by thread pid:

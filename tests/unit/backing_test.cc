@@ -330,46 +330,6 @@ TEST(PosixBacking, ReadAtVersionNeverReadsShortAndReadsWholeOnceLeftAlone) {
   EXPECT_EQ(std::count(d, d + kSize, d[0]), static_cast<std::ptrdiff_t>(kSize));
 }
 
-// A rewrite that stalls between its two halves (longer than a single write's settle time, as a
-// busy machine can stall a writer) is never copied: a whole read for a copy (Read, what the
-// tiers keep) waits until the file was left alone for 200 ms and gets one version.
-TEST(PosixBacking, ReadNeverKeepsTheMiddleOfAStalledRewrite) {
-  TempDir dir;
-  const std::string path = dir.path() + "/f";
-  constexpr size_t kSize = 64 << 10;
-  WriteFile(path, std::string(kSize, 'A'));
-  auto backing = OpenBacking(dir.path());
-  auto f = backing->OpenFile("f");
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
-  const int fd = open(path.c_str(), O_WRONLY);
-  ASSERT_GE(fd, 0);
-  const std::string b(kSize / 2, 'B');
-  ASSERT_EQ(pwrite(fd, b.data(), b.size(), 0), static_cast<ssize_t>(b.size()));
-  // The stall: the clock must pass the settle time of a single write (10 ms) but stay inside
-  // the keep window (200 ms).
-  std::this_thread::sleep_for(30ms);
-  const auto read_began = Clock::now();
-  Clock::time_point finished;
-  std::thread finish([&] {
-    ASSERT_EQ(pwrite(fd, b.data(), b.size(), static_cast<off_t>(kSize / 2)),
-              static_cast<ssize_t>(b.size()));
-    finished = Clock::now();
-  });
-  auto whole = backing->Read("f", ByteRange{});
-  finish.join();
-  close(fd);
-  ASSERT_TRUE(whole.ok() || whole.status().code() == Code::kIoError) << whole.status().ToString();
-  // Unless the machine stalled the second half past the keep window itself (then no reader
-  // could tell the half-written file from a finished one).
-  if (whole.ok() && finished - read_began < 150ms) {
-    const BlobPtr& blob = whole.value();
-    ASSERT_EQ(blob->size(), kSize);
-    const char* d = blob->data();
-    EXPECT_EQ(std::count(d, d + kSize, d[0]), static_cast<std::ptrdiff_t>(kSize))
-        << "a copy of the middle of a rewrite";
-  }
-}
-
 // A bindfs mount of src at mnt whose daemon can be stopped: every access below mnt then
 // blocks in the kernel until it is continued. Teardown continues and unmounts it; a watchdog
 // continues it after 60 s so that a call that never times out cannot hang the test forever.
