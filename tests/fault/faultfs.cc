@@ -30,8 +30,10 @@
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 #include <stddef.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -351,9 +353,21 @@ int ReadDir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_file_
 
 int StatFs(const char*, struct statvfs* st) { return fstatvfs(S().root_fd, st) == 0 ? 0 : -errno; }
 
+// Checked as the caller (its uid and gid as the file-system ids of this thread only), as a
+// network file system's server checks the user a request comes from: the daemon's open
+// access re-check (fs/core/access_rules.h) asks as the reader. faccessat2 itself, not
+// glibc's faccessat, which may emulate AT_EACCESS with the process's effective ids.
 int Access(const char* path, int mask) {
   if (mask & W_OK) return -EROFS;
-  return faccessat(S().root_fd, Rel(path), mask, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+  const fuse_context* caller = fuse_get_context();
+  const int gid = setfsgid(caller->gid);
+  const int uid = setfsuid(caller->uid);
+  const long rc =
+      syscall(SYS_faccessat2, S().root_fd, Rel(path), mask, AT_SYMLINK_NOFOLLOW | AT_EACCESS);
+  const int err = errno;
+  setfsuid(uid);
+  setfsgid(gid);
+  return rc == 0 ? 0 : -err;
 }
 
 struct Options {
