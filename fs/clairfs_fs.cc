@@ -103,6 +103,12 @@ void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const auto* h = fi ? reinterpret_cast<const FileHandle*>(fi->fh) : nullptr;
+  if (ahead_ && ahead_->Armed()) {
+    // A signpost (cache/backing/stat_ahead.h): a reader is there, whatever the page cache
+    // answered before; may wait (bounded) for the stretch past it to be statted.
+    std::string path;
+    if (core_.inodes().Path(ino, &path)) ahead_->Reached(path);
+  }
   auto got = core_.GetAttr(ino, h);
   if (!got.ok()) return ReplyError(req, got.status());
   fuse_reply_attr(

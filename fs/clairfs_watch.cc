@@ -50,9 +50,8 @@ void ClairFs::StartWatch() {
   if (options_.open_mode != OpenMode::kNone) return;
   if (options_.stat_ahead > 0 && (options_.watch_backing || fresh)) {
     StatAhead::Hooks ah;
-    ah.upcoming = [this](uint32_t n, std::vector<std::string>* paths) {
-      prefetcher_.Upcoming(n, paths);
-    };
+    ah.upcoming = [this](uint32_t n, std::vector<std::string>* paths,
+                         std::vector<Signpost>* posts) { prefetcher_.Upcoming(n, paths, posts); };
     ah.watched = [this](const std::string& dir) { return watch_ && watch_->Watched(dir); };
     ah.quiet = [this] { return watch_ && watch_->Quiet(); };
     StatAheadOptions ao;
@@ -66,6 +65,20 @@ void ClairFs::StartWatch() {
                        const std::vector<Status>& status) { r->Check(paths, st, status); };
       ao.check_all = true;
       ao.idle_refresh = ao.max_age;
+      // Signposts: a reader the page cache serves asks for the attributes of a few planned
+      // files (GetAttr calls Reached), so the stretch statted ahead follows it. Attributes
+      // only: the drop waits for no page, so it is safe on StatAhead's thread.
+      ah.post = [this](const std::string& path) {
+        uint64_t id = 0;
+        InodeTable::Shown shown;
+        if (!core_.inodes().ByPath(path, &id) || !core_.inodes().ShownOf(id, &shown) ||
+            !shown.known || shown.gone) {
+          return false;  // the kernel holds no attributes of it: its use asks anyway
+        }
+        NotifyInode(id, false);
+        return true;
+      };
+      ah.sighted = [this](const Signpost& post) { return prefetcher_.Sighted(post); };
     }
     ahead_ = std::make_unique<StatAhead>(backing_, std::move(ah), ao, stats_.stat_ahead);
   }

@@ -287,6 +287,10 @@ void Watch(Exposition& e, const json& s) {
       "Reads that took their file's version from a stat made ahead (no call of their own).");
   One(e, s, "clairfs_stat_ahead_missed_total", Type::kCounter, "/stat_ahead/missed",
       "Reads that found no usable stat made ahead and made their own.");
+  One(e, s, "clairfs_stat_ahead_signposts_total", Type::kCounter, "/stat_ahead/signposts",
+      "Planned files whose cached attributes were dropped so that a reader reaching them asks.");
+  One(e, s, "clairfs_stat_ahead_reached_total", Type::kCounter, "/stat_ahead/reached",
+      "Signposts a reader reached: where the readers are, page cache or not.");
   One(e, s, "clairfs_fresh_checked_total", Type::kCounter, "/fresh/checked",
       "Files the plan reads next compared with what the kernel caches, after a stat ahead.");
   One(e, s, "clairfs_fresh_swept_total", Type::kCounter, "/fresh/swept",

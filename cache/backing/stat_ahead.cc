@@ -37,6 +37,7 @@ void StatAhead::Stop() {
   }
   running_.store(false, std::memory_order_release);
   cv_.notify_all();
+  done_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -91,6 +92,33 @@ void StatAhead::Consumed() {
   cv_.notify_one();
 }
 
+bool StatAhead::Reached(const std::string& path) {
+  if (!Armed()) return false;
+  Signpost post;
+  {
+    std::lock_guard lock(mu_);
+    auto it = posts_.find(path);
+    if (it == posts_.end() || stop_) return false;
+    post = std::move(it->second);
+    posts_.erase(it);
+    armed_.store(posts_.size(), std::memory_order_relaxed);
+  }
+  // Before the batch below asks for the upcoming paths.
+  if (hooks_.sighted && !hooks_.sighted(post)) return true;
+  counters_.reached.fetch_add(1, std::memory_order_relaxed);
+  uint64_t after;
+  {
+    std::lock_guard lock(mu_);
+    after = batches_begun_;
+    poked_ = true;
+  }
+  cv_.notify_one();
+  if (!post.last) return true;
+  std::unique_lock lock(mu_);
+  done_cv_.wait_for(lock, options_.max_age, [&] { return stop_ || batches_done_ > after; });
+  return true;
+}
+
 size_t StatAhead::size() const {
   std::lock_guard lock(mu_);
   return records_.size();
@@ -116,12 +144,15 @@ void StatAhead::Batch() {
   const uint64_t consumed = consumed_.load(std::memory_order_relaxed);
   const auto begin = Clock::now();
   uint64_t forgets;  // a change reported from here on drops the batch's records
+  uint64_t number;
   {
     std::lock_guard lock(mu_);
     forgets = forgets_;
+    number = ++batches_begun_;
   }
   std::vector<std::string> paths;
-  hooks_.upcoming(options_.ahead, &paths);
+  std::vector<Signpost> posts;
+  hooks_.upcoming(options_.ahead, &paths, hooks_.post ? &posts : nullptr);
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   // Recent answers only for paths whose directory is watched from before the stat: a change
@@ -170,6 +201,33 @@ void StatAhead::Batch() {
     }
     if (hooks_.checked) hooks_.checked(paths, st, status);
   }
+  // The stretch is statted and compared: its posts are armed (a post already armed is only
+  // updated: the kernel still has no attributes of its file).
+  std::vector<Signpost> fresh;
+  {
+    std::lock_guard lock(mu_);
+    if (posts_.size() + posts.size() > kMaxPosts) posts_.clear();  // never reached: stale
+    for (Signpost& p : posts) {
+      auto it = posts_.find(p.path);
+      if (it != posts_.end()) {
+        it->second = std::move(p);
+      } else {
+        fresh.push_back(std::move(p));
+      }
+    }
+  }
+  std::vector<Signpost> armed;
+  for (Signpost& p : fresh) {
+    if (hooks_.post(p.path)) armed.push_back(std::move(p));
+  }
+  {
+    std::lock_guard lock(mu_);
+    batches_done_ = number;
+    for (Signpost& p : armed) posts_.insert_or_assign(p.path, std::move(p));
+    armed_.store(posts_.size(), std::memory_order_relaxed);
+  }
+  counters_.signposts.fetch_add(armed.size(), std::memory_order_relaxed);
+  done_cv_.notify_all();
   // The next batch: once the readers consumed half of what the records now cover, or this
   // batch is half max_age old; so sooner while few are covered (directories not watched yet:
   // the kernel looks them up as the job reaches them), but never after fewer than kMinReads.

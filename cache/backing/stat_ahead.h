@@ -36,6 +36,21 @@
 // made where no watch sees it. It costs up to `ahead` stats per idle_refresh while streams
 // are registered (none without a plan).
 //
+// Signposts (with Hooks::post): the kernel's page cache answers a warm epoch's reads without a
+// word to the daemon, so its streams would not move and the batches would stat what the
+// readers passed long ago. So each batch also picks a few upcoming positions (Hooks::
+// upcoming's posts: a grid in the second half of each stream's stretch) and, once the batch's
+// stats are compared, has the kernel drop their files' cached attributes (Hooks::post; pages
+// stay). A reader that reaches such a file makes the kernel ask the daemon for its attributes
+// (the permission check of its open, or the read itself: FUSE_CAP_AUTO_INVAL_DATA), and the
+// daemon calls Reached, which moves the stream's stretch there (Hooks::sighted) and wakes a
+// batch. A reader at a post in the last quarter of the stretch that chose it waits there until
+// a batch begun after it has run (at most max_age), so a reader served at page-cache speed
+// never passes the statted stretch by more than that quarter. A post costs the reader one
+// round trip; about one position in 32 has one (Prefetcher::kPostsPerStretch). Reads that do
+// reach the daemon move the streams as before; posts never move what is staged or given up.
+// Armed posts are kept until reached (at most kMaxPosts; beyond, the oldest batches' go).
+//
 // Thread-safe. Lock order: mu_ is a leaf; hooks and the store are called without it.
 #pragma once
 
@@ -58,6 +73,16 @@
 
 namespace clairfs {
 
+// A planned position whose reader the daemon wants to hear of: the file at path, position pos
+// of the stream whose serial is `serial` (PlanStream::serial). last: pos lies in the last
+// quarter of the stretch statted by the batch that picked it (its reader waits for the next).
+struct Signpost {
+  std::string path;
+  uint64_t serial = 0;
+  uint32_t pos = 0;
+  bool last = false;
+};
+
 struct StatAheadOptions {
   uint32_t ahead = 256;                       // positions of each stream statted ahead
   std::chrono::milliseconds max_age{1'000};   // oldest stat Recent answers with
@@ -70,9 +95,11 @@ class StatAhead {
  public:
   struct Hooks {
     // Appends to *paths the paths (dataset relative) of the files the plan reads at its
-    // streams' next `ahead` positions (shared among them: Prefetcher::Upcoming). Called on
-    // StatAhead's thread.
-    std::function<void(uint32_t ahead, std::vector<std::string>* paths)> upcoming;
+    // streams' next `ahead` positions (shared among them: Prefetcher::Upcoming), and to *posts
+    // (when not null) the signposts among them. Called on StatAhead's thread.
+    std::function<void(uint32_t ahead, std::vector<std::string>* paths,
+                       std::vector<Signpost>* posts)>
+        upcoming;
     // Whether every change made on this node to the names in directory dir ("" the root) is
     // reported to Forget from now on.
     std::function<bool(const std::string& dir)> watched;
@@ -83,6 +110,13 @@ class StatAhead {
     std::function<void(const std::vector<std::string>& paths, const std::vector<struct stat>& st,
                        const std::vector<Status>& status)>
         checked;
+    // Optional: signposts are picked only with it. Makes the kernel drop the cached attributes
+    // of the file at path (not its pages), if it holds the file; true if it did. Called on
+    // StatAhead's thread without its lock; must not wait for a request of the mount.
+    std::function<bool(const std::string& path)> post;
+    // A reader reached post: moves the stretch of its stream there (Prefetcher::Sighted); false
+    // if the post is stale (the stream replaced or past it). Called without StatAhead's lock.
+    std::function<bool(const Signpost& post)> sighted;
   };
 
   // backing and counters must outlive this. The thread starts in Start().
@@ -106,6 +140,13 @@ class StatAhead {
   // A reader consumed a planned position: may wake the thread (see above). Lock-free unless it
   // wakes it.
   void Consumed();
+  // The kernel asked for the attributes of the file at path: if it is an armed signpost, its
+  // stream's stretch moves there and a batch is woken; the caller waits (at most max_age) for
+  // a batch begun after this call when the post was in its stretch's last quarter. True if
+  // path was a signpost. Lock-free while none is armed.
+  bool Reached(const std::string& path);
+  // Whether a signpost is armed (Reached would look path up). Lock-free.
+  bool Armed() const { return armed_.load(std::memory_order_relaxed) > 0; }
 
   size_t size() const;
 
@@ -116,7 +157,8 @@ class StatAhead {
     Clock::time_point at;  // when its batch began (the stat was made after)
     bool vouched;          // its directory was watched before the stat: Recent may use it
   };
-  static constexpr uint64_t kMinReads = 8;  // reads between two batches, at least
+  static constexpr uint64_t kMinReads = 8;   // reads between two batches, at least
+  static constexpr size_t kMaxPosts = 4096;  // armed signposts kept at most
   void Loop();
   void Batch();
   void Insert(const std::string& path, const struct stat& st, Clock::time_point at, bool vouched);
@@ -130,13 +172,18 @@ class StatAhead {
   std::atomic<uint64_t> wake_at_{0};       // consumed_ count that wakes the thread
   std::atomic<int64_t> refresh_at_ns_{0};  // steady clock time that lets a read wake it
   std::atomic<bool> running_{false};
+  std::atomic<size_t> armed_{0};  // posts_.size()
 
   // Lock order: a leaf. Guards everything below.
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // poked_ or stop_
+  std::condition_variable cv_;       // poked_ or stop_
+  std::condition_variable done_cv_;  // batches_done_ or stop_
   bool poked_ = false;
   bool stop_ = false;
   uint64_t forgets_ = 0;  // Forget and ForgetAll calls: a batch spanning one is dropped
+  uint64_t batches_begun_ = 0;
+  uint64_t batches_done_ = 0;                        // the number of the last batch finished
+  std::unordered_map<std::string, Signpost> posts_;  // armed, by path: the last batch's
   std::unordered_map<std::string, Record> records_;
   std::deque<std::pair<Clock::time_point, std::string>> order_;  // insertions, oldest first
   std::thread thread_;

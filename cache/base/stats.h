@@ -75,10 +75,14 @@ struct Stats {
 
   // Versions checked ahead of the reads (cache/backing/stat_ahead.h, fuse.open_mode none).
   struct StatAhead {
-    Counter batches{0};  // backing-store calls made ahead (each many stats)
-    Counter stats{0};    // stats recorded by them
-    Counter used{0};     // reads that took their file's version from one (no call of their own)
-    Counter missed{0};   // reads that found none usable and made their own
+    Counter batches{0};    // backing-store calls made ahead (each many stats)
+    Counter stats{0};      // stats recorded by them
+    Counter used{0};       // reads that took their file's version from one (no call of their own)
+    Counter missed{0};     // reads that found none usable and made their own
+    Counter signposts{0};  // signposts armed: planned files whose cached attributes were
+                           // dropped, so that a reader's next use asks the daemon
+                           // (cache/backing/stat_ahead.h)
+    Counter reached{0};    // signposts a reader reached (a getattr of the file)
   } stat_ahead;
 
   // Freshness for changes no watch sees (fs/revalidate.h): the kernel told to forget what it

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
 #include "cache/plan/kept_copies.h"
 
@@ -163,6 +165,7 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
     const auto now = Clock::now();
     std::vector<Consumption> consumption;
     std::vector<Clock::time_point> active;
+    std::vector<uint32_t> sighted;
     consumption.reserve(placed->streams.size());
     const PlanStream* fresh = nullptr;  // the first stream not followed before
     for (const PlanStream& s : placed->streams) {
@@ -173,9 +176,11 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
       if (old >= 0) {
         consumption.push_back(std::move(consumption_[old]));
         active.push_back(active_[old]);
+        sighted.push_back(sighted_[old]);
       } else {
         consumption.emplace_back(options_.consumption_lag);
         active.push_back(now);
+        sighted.push_back(0);
         if (!fresh) fresh = &s;
       }
       consumption.back().Reset(s, placed->objects.size(), old >= 0);
@@ -189,6 +194,7 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
     }
     consumption_ = std::move(consumption);
     active_ = std::move(active);
+    sighted_ = std::move(sighted);
     window_.Reset(*placed, consumption_);
     ++generation_;
     hold_ = !ready;
@@ -519,23 +525,50 @@ int Prefetcher::Attribute(uint32_t id) {
   return best;
 }
 
-void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths) const {
+void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths,
+                          std::vector<Signpost>* posts) const {
   std::lock_guard lock(mu_);
   if (!plan_ || hold_ || consumption_.empty()) return;
   // Shared by the streams: what matters is how long the stats last the readers, and n streams
   // each read about 1/n of the node's reads.
   const uint32_t per = std::max<uint32_t>(kMinUpcoming, ahead / consumption_.size());
+  const uint32_t grid = std::max<uint32_t>(1, per / kPostsPerStretch);
+  std::unordered_set<std::string_view> before;  // files read at positions not done so far
   for (size_t s = 0; s < consumption_.size() && s < plan_->streams.size(); ++s) {
     const Consumption& c = consumption_[s];
-    const PositionList& seq = plan_->streams[s].sequence;
+    const PlanStream& stream = plan_->streams[s];
+    const PositionList& seq = stream.sequence;
     const uint32_t back = per / 4;
-    const uint32_t from = std::max(c.low(), c.high() > back ? c.high() - back : 0);
+    const uint32_t reached = std::max(c.high(), sighted_[s]);
+    const uint32_t from = std::max(c.low(), reached > back ? reached - back : 0);
     const uint64_t to = std::min<uint64_t>(seq.size(), uint64_t{from} + per);
+    uint64_t next_post = (uint64_t{from} + per / 2 + grid - 1) / grid * grid;
+    before.clear();
     for (uint64_t pos = from; pos < to; ++pos) {
       if (c.done(static_cast<uint32_t>(pos))) continue;
-      paths->emplace_back(plan_->objects[seq[pos]].path());
+      const std::string_view path = plan_->objects[seq[pos]].path();
+      paths->emplace_back(path);
+      const bool first = before.insert(path).second;
+      if (posts && pos >= next_post && first) {
+        posts->push_back(Signpost{std::string(path), stream.serial, static_cast<uint32_t>(pos),
+                                  pos + per / 4 >= to});
+        next_post = (pos / grid + 1) * grid;
+      }
     }
   }
+}
+
+bool Prefetcher::Sighted(const Signpost& post) {
+  std::lock_guard lock(mu_);
+  if (!plan_) return false;
+  for (size_t s = 0; s < consumption_.size() && s < plan_->streams.size(); ++s) {
+    if (plan_->streams[s].serial != post.serial) continue;
+    if (post.pos <= sighted_[s] || post.pos < consumption_[s].high()) return false;  // passed
+    sighted_[s] = post.pos;
+    active_[s] = Clock::now();  // a stream the page cache serves is not idle
+    return true;
+  }
+  return false;  // replaced
 }
 
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version,

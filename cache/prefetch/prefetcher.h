@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
+#include "cache/backing/stat_ahead.h"
 #include "cache/base/log_limit.h"
 #include "cache/base/stats.h"
 #include "cache/plan/consumption.h"
@@ -163,12 +164,22 @@ class Prefetcher {
     return tiers_.Get(key, version);
   }
 
-  // Appends to *paths the file of each position not done yet among each stream's next `per`
-  // positions, from per / 4 behind its furthest consumed one (readers run a little out of
-  // order); per = ahead / streams, at least kMinUpcoming. Thread-safe
-  // (StatAhead::Hooks::upcoming).
-  void Upcoming(uint32_t ahead, std::vector<std::string>* paths) const;
+  // Appends to *paths the file of each position not done yet among each stream's stretch: its
+  // next `per` positions from per / 4 behind the furthest its readers are known to have reached
+  // (consumed, or sighted at a signpost; readers run a little out of order); per = ahead /
+  // streams, at least kMinUpcoming. posts (if given) gets signposts among them: in the second
+  // half of each stretch, the first position at or after each point of a grid of per /
+  // kPostsPerStretch whose file the stretch does not read at a position not done before it (so
+  // that a reader of that file is at that position). Thread-safe (StatAhead::Hooks::upcoming).
+  void Upcoming(uint32_t ahead, std::vector<std::string>* paths,
+                std::vector<Signpost>* posts = nullptr) const;
+  // A reader reached post (StatAhead::Reached) though the daemon may have seen none of the reads
+  // before it: the stretch of its stream counts from there. Moves nothing staged, consumes
+  // nothing. False, changing nothing, when the stream was replaced or is known to be past pos.
+  // Thread-safe.
+  bool Sighted(const Signpost& post);
   static constexpr uint32_t kMinUpcoming = 32;
+  static constexpr uint32_t kPostsPerStretch = 8;
 
   // A reader opened path, whose backing file is now at version: consumes and serves the
   // file's object if the plan has the file as one; kChunked if the plan holds chunks of it at
@@ -249,6 +260,7 @@ class Prefetcher {
   std::shared_ptr<const Plan> plan_;
   std::vector<Consumption> consumption_;                       // per stream of plan_, in its order
   std::vector<std::chrono::steady_clock::time_point> active_;  // per stream: last read/register
+  std::vector<uint32_t> sighted_;  // per stream: the furthest signpost its readers reached
   StagingWindow window_;
   ReadWatch watch_;                  // logs under mu_: each warning once per plan
   LogLimit stale_log_;               // files changed since the plan was made

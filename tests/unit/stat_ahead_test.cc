@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -47,10 +48,23 @@ class StatAheadTest : public ::testing::Test {
 
   void Start(std::chrono::milliseconds max_age = 60s, bool fresh = false) {
     StatAhead::Hooks h;
-    h.upcoming = [this](uint32_t, std::vector<std::string>* paths) {
+    h.upcoming = [this](uint32_t, std::vector<std::string>* paths, std::vector<Signpost>* posts) {
       std::lock_guard lock(mu_);
       paths->insert(paths->end(), upcoming_.begin(), upcoming_.end());
+      if (posts) posts->insert(posts->end(), posts_.begin(), posts_.end());
     };
+    if (signposts_) {
+      h.post = [this](const std::string& path) {
+        std::lock_guard lock(mu_);
+        ++posted_[path];
+        return held_.count(path) > 0;
+      };
+      h.sighted = [this](const Signpost& post) {
+        std::lock_guard lock(mu_);
+        sighted_.push_back(post.path);
+        return true;
+      };
+    }
     h.watched = [this](const std::string& dir) {
       if (during_batch_) during_batch_();
       std::lock_guard lock(mu_);
@@ -93,6 +107,12 @@ class StatAheadTest : public ::testing::Test {
   std::atomic<bool> quiet_{true};
   std::map<std::string, int> checked_;  // fresh: stats passed to Hooks::checked, per path
   std::function<void()> during_batch_;
+  // Signposts: what upcoming offers, the files the "kernel" holds, what was posted and sighted.
+  bool signposts_ = false;
+  std::vector<Signpost> posts_;
+  std::set<std::string> held_;
+  std::map<std::string, int> posted_;
+  std::vector<std::string> sighted_;
   Stats::StatAhead counters_;
   std::unique_ptr<StatAhead> ahead_;
 };
@@ -216,6 +236,72 @@ TEST_F(StatAheadTest, ConcurrentReadsForgetsAndBatchesStayConsistent) {
   for (auto& th : threads) th.join();
   ahead_->Stop();
   EXPECT_LE(ahead_->size(), 2u);
+}
+
+// Signposts: armed once their batch is done, only for files the kernel holds; a reader
+// reaching one moves the stream (sighted) and wakes a batch; one in the last quarter of its
+// stretch waits for a batch begun after it, at most max_age.
+TEST_F(StatAheadTest, SignpostsAreArmedAfterTheirBatchAndReachedOnce) {
+  signposts_ = true;
+  posts_ = {Signpost{"w/a", 1, 5, false}, Signpost{"w/b", 1, 7, true},
+            Signpost{"w/c", 1, 9, false}};
+  held_ = {"w/a", "w/b"};  // w/c: the kernel holds no attributes of it
+  Start(60s, true);
+  EXPECT_FALSE(ahead_->Armed());
+  AwaitBatch();
+  EXPECT_TRUE(ahead_->Armed());
+  EXPECT_EQ(counters_.signposts.load(), 2u);
+  EXPECT_FALSE(ahead_->Reached("w/c"));  // not armed
+  EXPECT_FALSE(ahead_->Reached("u/x"));  // not a post
+  {
+    std::lock_guard lock(mu_);
+    posts_.clear();  // the next batches pick none
+  }
+  // Not in the last quarter: returns at once, and a batch follows.
+  uint64_t batches = counters_.batches.load();
+  EXPECT_TRUE(ahead_->Reached("w/a"));
+  EXPECT_FALSE(ahead_->Reached("w/a"));  // reached once
+  ASSERT_TRUE(testing::WaitFor([&] { return counters_.batches.load() > batches; }, 10s))
+      << "no batch";
+  // In the last quarter: a batch begun after the call has landed when it returns.
+  batches = counters_.batches.load();
+  EXPECT_TRUE(ahead_->Reached("w/b"));
+  EXPECT_GT(counters_.batches.load(), batches);
+  EXPECT_FALSE(ahead_->Armed());
+  EXPECT_EQ(counters_.reached.load(), 2u);
+  std::lock_guard lock(mu_);
+  EXPECT_EQ(sighted_, (std::vector<std::string>{"w/a", "w/b"}));
+  EXPECT_EQ(posted_["w/a"], 1);  // armed posts are not dropped again by later batches
+}
+
+TEST_F(StatAheadTest, AReaderAtASignpostWaitsAtMostMaxAge) {
+  signposts_ = true;
+  posts_ = {Signpost{"w/a", 1, 5, true}};
+  held_ = {"w/a"};
+  // Once `stall` is set, batches stall (a store that hangs) until the gate opens.
+  std::atomic<bool> stall{false};
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool open = false;
+  during_batch_ = [&] {
+    if (!stall.load()) return;
+    std::unique_lock lock(gate_mu);
+    gate_cv.wait(lock, [&] { return open; });
+  };
+  Start(200ms, true);
+  AwaitBatch();
+  ASSERT_TRUE(ahead_->Armed());
+  stall = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(ahead_->Reached("w/a"));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, 150ms);
+  EXPECT_LT(waited, 5s);
+  {
+    std::lock_guard lock(gate_mu);
+    open = true;
+  }
+  gate_cv.notify_all();
 }
 
 }  // namespace

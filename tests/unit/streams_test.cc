@@ -282,6 +282,59 @@ TEST_F(StreamPrefetcherTest, UpcomingFollowsEachStreamsFurthestRead) {
             (std::vector<std::string>{Name(39), Name(38), Name(37)}));
 }
 
+// Signposts: where the readers are when the page cache answered every read before (nothing
+// consumed). A post is the first position at or after each point of a grid (per / 8) in the
+// second half of the stretch whose file the stretch does not read earlier; a sighted post
+// moves the stretch there and consumes nothing.
+TEST_F(StreamPrefetcherTest, SignpostsMoveTheStretchAndConsumeNothing) {
+  Make(0ms);
+  std::vector<int> first(40), second(40);
+  for (int i = 0; i < 40; ++i) first[i] = i;
+  second = {20, 5};  // position 40 reads file 20, read at 20 too; 41 reads 5, read at 5
+  for (int i = 0; i < 40; ++i) {
+    if (i != 20 && i != 5) second.push_back(i);
+  }
+  prefetcher_->Install(Of(nullptr, "a", {first, second}));
+  prefetcher_->Start();
+  const uint64_t serial = prefetcher_->plan()->streams[0].serial;
+  const auto positions = [](const std::vector<Signpost>& posts) {
+    std::vector<std::pair<uint32_t, bool>> out;
+    for (const Signpost& p : posts) out.emplace_back(p.pos, p.last);
+    return out;
+  };
+  // per 32: the stretch is positions 0-31, posts from 16 every 4; the last quarter waits.
+  std::vector<std::string> paths;
+  std::vector<Signpost> posts;
+  prefetcher_->Upcoming(32, &paths, &posts);
+  ASSERT_EQ(paths.size(), 32u);
+  EXPECT_EQ(positions(posts), (std::vector<std::pair<uint32_t, bool>>{
+                                  {16, false}, {20, false}, {24, true}, {28, true}}));
+  EXPECT_EQ(posts[1].path, Name(20));
+  EXPECT_EQ(posts[1].serial, serial);
+
+  // A reader reached 20: the stretch is 12-43. 40 reads file 20 again (read at 20, not done):
+  // no post; 41 reads file 5, which the stretch does not read before: a post.
+  ASSERT_TRUE(prefetcher_->Sighted(posts[1]));
+  paths.clear();
+  posts.clear();
+  prefetcher_->Upcoming(32, &paths, &posts);
+  ASSERT_EQ(paths.size(), 32u);
+  EXPECT_EQ(paths.front(), Name(12));
+  EXPECT_EQ(positions(posts), (std::vector<std::pair<uint32_t, bool>>{
+                                  {28, false}, {32, false}, {36, true}, {41, true}}));
+  EXPECT_EQ(posts[3].path, Name(5));
+  EXPECT_EQ(Progress("a").position, 0u);  // nothing consumed, nothing given up
+  EXPECT_EQ(Progress("a").given_up, 0u);
+
+  // Stale posts change nothing: behind the furthest sighted, of a replaced stream, or behind
+  // the reads the daemon saw.
+  EXPECT_FALSE(prefetcher_->Sighted(Signpost{Name(16), serial, 16, false}));
+  EXPECT_FALSE(prefetcher_->Sighted(Signpost{Name(30), serial + 1000, 30, false}));
+  for (int i = 0; i < 30; ++i) Open(i);
+  EXPECT_FALSE(prefetcher_->Sighted(posts[0]));  // 28: consumed since
+  EXPECT_TRUE(prefetcher_->Sighted(posts[1]));   // 32: ahead of the reads
+}
+
 TEST_F(StreamPrefetcherTest, AnIdleStreamIsRemovedAndTheOthersStay) {
   Make(300ms);
   auto a = Of(nullptr, "alive", {{0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3, 4, 5, 6, 7}});
