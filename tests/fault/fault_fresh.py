@@ -102,8 +102,68 @@ def row_other_node_change(ctx):
     r.goals["stops"] = ctx.stops(d)
 
 
+def row_other_node_warm_epoch(ctx):
+    """Changes deep into an epoch the page cache answers: no read of it reaches the daemon, so
+    only the signposts (cache/backing/stat_ahead.h) tell it where the reader is."""
+    r = ctx.row
+    backend = ctx.start_faultfs()
+    cfg = ctx.config(ram="64MiB", keep_cache=True)
+    cfg["fuse"]["revalidate_interval"] = 3600  # the sweep cannot explain what is seen
+    cfg["fuse"]["stat_ahead"] = 32  # a stretch of 32 positions: the changes lie far past it
+    d = ctx.mount(backend, cfg=cfg)
+    planned = sorted(ctx.files)  # the plan's order, each epoch
+    register(d.mountpoint, planned, epochs=3)
+    ctx.wait_prefetched(d.mountpoint, len(planned))
+    # Epoch 1 in plan order: the kernel now holds names, attributes and pages of every file.
+    r.add(*ctx.verify(d.mountpoint, paths=planned, shuffle=False), strict=True)
+
+    n = len(planned)
+    rewritten, revoked, deleted = planned[n - 10], planned[n - 7], planned[n - 4]
+    new = bytes(b ^ 0x5A for b in ctx.files[rewritten])
+    harness.rewrite_in_place(os.path.join(ctx.ds, rewritten), new)
+    os.chmod(os.path.join(ctx.ds, revoked), 0o600)
+    os.unlink(os.path.join(ctx.ds, deleted))
+    changed = time.monotonic()
+    harness.wait_for(lambda: time.monotonic() - changed >= PLANNED_BOUND, 10,
+                     "the documented bound to pass")
+
+    # Epoch 2 in plan order, every read before the changed files answered by the page cache.
+    expect = dict(ctx.expect)
+    expect[rewritten] = {sha(new)}
+    got = {}
+
+    def read(paths, uid=None):
+        res, hung = ctx.verify(d.mountpoint, expect=expect, paths=paths, uid=uid, shuffle=False)
+        r.hung += len(hung)
+        for rel, outcome in res:
+            got[rel] = outcome
+
+    read(planned[: n - 7])
+    read([revoked], uid=NOBODY)
+    read(planned[n - 6:])
+    want = {rewritten: "ok", revoked: errno.EACCES, deleted: errno.ENOENT}
+    for rel, outcome in want.items():
+        if got.get(rel) != outcome:
+            r.wrong += 1
+            r.wrong_examples.append(f"{rel}: {got.get(rel)} (want {outcome})")
+    others = [rel for rel in planned if rel not in want]
+    bad = [rel for rel in others if got.get(rel) != "ok"]
+    r.collateral += len(bad)
+    r.notes.append(f"epoch 2: changed files {[got.get(rel) for rel in want]}; "
+                   f"stat_ahead {ctx.stats(d.mountpoint).get('stat_ahead')}")
+    r.goals["changes deep in a warm epoch seen by its reads"] = all(
+        got.get(rel) == outcome for rel, outcome in want.items())
+    r.goals["no errors"] = r.collateral == 0 and not bad
+    r.goals["alive"] = r.alive = ctx.alive(d)
+    r.goals["stops"] = ctx.stops(d)
+
+
 ROWS = [
     ("other_node_change", row_other_node_change,
      "the dataset below faultfs changed directly (another node: no watch sees it): planned and "
      "unplanned files rewritten in place (same size and mtime), chmod 0600, one deleted"),
+    ("other_node_warm_epoch", row_other_node_warm_epoch,
+     "as other_node_change, deep into an epoch whose reads the page cache answers (none reaches "
+     "the daemon): a file rewritten in place, one chmod 0600, one deleted, 10-4 positions "
+     "before the epoch's end"),
 ]

@@ -39,7 +39,7 @@ class Readers:
     """Reader processes over one mount; collects per-read outcomes and tells hung reads."""
 
     def __init__(self, ctx, mount, expect, paths=None, n=None, passes=1, until_stopped=True,
-                 uid=None, other=None, tag="r"):
+                 uid=None, other=None, tag="r", shuffle=True):
         self.ctx, self.mount = ctx, mount
         self.procs, self.threads = [], []
         self.lock = threading.Lock()
@@ -51,7 +51,8 @@ class Readers:
         for i in range(n):
             spec = {"mount": mount, "paths": paths, "passes": passes, "seed": i,
                     "stop": self.stop_file if until_stopped else "",
-                    "expect": {p: sorted(expect[p]) for p in paths}, "other": other or {}}
+                    "expect": {p: sorted(expect[p]) for p in paths}, "other": other or {},
+                    "shuffle": shuffle}
             spec_path = os.path.join(ctx.work, f"spec-{tag}-{i}-{time.monotonic_ns()}.json")
             with open(spec_path, "w") as f:
                 json.dump(spec, f)
@@ -226,10 +227,11 @@ class Ctx:
         self.reader_sets.append(r)
         return r
 
-    def verify(self, mount, expect=None, uid=None, paths=None):
-        """One strict pass by one reader: returns (results, hung)."""
+    def verify(self, mount, expect=None, uid=None, paths=None, shuffle=True):
+        """One strict pass by one reader (in sorted order of paths unless shuffle): returns
+        (results, hung)."""
         r = self.readers(mount, expect=expect or self.expect, paths=paths, n=1,
-                         until_stopped=False, uid=uid, tag="v")
+                         until_stopped=False, uid=uid, tag="v", shuffle=shuffle)
         return r.wait()
 
     # -- measurements

@@ -69,7 +69,13 @@ def read_polled(path):
         return None
 
 
-class Freshness(ClairfsCase):
+class FreshnessBase(ClairfsCase):
+    """The "network file system" and the daemon over it. layout() names the files: planned
+    (read by the plan) and unplanned; their bytes are data_for(rel, 1), their modes 0644."""
+
+    def layout(self):
+        return [f"d/f{i:02d}" for i in range(10)], ["x/u0", "x/u1", "x/u2"]
+
     def setUp(self):
         super().setUp()
         if not os.access(FAULTFS, os.X_OK):
@@ -79,15 +85,14 @@ class Freshness(ClairfsCase):
         self.work = self.tmpdir("fresh")
         os.chmod(self.work, 0o755)
         self.src = os.path.join(self.work, "src")  # the other node's view: changed directly
-        self.planned = [f"d/f{i:02d}" for i in range(10)]
-        self.unplanned = ["x/u0", "x/u1", "x/u2"]
+        self.planned, self.unplanned = self.layout()
         for rel in self.planned + self.unplanned:
             os.makedirs(os.path.dirname(os.path.join(self.src, rel)), exist_ok=True)
             with open(os.path.join(self.src, rel), "wb") as f:
-                f.write(data_for(rel, 1))
+                f.write(self.data_for(rel, 1))
             os.chmod(os.path.join(self.src, rel), 0o644)
-        for d in ("", "d", "x"):
-            os.chmod(os.path.join(self.src, d), 0o755)
+        for d, _, _ in os.walk(self.src):
+            os.chmod(d, 0o755)
         self.backend = os.path.join(self.work, "backend")
         os.mkdir(self.backend)
         rules = os.path.join(self.work, "rules")
@@ -120,18 +125,23 @@ class Freshness(ClairfsCase):
     def at(self, rel):
         return os.path.join(self.mnt, rel)
 
-    def plan_two_epochs_and_read_the_first(self):
-        text = "".join("#epoch\n" + "\n".join(self.planned) + "\n" for _ in range(2))
-        self.write_manifest(self.mnt, text)
-        for rel in self.planned:  # epoch 1: the kernel keeps names, attributes and pages
-            self.assertEqual(read(self.at(rel)), data_for(rel, 1), rel)
-            self.assertEqual(read_as(NOBODY, self.at(rel)), str(FILE_SIZE), rel)
+    def data_for(self, rel, version):
+        return data_for(rel, version)
 
     def until(self, cond, limit, what):
         """Seconds until cond() held (polled), or fails after limit seconds."""
         t0 = time.monotonic()
         harness.wait_for(cond, limit, what)
         return time.monotonic() - t0
+
+
+class Freshness(FreshnessBase):
+    def plan_two_epochs_and_read_the_first(self):
+        text = "".join("#epoch\n" + "\n".join(self.planned) + "\n" for _ in range(2))
+        self.write_manifest(self.mnt, text)
+        for rel in self.planned:  # epoch 1: the kernel keeps names, attributes and pages
+            self.assertEqual(read(self.at(rel)), data_for(rel, 1), rel)
+            self.assertEqual(read_as(NOBODY, self.at(rel)), str(FILE_SIZE), rel)
 
     def test_planned_file_rewritten_elsewhere_is_read_new_within_the_bound(self):
         self.start(revalidate_interval=3600)  # the sweep cannot explain what is seen
