@@ -76,7 +76,9 @@ class InodeTable {
   // A lookup or getattr reply carries version.
   void Report(uint64_t id, const FileVersion& version);
   // A lookup or getattr reply carries the attributes st (any type of object): records its
-  // version as reported and its mode and owner (Shown), and clears a mark of Revalidated.
+  // version as reported and its mode and owner (Shown), and clears a mark of Revalidated. A
+  // regular file's version is kept when st has the same size and mtime (the kernel keeps its
+  // pages then, whatever ctime says), so that a comparison still tells its pages are old.
   void Report(uint64_t id, const struct stat& st);
   // An open found version: records it as both, clears older_pages and returns what was seen
   // before ({} if none). An open of another version than the last one counts in

@@ -214,6 +214,22 @@ TEST(InodeTable, ByPathShownAndHeld) {
   t.Report(a, st);  // the kernel asked again: compared again
   ASSERT_TRUE(t.ShownOf(a, &shown));
   EXPECT_FALSE(shown.gone);
+  // A reply of another ctime alone (a rewrite that put size and mtime back, a chmod): the
+  // kernel keeps its pages, so the version they are of stays recorded; the mode is new.
+  struct stat same = st;
+  same.st_ctim.tv_sec += 5;
+  same.st_mode = kReg | 0600;
+  t.Report(a, same);
+  ASSERT_TRUE(t.ShownOf(a, &shown));
+  EXPECT_EQ(shown.seen.reported, VersionOf(st));
+  EXPECT_EQ(shown.mode, kReg | 0600);
+  // Another size or mtime: the kernel drops the pages, and the new version is recorded.
+  struct stat grown = same;
+  grown.st_size = 6;
+  t.Report(a, grown);
+  ASSERT_TRUE(t.ShownOf(a, &shown));
+  EXPECT_EQ(shown.seen.reported, VersionOf(grown));
+  t.Report(a, st);  // back to the first (size 5): recorded
   // A new object at the path (the inode number reused) supersedes a in the path index.
   const uint64_t b = t.Acquire("d/b", 1, 200, kReg);
   t.Forget(b, 1);
