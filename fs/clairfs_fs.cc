@@ -142,7 +142,7 @@ void ClairFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   // The reply may complete the reader's read() before fuse_reply_iov returns here, and its
   // close() may release the handle meanwhile: `reply` keeps the bytes alive until then.
   ReadReply reply;
-  Status s = core_.Read(*h, size, static_cast<uint64_t>(off), &reply);
+  Status s = core_.Read(ino, *h, size, static_cast<uint64_t>(off), &reply);
   if (!s.ok()) return ReplyError(req, s);  // counted in stats
   // Marked before the reply (the reader may open again as soon as it has it) and after (an
   // open may have come in between); h may be released once it is sent.

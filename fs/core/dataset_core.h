@@ -170,8 +170,20 @@ class DatasetCore {
   // DropPages(node) once it replied (this READ's pages are locked until its reply).
   Status ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t pid, ReadReply* out,
                   bool* drop_after_reply);
-  // The contents of a per_open handle: ReadContents over this core's parts.
-  Status Read(OpenContents& h, size_t size, uint64_t off, ReadReply* out) {
+  // The contents of a per_open handle h of node: ReadContents over this core's parts; kStale
+  // (counted in errors.stale) once another version of the file was opened since h was: the
+  // kernel's pages are the file's, not the handle's, and that open dropped the pages it found,
+  // not those this READ would put back, which its reader would then take from the page cache
+  // beside pages of its own version. A READ checked before that open is safe: its pages are
+  // in the page cache, locked, until its reply, and the open's drop waits for them.
+  Status Read(uint64_t node, OpenContents& h, size_t size, uint64_t off, ReadReply* out) {
+    // (A handle bound unverified, opened_changes UINT64_MAX, recorded no open to compare.)
+    if (h.dataset && h.opened_changes != UINT64_MAX &&
+        inodes_.OpenedVersionChanges() != h.opened_changes &&
+        inodes_.SeenOf(node).opened != h.version) {
+      stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);
+      return Status::Error(Code::kStale, h.path + ": another version was opened since");
+    }
     return ReadContents(h, backing_, prefetcher_, stats_, size, off, out);
   }
 

@@ -106,9 +106,9 @@ class DatasetCoreTest : public ::testing::Test {
     for (const iovec& v : reply.iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
     return out;
   }
-  std::string ReadAll(OpenContents& h, size_t size) {
+  std::string ReadAll(uint64_t node, OpenContents& h, size_t size) {
     ReadReply reply;
-    Status s = core_->Read(h, size, 0, &reply);
+    Status s = core_->Read(node, h, size, 0, &reply);
     EXPECT_TRUE(s.ok()) << s.ToString();
     std::string out;
     for (const iovec& v : reply.iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
@@ -148,7 +148,7 @@ TEST_F(DatasetCoreTest, FileReplacedByAnotherInodeAtItsPathIsStale) {
   EXPECT_NE(again, a);
   auto fresh = OpenAsSelf(again);
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
-  EXPECT_EQ(ReadAll(*fresh.value().contents, 100), "second, another inode");
+  EXPECT_EQ(ReadAll(again, *fresh.value().contents, 100), "second, another inode");
 }
 
 TEST_F(DatasetCoreTest, FileRemovedIsStaleAndAnUnknownNodeToo) {
@@ -252,7 +252,7 @@ TEST_F(DatasetCoreTest, FileRewrittenInPlaceBindsToTheNewVersion) {
   const uint64_t a = Look(kRoot, "a");
   auto first = OpenAsSelf(a);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_EQ(ReadAll(*first.value().contents, 100), "version one");
+  EXPECT_EQ(ReadAll(a, *first.value().contents, 100), "version one");
   EXPECT_TRUE(kernel_.attrs().empty());  // the lookup reported this version
 
   struct stat before;
@@ -265,13 +265,21 @@ TEST_F(DatasetCoreTest, FileRewrittenInPlaceBindsToTheNewVersion) {
   auto second = OpenAsSelf(a);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second.value().contents->version, VersionOf(after));
-  EXPECT_EQ(ReadAll(*second.value().contents, 100), "version two, longer");
+  EXPECT_EQ(ReadAll(a, *second.value().contents, 100), "version two, longer");
   EXPECT_FALSE(second.value().keep_cache);               // the page cache holds the other version
   EXPECT_EQ(kernel_.attrs(), std::vector<uint64_t>{a});  // its size must be asked again
-  // The next open of the same version keeps the pages.
+  // The first open's reads are refused now: the pages they put back would be read by the
+  // second open's reader beside its own (version two's).
+  ReadReply reply;
+  const uint64_t stale = stats_.errors.stale.load();
+  EXPECT_EQ(core_->Read(a, *first.value().contents, 100, 0, &reply).code(), Code::kStale);
+  EXPECT_EQ(stats_.errors.stale.load(), stale + 1);
+  // The next open of the same version keeps the pages; its reads and the second's are served.
   auto third = OpenAsSelf(a);
   ASSERT_TRUE(third.ok());
   EXPECT_TRUE(third.value().keep_cache);
+  EXPECT_EQ(ReadAll(a, *second.value().contents, 100), "version two, longer");
+  EXPECT_EQ(ReadAll(a, *third.value().contents, 100), "version two, longer");
 }
 
 TEST_F(DatasetCoreTest, NoOpenReadBindsAtTheStartOfEachRead) {
@@ -374,7 +382,7 @@ TEST_F(DatasetCoreTest, UnreachableStoreServesTheLastReportedVersionOnlyFromATie
   auto opened = OpenAsSelf(held);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   ASSERT_NE(opened.value().contents->blob, nullptr);
-  EXPECT_EQ(ReadAll(*opened.value().contents, 100), "in the tier");
+  EXPECT_EQ(ReadAll(held, *opened.value().contents, 100), "in the tier");
   EXPECT_EQ(stats_.served_unverified.load(), 1u);
   auto failed = OpenAsSelf(absent);
   EXPECT_TRUE(StoreUnreachable(failed.status())) << failed.status().ToString();
