@@ -88,7 +88,10 @@ class Counts:
         self.reads = 0       # read() calls checked
         self.ok = 0
         self.short = 0       # right but fewer bytes than asked within the size
-        self.mixed = 0       # words of two versions in one read() the file never held together
+        self.mixed = 0       # words of two versions in one read() the file never held together,
+        #                      one of them replaced before the read() began
+        self.overlap = 0     # words of versions the file held while the read() ran: the read
+        #                      overlapped their writes (a read of the file itself can mix so)
         self.midway = 0      # a state an in-place rewrite left the file in: the new version's
         #                      front, the previous version's rest (counted in ok)
         self.pending = []    # reads of several versions, judged by finish()
@@ -111,17 +114,19 @@ class Counts:
                 self.examples.append(f"{verdict}: {path} at {off}+{want} got {got} (v{version})"
                                      + describe(buf, off))
 
-    def several(self, path, off, want, buf):
-        """A read of words of several versions: judged once the writers' history is known."""
+    def several(self, path, off, want, buf, during):
+        """A read of words of several versions: judged once the writers' history is known.
+        during: the versions the file held (or was being rewritten to or from) while the read()
+        ran."""
         with self.lock:
-            self.pending.append((path, off, want, len(buf), runs(buf, off)))
+            self.pending.append((path, off, want, len(buf), runs(buf, off), during))
 
     def finish(self, previous, hows):
         """Judges the reads of several versions. previous[path][v]: the version written
         before v; hows[path]: how the file was rewritten. A read is a state the file held
         only if it is rewritten in place (front to back) and the read is the front of a
         version followed by the rest of the version just before it."""
-        for path, off, want, got, rs in self.pending:
+        for path, off, want, got, rs, during in self.pending:
             held = (hows[path] in ("inplace", "append") and len(rs) == 2 and
                     previous[path].get(rs[0][0]) == rs[1][0])
             with self.lock:
@@ -129,6 +134,11 @@ class Counts:
                 if held:
                     self.ok += 1
                     self.midway += 1
+                elif all(v in during for v, _ in rs):
+                    self.overlap += 1
+                    if len(self.examples) < 5:
+                        self.examples.append(f"overlap: {path} at {off}+{want} got {got}: "
+                                             f"(version, offset) runs {rs[:4]}")
                 else:
                     self.mixed += 1
                     if len(self.examples) < 5:
@@ -144,7 +154,7 @@ class Counts:
 
     def summary(self):
         return (f"reads {self.reads}, ok {self.ok} (short {self.short}, midway "
-                f"{self.midway}), mixed {self.mixed}, "
+                f"{self.midway}), overlap {self.overlap}, mixed {self.mixed}, "
                 f"bad {self.bad}, errors {self.errors or 0}")
 
 
@@ -187,6 +197,8 @@ class Rewriter(threading.Thread):
         self.rewrites = 0
         self.failure = None
         self.last = {p: 1 for p in files}         # the version each file holds (or gets)
+        self.history = {p: [1] for p in files}    # path -> its versions, each appended as its
+        #                                           rewrite begins
         self.previous = {p: {} for p in files}    # path -> {version: the one before it}
 
     def run(self):
@@ -197,6 +209,7 @@ class Rewriter(threading.Thread):
                 v = self.version % 60000 + 1
                 self.previous[path][v] = self.last[path]
                 self.last[path] = v
+                self.history[path].append(v)
                 write_version(path, v, self.files[path], self.hows[path], self.rng)
                 self.version += 1
                 self.rewrites += 1
@@ -213,14 +226,17 @@ class Reader(threading.Thread):
     ranges, each read() checked. drop: the file's pages are dropped (POSIX_FADV_DONTNEED)
     before each read, so reads reach the daemon."""
 
-    def __init__(self, files, counts, seed, drop):
+    def __init__(self, files, counts, seed, drop, history):
         super().__init__(daemon=True)
         self.files, self.counts, self.drop = files, counts, drop
+        self.history = history  # path -> the writer's versions of it (Rewriter.history)
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.failure = None
 
     def one(self, path, size):
+        history = self.history[path]
+        begun = len(history)  # history[begun - 1] is current or being written over its previous
         fd = os.open(path, os.O_RDONLY)
         try:
             if self.drop:
@@ -234,9 +250,10 @@ class Reader(threading.Thread):
             buf = os.pread(fd, want, off)
         finally:
             os.close(fd)
+        during = set(history[max(0, begun - 2):len(history)])
         verdict, version = check(buf, off)
         if verdict == Verdict.MIXED:
-            self.counts.several(path, off, want, buf)
+            self.counts.several(path, off, want, buf, during)
         else:
             self.counts.add(verdict, path, off, want, len(buf), version, buf)
 
@@ -261,8 +278,9 @@ def run_rewrites(ds, mnt, files, hows, seconds, drop, readers=3, seed=0):
     counts = Counts()
     writer = Rewriter({os.path.join(ds, r): s for r, s in files.items()},
                       {os.path.join(ds, r): hows[r] for r in files}, seed)
+    history = {os.path.join(mnt, r): writer.history[os.path.join(ds, r)] for r in files}
     rs = [Reader({os.path.join(mnt, r): s for r, s in files.items()}, counts, seed * 10 + i,
-                 drop) for i in range(readers)]
+                 drop, history) for i in range(readers)]
     writer.start()
     for r in rs:
         r.start()
