@@ -65,13 +65,6 @@ void AccessPolicy::Init(fuse_conn_info* conn) {
   }
 }
 
-void AccessPolicy::ReplyAttr(fuse_req_t req, const std::string& path, const char* name,
-                             size_t size) {
-  auto value = rules_.Xattr(path, name);
-  if (!value.ok()) return (void)fuse_reply_err(req, ToErrno(value.status()));
-  ReplyXattr(req, value.value(), size);
-}
-
 bool AccessPolicy::AllowControlWrite(fuse_req_t req) {
   const Status s = rules_.AllowControlWrite(CallerOf(req));
   if (s.ok()) return true;

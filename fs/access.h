@@ -41,10 +41,6 @@ class AccessPolicy {
   // The rules themselves (for the core, fs/core/dataset_core.h).
   AccessRules& rules() { return rules_; }
 
-  // getxattr (name) or listxattr (name nullptr) of the dataset object at path, replied to req
-  // (AccessRules::Xattr); a too small size gets ERANGE.
-  void ReplyAttr(fuse_req_t req, const std::string& path, const char* name, size_t size);
-
   // AccessRules::AllowControlWrite for the caller of req; replies the refusal and returns false.
   [[nodiscard]] bool AllowControlWrite(fuse_req_t req);
   // AccessRules::IsController for the caller of req. Neither replies nor counts anything.
