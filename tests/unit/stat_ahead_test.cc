@@ -302,6 +302,7 @@ TEST_F(StatAheadTest, AReaderAtASignpostWaitsAtMostMaxAge) {
     open = true;
   }
   gate_cv.notify_all();
+  ahead_->Stop();  // before the gate's state goes: the thread's batches use it
 }
 
 }  // namespace
