@@ -11,21 +11,15 @@
 // coordinators' decisions, which node 0's placement also needs, are simulated for a sample of
 // them (--sample-coordinators, every one when N is at most that): node 0's read fractions are
 // measured over the objects the sampled coordinators decide, and the assignments it receives
-// from the others are sized from the sampled ones (bytes per entry). With --protocol broadcast
-// the same plans go through the protocol before (version 4: every node's digest and catalog to
-// every rank, PlaceCluster over all of them); its placement runs only while every digest fits
-// in memory (--broadcast-place-limit entries), its time beyond that is the decode time
-// measured on node 0's own digest, scaled.
+// from the others are sized from the sampled ones (bytes per entry).
 //
 // What it reports for node 0: plan_bytes_sent and plan_bytes_received, the encoded messages;
 // plan_seconds, its own computation from registration to placement (building, encoding and
 // decoding messages, deciding, placing; not the network's time or the waits); plan_memory_bytes,
-// what it holds for the exchange (partitioned: the entries of its parts and of the parts it
-// coordinates, and the holders of what it reads, by their sizes; broadcast: the other nodes'
-// decoded digest entries times the bytes per entry measured decoding node 0's own digest).
+// what it holds for the exchange (the entries of its parts and of the parts it coordinates,
+// and the holders of what it reads, by their sizes).
 //
 // Prints progress on stderr and, as its last line on stdout, one JSON object.
-#include <malloc.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -45,7 +39,6 @@
 #include "cache/plan/plan.h"
 #include "cluster/coordinator_ring.h"
 #include "cluster/holders.h"
-#include "cluster/placement.h"
 #include "cluster/plan_parts.h"
 #include "cluster/protocol.h"
 
@@ -68,11 +61,9 @@ struct Options {
   int ranks_per_node = 1;         // locality: ranks on each node
   uint64_t batch = 32;            // locality: samples per rank in a global batch
   bool print_assignment = false;  // locality: epoch 0's order and nodes as JSON, then exit
-  std::string protocol = "partitioned";
   uint64_t mean_bytes = 110 * 1024;
   std::vector<uint64_t> capacity;  // per node, per tier; none: twice the dataset over the nodes
   int sample_coordinators = 16;
-  uint64_t broadcast_place_limit = 20'000'000;
   uint64_t staging = 1ull << 30;  // objects larger are read directly, not staged
   uint64_t seed = 1;
   // Instead of the sampler: one manifest per rank (paths relative to dataset, '#epoch' lines
@@ -341,9 +332,8 @@ int Run(const Options& o) {
   const uint64_t capacity =
       std::accumulate(limits.tier_capacity.begin(), limits.tier_capacity.end(), uint64_t{0});
 
-  std::fprintf(stderr, "cluster_scale: %d nodes, %llu files (%.1f GB), %d epochs, %s\n", nodes,
-               static_cast<unsigned long long>(data.files), data.bytes / 1e9, sampler.epochs,
-               o.protocol.c_str());
+  std::fprintf(stderr, "cluster_scale: %d nodes, %llu files (%.1f GB), %d epochs\n", nodes,
+               static_cast<unsigned long long>(data.files), data.bytes / 1e9, sampler.epochs);
   std::vector<uint32_t> id_of(data.files, kNone), obj_of;
   // A node leaving (the last rank): the parts that change, with the ring of the others.
   std::vector<int> rest(nodes - 1);
@@ -368,57 +358,36 @@ int Run(const Options& o) {
   std::vector<Part> mine;  // node 0's parts
   std::shared_ptr<Plan> plan0;
   std::vector<uint32_t> obj0;
-  // Broadcast: node 0's digest bytes, every node's digest (while they fit), entries held.
-  std::vector<Digest> digests;
-  uint64_t digest_entries = 0;
-  const bool broadcast = o.protocol == "broadcast";
-  const bool keep_digests =
-      broadcast && static_cast<uint64_t>(nodes) * data.files <= o.broadcast_place_limit * 2;
 
   for (int p = 0; p < nodes; ++p) {
     std::vector<uint32_t> objs;
     auto plan = NodePlan(data, sampler, p, id_of, &objs);
-    if (broadcast) {
-      auto t = Clock::now();
-      Digest dg = MakeDigest(*plan, limits, p, 1);
-      const Catalog cat = EncodeCatalog(dg);
-      const size_t bytes = EncodeDigest(dg, cat, true).size();
-      if (p == 0) {
-        seconds += Since(t);
-        sent = bytes * (nodes - 1);
-      } else {
-        received += bytes;
-      }
-      digest_entries += dg.files.size();
-      if (p == 0 || keep_digests) digests.push_back(std::move(dg));
+    auto t = Clock::now();
+    std::vector<Part> parts = MakeParts(*plan, ring, capacity, 1, nodes);
+    if (p == 0) {
+      for (int c = 1; c < nodes; ++c) sent += Encoded(parts[c]);
+      parts_sent = sent;
+      seconds += Since(t);
+      mine = parts;
     } else {
-      auto t = Clock::now();
-      std::vector<Part> parts = MakeParts(*plan, ring, capacity, 1, nodes);
-      if (p == 0) {
-        for (int c = 1; c < nodes; ++c) sent += Encoded(parts[c]);
-        parts_sent = sent;
-        seconds += Since(t);
-        mine = parts;
-      } else {
-        received += Encoded(parts[0]);
-      }
-      if (o.churn && nodes > 1 && p != nodes - 1) {
-        t = Clock::now();
-        std::vector<Part> moved = MakeParts(*plan, after_leave, capacity, 1, nodes);
-        for (int c = 0; c < nodes - 1; ++c) {
-          if (moved[c].entries == parts[c].entries) continue;
-          // As the daemon sends it: the change, when smaller than the whole part.
-          Part delta{2, 1, 1, moved[c].budget, {}};
-          if (!MakeDelta(parts[c].entries, moved[c].entries, &delta.removed, &delta.entries)) {
-            delta = moved[c];
-          }
-          if (p == 0 && c != 0) leave_sent += Encoded(delta);
-          if (p != 0 && c == 0) leave_received += Encoded(delta);
-        }
-        if (p == 0) leave_seconds = Since(t);
-      }
-      for (int c : sample) at[c][p] = std::move(parts[c]);
+      received += Encoded(parts[0]);
     }
+    if (o.churn && nodes > 1 && p != nodes - 1) {
+      t = Clock::now();
+      std::vector<Part> moved = MakeParts(*plan, after_leave, capacity, 1, nodes);
+      for (int c = 0; c < nodes - 1; ++c) {
+        if (moved[c].entries == parts[c].entries) continue;
+        // As the daemon sends it: the change, when smaller than the whole part.
+        Part delta{2, 1, 1, moved[c].budget, {}};
+        if (!MakeDelta(parts[c].entries, moved[c].entries, &delta.removed, &delta.entries)) {
+          delta = moved[c];
+        }
+        if (p == 0 && c != 0) leave_sent += Encoded(delta);
+        if (p != 0 && c == 0) leave_received += Encoded(delta);
+      }
+      if (p == 0) leave_seconds = Since(t);
+    }
+    for (int c : sample) at[c][p] = std::move(parts[c]);
     if (p == 0) {
       plan0 = plan;
       obj0 = objs;
@@ -452,116 +421,74 @@ int Run(const Options& o) {
     peer /= static_cast<double>(total);
     backing /= static_cast<double>(total);
   };
-  if (broadcast) {
-    // Decode node 0's own digest to measure the time and memory per held entry.
-    const Catalog cat = EncodeCatalog(digests[0]);
-    const std::vector<char> msg = EncodeDigest(digests[0], cat, true);
-    const size_t before = mallinfo2().uordblks;
-    auto t = Clock::now();
-    std::optional<Catalog> held;
-    std::string why;
-    auto decoded = DecodeDigest({msg.data(), msg.size()}, &held, &why);
-    const double decode = Since(t);
-    double held_bytes = static_cast<double>(mallinfo2().uordblks - before);
-    if (held_bytes <= 0 && decoded) {
-      // mallinfo2 sees nothing under a sanitizer's allocator: the entries' own sizes instead
-      // (each entry, its key's heap bytes beyond the string's inline buffer, the catalog).
-      held_bytes = static_cast<double>(held ? held->bytes.size() : 0);
-      for (const DigestFile& f : decoded->files) {
-        held_bytes +=
-            static_cast<double>(sizeof f + (f.path.capacity() > 15 ? f.path.capacity() + 1 : 0));
-      }
+  // Coordinator 0's decision, timed as node 0's; the other sampled coordinators' too.
+  std::unordered_map<uint64_t, HolderInfo> holders;
+  CoordinatorTotals totals;
+  double assign_bytes_to_0 = 0, entries_to_0 = 0;
+  for (int c : sample) {
+    std::vector<ReaderPart> given;
+    for (int p = 0; p < nodes; ++p) {
+      at[c][p].seq = 1;
+      given.push_back({p, &at[c][p]});
     }
-    const double per_entry_bytes = held_bytes / static_cast<double>(std::max<size_t>(1, entries0));
-    const uint64_t others = digest_entries - entries0;
-    seconds += decode / std::max<uint64_t>(1, entries0) * others;
-    memory = static_cast<uint64_t>(per_entry_bytes * others);
-    out["decode_seconds_per_million_entries"] = decode / std::max<uint64_t>(1, entries0) * 1e6;
-    out["held_bytes_per_entry"] = per_entry_bytes;
-    out["placed"] = keep_digests;
-    if (keep_digests) {
-      std::vector<const Digest*> ptrs;
-      for (const Digest& dg : digests) ptrs.push_back(&dg);
+    auto t = Clock::now();
+    if (c == 0) {  // node 0 decodes what it receives
+      for (int p = 1; p < nodes; ++p) {
+        std::vector<char> bytes = EncodePart(at[0][p]);
+        auto t2 = Clock::now();
+        std::string why;
+        (void)DecodePart({bytes.data(), bytes.size()}, &why);
+        seconds += Since(t2);
+      }
       t = Clock::now();
-      ClusterPlacement placement = PlaceCluster(ptrs);
-      ApplyPlacement(*plan0, limits, placement, ptrs, 0);
-      out["place_seconds"] = Since(t);
+    }
+    Decision d = DecideHolders(given, c, nodes);
+    if (c == 0) {
+      for (int p = 1; p < nodes; ++p) sent += EncodeAssignment(d.assignments[p], p).size();
+      for (int p = 0; p < nodes; ++p)
+        memory += (at[0][p].entries.size()) * (sizeof(PartEntry) + 24);  // parts, transient
       seconds += Since(t);
-      count_reads([](const PlanObject&) { return true; });
-      reads_per_file = static_cast<double>(placement.predicted_backing_bytes) / placement.bytes;
     }
-  } else {
-    // Coordinator 0's decision, timed as node 0's; the other sampled coordinators' too.
-    std::unordered_map<uint64_t, HolderInfo> holders;
-    CoordinatorTotals totals;
-    double assign_bytes_to_0 = 0, entries_to_0 = 0;
-    for (int c : sample) {
-      std::vector<ReaderPart> given;
-      for (int p = 0; p < nodes; ++p) {
-        at[c][p].seq = 1;
-        given.push_back({p, &at[c][p]});
-      }
-      auto t = Clock::now();
-      if (c == 0) {  // node 0 decodes what it receives
-        for (int p = 1; p < nodes; ++p) {
-          std::vector<char> bytes = EncodePart(at[0][p]);
-          auto t2 = Clock::now();
-          std::string why;
-          (void)DecodePart({bytes.data(), bytes.size()}, &why);
-          seconds += Since(t2);
-        }
-        t = Clock::now();
-      }
-      Decision d = DecideHolders(given, c, nodes);
-      if (c == 0) {
-        for (int p = 1; p < nodes; ++p) sent += EncodeAssignment(d.assignments[p], p).size();
-        for (int p = 0; p < nodes; ++p)
-          memory += (at[0][p].entries.size()) * (sizeof(PartEntry) + 24);  // parts, transient
-        seconds += Since(t);
-      }
-      totals += d.totals;
-      const Assignment& a0 = d.assignments[0];
-      if (c != 0) {
-        const size_t bytes = EncodeAssignment(a0, 0).size();
-        received += bytes;
-        assign_bytes_to_0 += bytes;
-        entries_to_0 += a0.holder.size();
-      }
-      size_t k = 0;
-      for (size_t e = 0; e < a0.holder.size(); ++e) {
-        holders[at[c][0].entries[e].key_hash] = {a0.holder[e],
-                                                 a0.holder[e] == 0 ? a0.first[k++] : 0};
-      }
+    totals += d.totals;
+    const Assignment& a0 = d.assignments[0];
+    if (c != 0) {
+      const size_t bytes = EncodeAssignment(a0, 0).size();
+      received += bytes;
+      assign_bytes_to_0 += bytes;
+      entries_to_0 += a0.holder.size();
     }
-    // Assignments from the coordinators not simulated: sized like the sampled ones.
-    if (!exact && entries_to_0 > 0) {
-      for (int c = 0; c < nodes; ++c) {
-        if (std::find(sample.begin(), sample.end(), c) != sample.end()) continue;
-        received +=
-            static_cast<uint64_t>(assign_bytes_to_0 / entries_to_0 * mine[c].entries.size()) + 20;
-      }
+    size_t k = 0;
+    for (size_t e = 0; e < a0.holder.size(); ++e) {
+      holders[at[c][0].entries[e].key_hash] = {a0.holder[e], a0.holder[e] == 0 ? a0.first[k++] : 0};
     }
-    auto t = Clock::now();
-    LocalPlacement placed = ApplyHolders(*plan0, limits, holders, 0, [](int) { return true; });
-    seconds += Since(t);
-    // Node 0's placement (every object's, when every coordinator was simulated).
-    out["node_objects"] = {{"held", placed.owned_files},
-                           {"from_peers", placed.from_peers_files},
-                           {"unheld", placed.unowned_files}};
-    out["predicted_backing_bytes"] = totals.predicted_backing_bytes;
-    // Held per node: its parts as sent (to map answers), the holders of what it reads.
-    for (const Part& p : mine) memory += p.entries.size() * sizeof(PartEntry);
-    memory += entries0 * (sizeof(uint64_t) + sizeof(HolderInfo) + 2 * sizeof(void*));
-    count_reads([&](const PlanObject& f) {
-      const int c = ring.Coordinator(KeyHash(f.key));
-      return std::find(sample.begin(), sample.end(), c) != sample.end();
-    });
-    reads_per_file = totals.bytes ? static_cast<double>(totals.predicted_backing_bytes) /
-                                        static_cast<double>(totals.bytes)
-                                  : 0;
-    out["coordinators_simulated"] = sample.size();
   }
-  out["protocol"] = o.protocol;
+  // Assignments from the coordinators not simulated: sized like the sampled ones.
+  if (!exact && entries_to_0 > 0) {
+    for (int c = 0; c < nodes; ++c) {
+      if (std::find(sample.begin(), sample.end(), c) != sample.end()) continue;
+      received +=
+          static_cast<uint64_t>(assign_bytes_to_0 / entries_to_0 * mine[c].entries.size()) + 20;
+    }
+  }
+  auto t = Clock::now();
+  LocalPlacement placed = ApplyHolders(*plan0, limits, holders, 0, [](int) { return true; });
+  seconds += Since(t);
+  // Node 0's placement (every object's, when every coordinator was simulated).
+  out["node_objects"] = {{"held", placed.owned_files},
+                         {"from_peers", placed.from_peers_files},
+                         {"unheld", placed.unowned_files}};
+  out["predicted_backing_bytes"] = totals.predicted_backing_bytes;
+  // Held per node: its parts as sent (to map answers), the holders of what it reads.
+  for (const Part& p : mine) memory += p.entries.size() * sizeof(PartEntry);
+  memory += entries0 * (sizeof(uint64_t) + sizeof(HolderInfo) + 2 * sizeof(void*));
+  count_reads([&](const PlanObject& f) {
+    const int c = ring.Coordinator(KeyHash(f.key));
+    return std::find(sample.begin(), sample.end(), c) != sample.end();
+  });
+  reads_per_file = totals.bytes ? static_cast<double>(totals.predicted_backing_bytes) /
+                                      static_cast<double>(totals.bytes)
+                                : 0;
+  out["coordinators_simulated"] = sample.size();
   out["sampler"] = o.manifests.empty() ? o.sampler : "manifests";
   if (sampler.assigned_total > 0) {
     // The share of every node's samples given to a node that does not hold them (so read
@@ -584,19 +511,15 @@ int Run(const Options& o) {
   out["plan_bytes_received"] = received;
   out["plan_memory_bytes"] = memory;
   out["plan_seconds"] = seconds;
-  // The broadcast placement not run (too many digests to hold here): no prediction.
-  const bool predicted = !broadcast || keep_digests;
-  out["read_local"] = predicted ? nlohmann::json(local) : nlohmann::json();
-  out["read_peer"] = predicted ? nlohmann::json(peer) : nlohmann::json();
-  out["read_backing"] = predicted ? nlohmann::json(backing) : nlohmann::json();
-  out["backing_reads_per_file"] = predicted ? nlohmann::json(reads_per_file) : nlohmann::json();
+  out["read_local"] = local;
+  out["read_peer"] = peer;
+  out["read_backing"] = backing;
+  out["backing_reads_per_file"] = reads_per_file;
   out["exact"] = exact;
-  if (!broadcast) {
-    // Epochs appended: every part again (the assignments as at the first registration).
-    out["append_bytes_sent"] = sent;
-    out["parts_bytes_sent"] = parts_sent;
-  }
-  if (o.churn && !broadcast) {
+  // Epochs appended: every part again (the assignments as at the first registration).
+  out["append_bytes_sent"] = sent;
+  out["parts_bytes_sent"] = parts_sent;
+  if (o.churn) {
     out["leave_bytes_sent"] = leave_sent;
     out["leave_bytes_received"] = leave_received;
     out["leave_seconds"] = leave_seconds;
@@ -622,8 +545,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 30));
   app.add_flag("--print-assignment", o.print_assignment,
                "locality: print epoch 0's order and each position's node as JSON, and exit");
-  app.add_option("--protocol", o.protocol, "partitioned (today's) or broadcast (version 4)")
-      ->check(CLI::IsMember({"partitioned", "broadcast"}));
   app.add_option("--mean-bytes", o.mean_bytes, "mean object size");
   app.add_option("--capacity", o.capacity,
                  "tier bytes per node, fastest first (default: one tier of 2 x dataset / nodes)")
@@ -631,8 +552,6 @@ int main(int argc, char** argv) {
   app.add_option("--sample-coordinators", o.sample_coordinators,
                  "coordinators whose decisions are simulated")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--broadcast-place-limit", o.broadcast_place_limit,
-                 "broadcast: run PlaceCluster only up to this many digest entries in all");
   app.add_option("--seed", o.seed, "the sampler's seed");
   app.add_option("--manifests", o.manifests, "one manifest per rank instead of the sampler")
       ->delimiter(',');

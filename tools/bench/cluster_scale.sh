@@ -5,11 +5,10 @@
 #
 # Usage: tools/bench/cluster_scale.sh --nodes N [--files F] [--epochs E]
 #          [--sampler distributed|locality [--ranks-per-node R] [--batch B]]
-#          [--protocol partitioned|broadcast] [--capacity BYTES[,BYTES]]
-#          [--mean-bytes B] [--sample-coordinators K] [--seed S] [--churn]
-#          [--manifests M0,M1,... --dataset DIR] [--staging BYTES]
+#          [--capacity BYTES[,BYTES]] [--mean-bytes B] [--sample-coordinators K] [--seed S]
+#          [--churn] [--manifests M0,M1,... --dataset DIR] [--staging BYTES]
 # Defaults: 1,281,167 files (ImageNet's training set) of 110 KiB on average, 90 epochs, the
-#   DistributedSampler split, today's partitioned protocol, one tier of 2 x dataset / N per node.
+#   DistributedSampler split, one tier of 2 x dataset / N per node.
 #   --churn adds what a node leaving costs; --manifests simulates those ranks' orders over the
 #   files of DIR instead of the sampler's. --sampler locality: clairfs.LocalitySampler's split
 #   (docs/pytorch.md, "Locality-aware batches") of global batches of B samples per rank
@@ -28,9 +27,8 @@ BIN=${CLUSTER_SCALE_BIN:-$HERE/../../build/tools/bench/clairfs-cluster-scale}
 
 PASS=()  # the options, checked here, handed to the binary as given
 declare -A OPTIONS=([--churn]=FLAG=1)
-for opt in --nodes --files --epochs --sampler --protocol --capacity --mean-bytes \
-  --sample-coordinators --seed --manifests --dataset --staging --broadcast-place-limit \
-  --ranks-per-node --batch; do
+for opt in --nodes --files --epochs --sampler --capacity --mean-bytes --sample-coordinators \
+  --seed --manifests --dataset --staging --ranks-per-node --batch; do
   OPTIONS[$opt]=VALUE
 done
 while (($# > 0)); do
