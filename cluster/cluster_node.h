@@ -1,6 +1,6 @@
 // ClusterNode: this node's part in the cluster (docs/architecture.md, "The peer tier"), over a
 // Transport. It owns one class per job and joins them:
-//   PlacementCoordinator  plan digests and the cluster placement (which node holds what)
+//   PlacementCoordinator  the plan exchange and the cluster placement (which node holds what)
 //   PeerDirectory         who holds what: the other nodes' announcements, and this node's
 //   PeerReader            the read path: a PeerSource the fetcher asks after the local tiers
 //   PeerServer            answers the other nodes' requests and keeps what they push

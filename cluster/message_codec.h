@@ -1,4 +1,4 @@
-// Internal to the peer protocol (protocol.cc, digest_wire.cc): a message's bytes are the
+// Internal to the peer protocol (protocol.cc, plan_parts.cc): a message's bytes are the
 // protocol's header (protocol.h) followed by fields in the low-level encoding (wire.h). The
 // header is written and checked here, so that wire.h need not know the protocol.
 #pragma once

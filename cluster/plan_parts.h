@@ -13,9 +13,9 @@
 // so every node can report the cluster's.
 //
 // Objects are named by the 64-bit hash of their key, not the key: 8 bytes instead of a path,
-// and no catalog to keep. Two keys with the same hash (about 1 in 10^7 for a million keys)
-// share one decision: the holder may then hold only one of them, and the other's readers find
-// no holder announcing it and read it from the backing store. Bytes are never matched by
+// and no table of keys to keep. Two keys with the same hash (about 1 in 10^7 for a million
+// keys) share one decision: the holder may then hold only one of them, and the other's readers
+// find no holder announcing it and read it from the backing store. Bytes are never matched by
 // hash: the holders' announcements and the transfers name the full key and version.
 //
 // Encodings (after the protocol header, protocol.h):

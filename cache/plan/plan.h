@@ -148,7 +148,7 @@ class Plan {
   uint64_t range_entries() const { return range_entries_; }
   uint64_t positions() const { return positions_; }
   // The longest stream's length: every position and every object's `first` lies below it
-  // (cluster digests scale `first` by it).
+  // (the cluster's plan parts scale `first` by it: cluster/holders.h, MakeParts).
   uint64_t span() const { return span_; }
   // Objects no stream reads (left by replaced streams, kept so that ids stay stable).
   uint64_t dead_objects() const { return dead_; }

@@ -253,7 +253,7 @@ class ClusterTest(harness.ClairfsCase):
         self.run_epochs(2)
 
     def wait_generations(self, c, want, timeout=30):
-        """Until every rank holds every rank's plan digest of generation want, placed."""
+        """Until every rank holds every rank's part of generation want, placed."""
         deadline = time.monotonic() + timeout
         while True:
             plans = [self.plan(m)["cluster"] for m in c.mounts]
@@ -261,7 +261,7 @@ class ClusterTest(harness.ClairfsCase):
                    for p in plans):
                 return plans
             self.assertLess(time.monotonic(), deadline,
-                            f"digests of generation {want} not placed: {plans}")
+                            f"parts of generation {want} not placed: {plans}")
             time.sleep(0.05)
 
     def test_a_plan_costs_each_rank_about_16_bytes_per_object_it_reads(self):

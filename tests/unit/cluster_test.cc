@@ -14,7 +14,6 @@
 #include "cache/tiers/ram_tier.h"
 #include "cluster/cluster_node.h"
 #include "cluster/loopback_transport.h"
-#include "cluster/placement.h"
 #include "cluster/placement_coordinator.h"
 #include "cluster/plan_parts.h"
 #include "cluster/protocol.h"
@@ -28,7 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using clairfs::testing::MemBacking;
 
-// Digests and catalogs: cluster_digest_test.cc.
+// kPart and kAssign encodings: cluster_holders_test.cc.
 TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
   auto req = EncodeRequest({9, {3, 4}, "x/y"});
   auto q = DecodeRequest({req.data(), req.size()});
@@ -50,9 +49,11 @@ TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
 }
 
 TEST(ProtocolTest, EveryMessageCarriesMagicAndVersion) {
-  std::vector<std::vector<char>> all = {EncodeDigest({1, 1, {1}, {}}, EncodeCatalog({}), true),
-                                        EncodePart({}),
+  std::vector<std::vector<char>> all = {EncodePart({}),
+                                        EncodePart({2, 0, 1, 100, {{0x1234, 100, 1, 0}}}),
+                                        EncodePart({3, 2, 1, 100, {}, {0x1234}}),
                                         EncodeAssignment({}, 0),
+                                        EncodeAssignment({3, {}, {0, kNoHolder}, {7}}, 0),
                                         EncodeHave({{{"p", {1, 1}}}}),
                                         EncodeRequest({1, {1, 1}, "p"}),
                                         EncodeReply({1, 0, 0, {1, 1}}, nullptr, 0),
