@@ -1,8 +1,7 @@
 // Internal to the peer protocol (protocol.cc, plan_parts.cc): the low-level encoding of
 // values as bytes, below the protocol: it knows no message, tag or header (those are
 // protocol.h's; message_codec.h joins the two). Fixed-width values are little-endian in native
-// layout; varints are unsigned LEB128 (7 bits a byte, low bits first), signed values
-// zigzag-mapped first.
+// layout; varints are unsigned LEB128 (7 bits a byte, low bits first).
 #pragma once
 
 #include <cstdint>
@@ -16,16 +15,8 @@
 
 namespace clairfs::cluster::wire {
 
-inline uint64_t ZigZag(int64_t v) {
-  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
-}
-inline int64_t UnZigZag(uint64_t v) {
-  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
-}
-
 // Appends to a byte buffer.
-template <typename Buffer>
-class BasicWriter {
+class Writer {
  public:
   template <typename T>
   void Put(const T& v) {
@@ -46,13 +37,11 @@ class BasicWriter {
   }
   void PutBytes(const char* p, size_t n) { out_.insert(out_.end(), p, p + n); }
   size_t size() const { return out_.size(); }
-  Buffer Take() { return std::move(out_); }
+  std::vector<char> Take() { return std::move(out_); }
 
  private:
-  Buffer out_;
+  std::vector<char> out_;
 };
-
-using Writer = BasicWriter<std::vector<char>>;
 
 // Reads a byte range; every Get checks the bounds, so a truncated or garbled input fails
 // (returns false) instead of reading past its end.
@@ -107,8 +96,7 @@ class Reader {
 
 inline constexpr size_t kVersionBytes = 32;  // size, mtime, ctime, inode number
 
-template <typename Buffer>
-void PutVersion(BasicWriter<Buffer>& w, const FileVersion& v) {
+inline void PutVersion(Writer& w, const FileVersion& v) {
   w.Put(v.size);
   w.Put(v.mtime_ns);
   w.Put(v.ctime_ns);
