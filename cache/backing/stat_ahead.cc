@@ -19,7 +19,11 @@ std::string DirOf(const std::string& path) {
 
 StatAhead::StatAhead(const Backing& backing, Hooks hooks, StatAheadOptions options,
                      Stats::StatAhead& counters)
-    : backing_(backing), hooks_(std::move(hooks)), options_(options), counters_(counters) {}
+    : backing_(backing),
+      hooks_(std::move(hooks)),
+      options_(options),
+      counters_(counters),
+      reach_(options.ahead) {}
 
 StatAhead::~StatAhead() { Stop(); }
 
@@ -106,6 +110,14 @@ bool StatAhead::Reached(const std::string& path) {
   // Before the batch below asks for the upcoming paths.
   if (hooks_.sighted && !hooks_.sighted(post)) return true;
   counters_.reached.fetch_add(1, std::memory_order_relaxed);
+  if (post.last) {
+    // The reader caught up with the stretch: the next ones are longer (before the batch
+    // below asks), so that a batch lasts the readers longer than it takes (at most half the
+    // records kept).
+    const uint32_t most = std::max<uint32_t>(options_.ahead, options_.capacity / 2);
+    const uint32_t r = reach_.load(std::memory_order_relaxed);
+    reach_.store(std::min<uint32_t>(most, r * 2), std::memory_order_relaxed);
+  }
   uint64_t after;
   {
     std::lock_guard lock(mu_);
@@ -134,6 +146,12 @@ void StatAhead::Loop() {
         cv_.wait(lock, [&] { return stop_ || poked_; });
       }
       if (stop_) return;
+      // A batch nobody asked for (the idle refresh): the readers are not near the end of the
+      // stretch, so it may shrink back towards `ahead` (fewer stats while they pause).
+      if (!poked_) {
+        const uint32_t r = reach_.load(std::memory_order_relaxed);
+        reach_.store(std::max(options_.ahead, r / 2), std::memory_order_relaxed);
+      }
       poked_ = false;
     }
     Batch();
@@ -152,7 +170,7 @@ void StatAhead::Batch() {
   }
   std::vector<std::string> paths;
   std::vector<Signpost> posts;
-  hooks_.upcoming(options_.ahead, &paths, hooks_.post ? &posts : nullptr);
+  hooks_.upcoming(reach_.load(std::memory_order_relaxed), &paths, hooks_.post ? &posts : nullptr);
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   // Recent answers only for paths whose directory is watched from before the stat: a change

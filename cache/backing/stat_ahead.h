@@ -22,8 +22,8 @@
 // what the records covered after the last batch (at most ahead / 2, at least kMinReads: a
 // batch then stats about what was consumed since the last), or the last batch is
 // half max_age old; otherwise it sleeps, so an idle job costs nothing. A batch stats the paths
-// of the streams' next `ahead` positions (Hooks::upcoming) whose record is missing or older
-// than max_age / 2.
+// of the streams' next `ahead` positions (Hooks::upcoming; more after a signpost's wait,
+// below) whose record is missing or older than max_age / 2.
 // Memory: at most `capacity` records (the oldest are dropped first).
 //
 // Freshness (fs/revalidate.h), unless the dataset is declared immutable: with `check_all`,
@@ -46,7 +46,11 @@
 // daemon calls Reached, which moves the stream's stretch there (Hooks::sighted) and wakes a
 // batch. A reader at a post in the last quarter of the stretch that chose it waits there until
 // a batch begun after it has run (at most max_age), so a reader served at page-cache speed
-// never passes the statted stretch by more than that quarter. A post costs the reader one
+// never passes the statted stretch by more than that quarter; and since such a reader reads
+// faster than a stretch is statted, each wait doubles the positions the next batches ask
+// Hooks::upcoming for (at most capacity / 2; a batch of the idle refresh halves them again,
+// down to `ahead`), so that readers at page-cache speed soon wait no more: the stats are the
+// same, made further ahead. A post costs the reader one
 // round trip; about one position in 32 has one (Prefetcher::kPostsPerStretch). Reads that do
 // reach the daemon move the streams as before; posts never move what is staged or given up.
 // Armed posts are kept until reached (at most kMaxPosts; beyond, the oldest batches' go).
@@ -173,6 +177,7 @@ class StatAhead {
   std::atomic<int64_t> refresh_at_ns_{0};  // steady clock time that lets a read wake it
   std::atomic<bool> running_{false};
   std::atomic<size_t> armed_{0};  // posts_.size()
+  std::atomic<uint32_t> reach_;   // positions the next batch asks upcoming for (>= ahead)
 
   // Lock order: a leaf. Guards everything below.
   mutable std::mutex mu_;

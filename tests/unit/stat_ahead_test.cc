@@ -48,8 +48,10 @@ class StatAheadTest : public ::testing::Test {
 
   void Start(std::chrono::milliseconds max_age = 60s, bool fresh = false) {
     StatAhead::Hooks h;
-    h.upcoming = [this](uint32_t, std::vector<std::string>* paths, std::vector<Signpost>* posts) {
+    h.upcoming = [this](uint32_t ahead, std::vector<std::string>* paths,
+                        std::vector<Signpost>* posts) {
       std::lock_guard lock(mu_);
+      asked_.push_back(ahead);
       paths->insert(paths->end(), upcoming_.begin(), upcoming_.end());
       if (posts) posts->insert(posts->end(), posts_.begin(), posts_.end());
     };
@@ -113,6 +115,7 @@ class StatAheadTest : public ::testing::Test {
   std::set<std::string> held_;
   std::map<std::string, int> posted_;
   std::vector<std::string> sighted_;
+  std::vector<uint32_t> asked_;  // the `ahead` of each upcoming call
   Stats::StatAhead counters_;
   std::unique_ptr<StatAhead> ahead_;
 };
@@ -272,6 +275,33 @@ TEST_F(StatAheadTest, SignpostsAreArmedAfterTheirBatchAndReachedOnce) {
   std::lock_guard lock(mu_);
   EXPECT_EQ(sighted_, (std::vector<std::string>{"w/a", "w/b"}));
   EXPECT_EQ(posted_["w/a"], 1);  // armed posts are not dropped again by later batches
+}
+
+// A reader that waits at a post reads faster than stretches are statted: the batches after it
+// ask for twice the positions (at most capacity / 2); batches of the idle refresh halve them
+// again, down to `ahead`.
+TEST_F(StatAheadTest, AWaitAtASignpostLengthensTheStretchUntilTheReadersPause) {
+  signposts_ = true;
+  posts_ = {Signpost{"w/a", 1, 5, true}};
+  held_ = {"w/a", "w/b"};
+  Start(1s, true);  // ahead 4, capacity 4096; an idle refresh every second
+  AwaitBatch();
+  const auto last_asked = [&] {
+    std::lock_guard lock(mu_);
+    return asked_.back();
+  };
+  EXPECT_EQ(last_asked(), 4u);
+  {
+    std::lock_guard lock(mu_);
+    posts_ = {Signpost{"w/b", 1, 9, true}};
+  }
+  ASSERT_TRUE(ahead_->Reached("w/a"));  // waits for a batch begun after it: asked for 8
+  EXPECT_EQ(last_asked(), 8u);
+  ASSERT_TRUE(testing::WaitFor([&] { return ahead_->Armed(); }, 10s));
+  ASSERT_TRUE(ahead_->Reached("w/b"));
+  EXPECT_EQ(last_asked(), 16u);
+  // Nothing reached any more: the idle refresh halves it back to 4.
+  ASSERT_TRUE(testing::WaitFor([&] { return last_asked() == 4u; }, 10s)) << last_asked();
 }
 
 TEST_F(StatAheadTest, AReaderAtASignpostWaitsAtMostMaxAge) {
