@@ -110,6 +110,12 @@ bool StatAhead::Reached(const std::string& path) {
   // Before the batch below asks for the upcoming paths.
   if (hooks_.sighted && !hooks_.sighted(post)) return true;
   counters_.reached.fetch_add(1, std::memory_order_relaxed);
+  if (post.spare) {  // another reader waits for the batch that lets this one on: so does it
+    std::unique_lock lock(mu_);
+    done_cv_.wait_for(lock, kWaitAges * options_.max_age,
+                      [&] { return stop_ || batches_done_ > post.after; });
+    return true;
+  }
   if (post.last) {
     // The reader caught up with the stretch: the next ones are longer (before the batch
     // below asks), so that a batch lasts the readers longer than it takes (at most half the
@@ -126,8 +132,33 @@ bool StatAhead::Reached(const std::string& path) {
   }
   cv_.notify_one();
   if (!post.last) return true;
+  // The other readers of the stream are about here too: the spares of the stretch past this
+  // post stop them at the next file they reach (attributes only: safe on a request's thread).
+  std::vector<Signpost> spares;
+  {
+    std::lock_guard lock(mu_);
+    auto it = spares_.find(post.serial);
+    if (it != spares_.end()) {
+      // The next kSpares past the post (upcoming lists them in order): enough for as many
+      // readers interleaved on one stream.
+      for (Signpost& p : it->second) {
+        if (spares.size() >= kSpares) break;
+        if (p.pos > post.pos && !posts_.count(p.path)) spares.push_back(std::move(p));
+      }
+      spares_.erase(it);
+    }
+  }
+  std::vector<Signpost> armed;
+  for (Signpost& p : spares) {
+    p.after = after;
+    if (hooks_.post(p.path)) armed.push_back(std::move(p));
+  }
   std::unique_lock lock(mu_);
-  done_cv_.wait_for(lock, options_.max_age, [&] { return stop_ || batches_done_ > after; });
+  for (Signpost& p : armed) posts_.try_emplace(p.path, std::move(p));
+  armed_.store(posts_.size(), std::memory_order_relaxed);
+  counters_.signposts.fetch_add(armed.size(), std::memory_order_relaxed);
+  done_cv_.wait_for(lock, kWaitAges * options_.max_age,
+                    [&] { return stop_ || batches_done_ > after; });
   return true;
 }
 
@@ -225,7 +256,12 @@ void StatAhead::Batch() {
   {
     std::lock_guard lock(mu_);
     if (posts_.size() + posts.size() > kMaxPosts) posts_.clear();  // never reached: stale
+    spares_.clear();
     for (Signpost& p : posts) {
+      if (p.spare) {
+        spares_[p.serial].push_back(std::move(p));
+        continue;
+      }
       auto it = posts_.find(p.path);
       if (it != posts_.end()) {
         it->second = std::move(p);

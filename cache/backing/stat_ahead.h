@@ -45,15 +45,19 @@
 // (the permission check of its open, or the read itself: FUSE_CAP_AUTO_INVAL_DATA), and the
 // daemon calls Reached, which moves the stream's stretch there (Hooks::sighted) and wakes a
 // batch. A reader at a post in the last quarter of the stretch that chose it waits there until
-// a batch begun after it has run (at most max_age), so a reader served at page-cache speed
-// never passes the statted stretch by more than that quarter; and since such a reader reads
-// faster than a stretch is statted, each wait doubles the positions the next batches ask
-// Hooks::upcoming for (at most capacity / 2; a batch of the idle refresh halves them again,
-// down to `ahead`), so that readers at page-cache speed soon wait no more: the stats are the
-// same, made further ahead. A post costs the reader one
-// round trip; about one position in 32 has one (Prefetcher::kPostsPerStretch). Reads that do
-// reach the daemon move the streams as before; posts never move what is staged or given up.
-// Armed posts are kept until reached (at most kMaxPosts; beyond, the oldest batches' go).
+// a batch begun after it has run (at most kWaitAges x max_age: a store slower than that lets
+// the readers on), and the next kSpares spares past it (the other positions of that quarter
+// whose file the stretch reads there first) are armed at once, so that the stream's other
+// readers (as many as kSpares, interleaved) wait at the next file they reach: no reader passes
+// the statted stretch while a batch is late.
+// Since such readers read faster than a stretch is statted, each wait also doubles the
+// positions the next batches ask Hooks::upcoming for (at most capacity / 2; a batch of the
+// idle refresh halves them again, down to `ahead`), so that readers at page-cache speed soon
+// wait no more: the stats are the same, made further ahead. A post costs the reader one round
+// trip; about one position in 32 has one (Prefetcher::kPostsPerStretch), and the spares only
+// while readers outrun the batches. Reads that do reach the daemon move the streams as before;
+// posts never move what is staged or given up. Armed posts are kept until reached (at most
+// kMaxPosts; beyond, the oldest batches' go).
 //
 // Thread-safe. Lock order: mu_ is a leaf; hooks and the store are called without it.
 #pragma once
@@ -80,11 +84,16 @@ namespace clairfs {
 // A planned position whose reader the daemon wants to hear of: the file at path, position pos
 // of the stream whose serial is `serial` (PlanStream::serial). last: pos lies in the last
 // quarter of the stretch statted by the batch that picked it (its reader waits for the next).
+// spare: armed only once a reader waits at a post of that stretch (StatAhead::Reached); its
+// reader waits only until the batch that reader waits for is done (`after`: a batch numbered
+// above it).
 struct Signpost {
   std::string path;
   uint64_t serial = 0;
   uint32_t pos = 0;
   bool last = false;
+  bool spare = false;
+  uint64_t after = 0;
 };
 
 struct StatAheadOptions {
@@ -145,10 +154,12 @@ class StatAhead {
   // wakes it.
   void Consumed();
   // The kernel asked for the attributes of the file at path: if it is an armed signpost, its
-  // stream's stretch moves there and a batch is woken; the caller waits (at most max_age) for
-  // a batch begun after this call when the post was in its stretch's last quarter. True if
-  // path was a signpost. Lock-free while none is armed.
+  // stream's stretch moves there and a batch is woken; the caller waits (at most kWaitAges x
+  // max_age) for a batch begun after this call when the post was in its stretch's last quarter.
+  // True if path was a signpost. Lock-free while none is armed.
   bool Reached(const std::string& path);
+  static constexpr int kWaitAges = 4;    // a reader at a post waits at most this many max_age
+  static constexpr size_t kSpares = 16;  // spares armed per wait, the next past the post
   // Whether a signpost is armed (Reached would look path up). Lock-free.
   bool Armed() const { return armed_.load(std::memory_order_relaxed) > 0; }
 
@@ -189,6 +200,8 @@ class StatAhead {
   uint64_t batches_begun_ = 0;
   uint64_t batches_done_ = 0;                        // the number of the last batch finished
   std::unordered_map<std::string, Signpost> posts_;  // armed, by path: the last batch's
+  // The spares of each stream's last stretch (by serial), armed when a reader waits.
+  std::unordered_map<uint64_t, std::vector<Signpost>> spares_;
   std::unordered_map<std::string, Record> records_;
   std::deque<std::pair<Clock::time_point, std::string>> order_;  // insertions, oldest first
   std::thread thread_;

@@ -549,10 +549,15 @@ void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths,
       const std::string_view path = plan_->objects[seq[pos]].path();
       paths->emplace_back(path);
       const bool first = before.insert(path).second;
-      if (posts && pos >= next_post && first) {
-        posts->push_back(Signpost{std::string(path), stream.serial, static_cast<uint32_t>(pos),
-                                  pos + per / 4 >= to});
+      if (!posts || !first) continue;
+      const bool last = pos + per / 4 >= to;
+      if (pos >= next_post) {
+        posts->push_back(
+            Signpost{std::string(path), stream.serial, static_cast<uint32_t>(pos), last, false});
         next_post = (pos / grid + 1) * grid;
+      } else if (last) {  // a spare: armed only once a reader waits at a post of the stretch
+        posts->push_back(
+            Signpost{std::string(path), stream.serial, static_cast<uint32_t>(pos), true, true});
       }
     }
   }

@@ -170,7 +170,8 @@ class Prefetcher {
   // streams, at least kMinUpcoming. posts (if given) gets signposts among them: in the second
   // half of each stretch, the first position at or after each point of a grid of per /
   // kPostsPerStretch whose file the stretch does not read at a position not done before it (so
-  // that a reader of that file is at that position). Thread-safe (StatAhead::Hooks::upcoming).
+  // that a reader of that file is at that position); and, as spares, every other such position
+  // of the stretch's last quarter. Thread-safe (StatAhead::Hooks::upcoming).
   void Upcoming(uint32_t ahead, std::vector<std::string>* paths,
                 std::vector<Signpost>* posts = nullptr) const;
   // A reader reached post (StatAhead::Reached) though the daemon may have seen none of the reads

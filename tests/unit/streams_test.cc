@@ -299,7 +299,17 @@ TEST_F(StreamPrefetcherTest, SignpostsMoveTheStretchAndConsumeNothing) {
   const uint64_t serial = prefetcher_->plan()->streams[0].serial;
   const auto positions = [](const std::vector<Signpost>& posts) {
     std::vector<std::pair<uint32_t, bool>> out;
-    for (const Signpost& p : posts) out.emplace_back(p.pos, p.last);
+    for (const Signpost& p : posts) {
+      if (!p.spare) out.emplace_back(p.pos, p.last);
+    }
+    return out;
+  };
+  const auto spares = [](const std::vector<Signpost>& posts) {
+    std::vector<uint32_t> out;
+    for (const Signpost& p : posts) {
+      if (p.spare) out.push_back(p.pos);
+      EXPECT_TRUE(!p.spare || p.last);
+    }
     return out;
   };
   // per 32: the stretch is positions 0-31, posts from 16 every 4; the last quarter waits.
@@ -309,6 +319,8 @@ TEST_F(StreamPrefetcherTest, SignpostsMoveTheStretchAndConsumeNothing) {
   ASSERT_EQ(paths.size(), 32u);
   EXPECT_EQ(positions(posts), (std::vector<std::pair<uint32_t, bool>>{
                                   {16, false}, {20, false}, {24, true}, {28, true}}));
+  // Spares: the last quarter's other positions whose file is first read there.
+  EXPECT_EQ(spares(posts), (std::vector<uint32_t>{25, 26, 27, 29, 30, 31}));
   EXPECT_EQ(posts[1].path, Name(20));
   EXPECT_EQ(posts[1].serial, serial);
 
@@ -322,6 +334,8 @@ TEST_F(StreamPrefetcherTest, SignpostsMoveTheStretchAndConsumeNothing) {
   EXPECT_EQ(paths.front(), Name(12));
   EXPECT_EQ(positions(posts), (std::vector<std::pair<uint32_t, bool>>{
                                   {28, false}, {32, false}, {36, true}, {41, true}}));
+  EXPECT_EQ(spares(posts), (std::vector<uint32_t>{37, 38, 39, 42, 43}));  // 40: file 20 again
+  std::erase_if(posts, [](const Signpost& p) { return p.spare; });
   EXPECT_EQ(posts[3].path, Name(5));
   EXPECT_EQ(Progress("a").position, 0u);  // nothing consumed, nothing given up
   EXPECT_EQ(Progress("a").given_up, 0u);
