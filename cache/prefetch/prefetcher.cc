@@ -548,8 +548,8 @@ void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths,
       if (c.done(static_cast<uint32_t>(pos))) continue;
       const std::string_view path = plan_->objects[seq[pos]].path();
       paths->emplace_back(path);
-      const bool first = before.insert(path).second;
-      if (!posts || !first) continue;
+      // Posts (and the set of files read before them) only when asked for: this runs under mu_.
+      if (!posts || !before.insert(path).second) continue;
       const bool last = pos + per / 4 >= to;
       if (pos >= next_post) {
         posts->push_back(
