@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <list>
@@ -205,15 +206,21 @@ void MpiTransport::Progress() {
       }
       busy = true;
     }
+    // Completed receives reach the inbox in the order they were matched, per sender and tag:
+    // a large message still arriving holds back its sender's later ones of that tag, which can
+    // complete before it (transport.h's order, which the seal's counters rely on).
+    std::vector<std::pair<int, int>> held;  // (source, tag) with an earlier receive pending
     for (auto it = impl_->recvs.begin(); it != impl_->recvs.end();) {
+      const std::pair<int, int> key{it->message.source, it->message.tag};
+      const bool behind = std::find(held.begin(), held.end(), key) != held.end();
       int done = 0;
       if (Failed(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test of a receive",
                  it->message.source)) {
         it = impl_->recvs.erase(it);
-      } else if (done) {
+      } else if (done && !behind) {
         inbox_.Push(std::move(it->message));
         it = impl_->recvs.erase(it);
-      } else if (now > it->deadline) {
+      } else if (!done && now > it->deadline) {
         (void)Failed(MPI_Request_free(&it->request), "MPI_Request_free", -1);
         if (error_log_.Allow()) {
           spdlog::warn(
@@ -224,6 +231,7 @@ void MpiTransport::Progress() {
         impl_->abandoned.push_back(std::move(it->message.bytes));
         it = impl_->recvs.erase(it);
       } else {
+        if (!behind) held.push_back(key);
         ++it;
       }
     }
@@ -240,6 +248,7 @@ void MpiTransport::Progress() {
   }
   impl_->sends.clear();
   for (auto& r : impl_->recvs) {
+    if (r.request == MPI_REQUEST_NULL) continue;  // completed, held back for the order
     (void)Failed(MPI_Request_free(&r.request), "MPI_Request_free", -1);
     impl_->abandoned.push_back(std::move(r.message.bytes));
   }
