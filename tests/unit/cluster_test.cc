@@ -17,6 +17,7 @@
 #include "cluster/placement_coordinator.h"
 #include "cluster/plan_parts.h"
 #include "cluster/protocol.h"
+#include "tests/unit/cluster_node_util.h"
 #include "tests/unit/cluster_test_util.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
@@ -26,6 +27,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using clairfs::testing::MemBacking;
+using clairfs::testing::Node;
 
 // kPart and kAssign encodings: cluster_holders_test.cc.
 TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
@@ -117,41 +119,6 @@ class OtherVersionTransport : public ForwardingTransport {
 
  private:
   const uint16_t version_;
-};
-
-// One node: its own backing view, RAM tier, prefetcher and cluster node.
-struct Node {
-  // fetch_for_peers: it answers a kFetch by reading the object (else from its tiers alone).
-  Node(MemBacking& backing, Transport& t, uint64_t ram, PeerOptions po, Stats* stats,
-       uint64_t staging = 64 << 10, int tier_threads = 2, bool fetch_for_peers = true)
-      : ram_tier("ram", ram), peer(t, po, stats) {
-    PrefetchOptions o;
-    o.staging_capacity = staging;
-    o.staging_threads = 2;
-    o.tier_threads = {tier_threads};
-    o.demand_threads = 2;
-    o.fetch_timeout = 10s;
-    prefetcher = std::make_unique<Prefetcher>(backing, std::vector<Tier*>{&ram_tier}, o, stats);
-    prefetcher->SetCluster(peer.Hooks(0));
-    peer.Start(
-        [this](const std::string& path, const FileVersion& v) {
-          return prefetcher->GetLocal(path, v);
-        },
-        [this] { prefetcher->Replan(); },
-        [this](const std::string& path, BlobPtr b) { prefetcher->Adopt(path, std::move(b)); },
-        fetch_for_peers ? ClusterNode::Fetch([this](const std::string& key, const FileVersion& v) {
-          return prefetcher->FetchForPeer(key, v);
-        })
-                        : nullptr);
-    prefetcher->Start();
-  }
-  ~Node() {
-    prefetcher->Stop();
-    peer.Stop();
-  }
-  RamTier ram_tier;
-  ClusterNode peer;
-  std::unique_ptr<Prefetcher> prefetcher;
 };
 
 class ClusterTest : public ::testing::Test {
