@@ -59,7 +59,9 @@ struct MpiTransport::Impl {
   std::list<std::vector<char>> abandoned;  // buffers of sends and receives MPI may still use
 };
 
-Result<std::unique_ptr<MpiTransport>> MpiTransport::Create(std::chrono::milliseconds send_timeout) {
+Result<std::unique_ptr<MpiTransport>> MpiTransport::Create(std::string_view hello,
+                                                           std::chrono::milliseconds hello_wait,
+                                                           std::chrono::milliseconds send_timeout) {
   auto impl = std::make_unique<Impl>();
   impl->send_timeout = send_timeout;
   int initialized = 0;
@@ -93,7 +95,34 @@ Result<std::unique_ptr<MpiTransport>> MpiTransport::Create(std::chrono::millisec
   if (int rc = MPI_Comm_size(impl->comm, &size); rc != MPI_SUCCESS) {
     return Status::Error(Code::kUnavailable, "MPI_Comm_size failed: " + MpiErrorText(rc));
   }
+  // Every rank's hello, gathered without blocking so that a rank that never came cannot hold
+  // this one past hello_wait (the launcher formed the world: every rank is there, or failed).
+  const int n = static_cast<int>(hello.size());
+  std::vector<char> all(hello.size() * static_cast<size_t>(size));
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (int rc =
+          MPI_Iallgather(hello.data(), n, MPI_BYTE, all.data(), n, MPI_BYTE, impl->comm, &request);
+      rc != MPI_SUCCESS) {
+    return Status::Error(Code::kUnavailable, "MPI_Iallgather failed: " + MpiErrorText(rc));
+  }
+  const auto deadline = Clock::now() + hello_wait;
+  for (int done = 0; !done;) {
+    if (int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
+      return Status::Error(Code::kUnavailable, "MPI_Test failed: " + MpiErrorText(rc));
+    }
+    if (done) break;
+    if (Clock::now() >= deadline) {
+      return Status::Error(
+          Code::kTimedOut,
+          fmt::format("not every rank of the launch joined within {:g} s (cluster.plan_timeout): "
+                      "a rank that failed to start says why in its output",
+                      static_cast<double>(hello_wait.count()) / 1000.0));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // MPI progresses in MPI_Test
+  }
   std::unique_ptr<MpiTransport> t(new MpiTransport(std::move(impl), rank, size));
+  for (int r = 0; r < size; ++r)
+    t->hellos_.emplace_back(all.data() + r * hello.size(), hello.size());
   t->thread_ = std::thread([p = t.get()] { p->Progress(); });
   return t;
 }

@@ -18,7 +18,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "cache/base/log_limit.h"
 #include "cache/base/status.h"
@@ -37,10 +39,15 @@ int LauncherLocalSize();
 
 class MpiTransport : public Transport {
  public:
-  // Initializes MPI with MPI_THREAD_MULTIPLE unless the process already did, and starts the
-  // progress thread. Fails if the library cannot provide MPI_THREAD_MULTIPLE.
+  // Initializes MPI with MPI_THREAD_MULTIPLE unless the process already did, gathers every
+  // rank's `hello` (of one size on every rank) into hellos(), and starts the progress thread.
+  // Fails if the library cannot provide MPI_THREAD_MULTIPLE, or when not every rank's hello
+  // came within hello_wait (a rank that did not start).
   static Result<std::unique_ptr<MpiTransport>> Create(
+      std::string_view hello, std::chrono::milliseconds hello_wait,
       std::chrono::milliseconds send_timeout = std::chrono::seconds(30));
+  // Every rank's hello, by rank.
+  const std::vector<std::string>& hellos() const { return hellos_; }
   ~MpiTransport() override;
 
   int rank() const override { return rank_; }
@@ -65,7 +72,8 @@ class MpiTransport : public Transport {
 
   std::unique_ptr<Impl> impl_;
   const int rank_, size_;
-  std::mutex mu_;  // guards outbox_ and stop_; leaf
+  std::vector<std::string> hellos_;  // set by Create, then constant
+  std::mutex mu_;                    // guards outbox_ and stop_; leaf
   std::condition_variable out_cv_;
   std::deque<Message> outbox_;  // source field holds the destination
   bool stop_ = false;

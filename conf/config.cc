@@ -171,9 +171,10 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log", "control", "warn"}));
   if (const auto k = root["cluster"]) {
     CLAIRFS_TRY(CheckKeys(k, "cluster",
-                          {"enabled", "plan_timeout", "peer_timeout", "down_for", "serve_threads",
-                           "backing_advantage"}));
+                          {"enabled", "key_file", "plan_timeout", "peer_timeout", "down_for",
+                           "serve_threads", "backing_advantage"}));
     CLAIRFS_TRY(Get(k, "enabled", "cluster.enabled", &c->cluster.enabled));
+    CLAIRFS_TRY(Get(k, "key_file", "cluster.key_file", &c->cluster.key_file));
     CLAIRFS_TRY(GetSeconds(k, "plan_timeout", "cluster.plan_timeout", kPlanTimeout,
                            &c->cluster.peer.plan_timeout));
     CLAIRFS_TRY(GetSeconds(k, "peer_timeout", "cluster.peer_timeout", kPeerTimeout,

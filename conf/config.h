@@ -66,6 +66,9 @@ struct ClusterConfig {
   // Join the other ranks of an MPI launcher (one daemon per rank, sharing their tiers); also
   // clairfs --cluster. Off: an MPI environment the process inherited is ignored.
   bool enabled = false;
+  // The cluster's secret (cluster/cluster_key.h: LoadClusterKey's checks), the same file on
+  // every node; every message between the daemons is sealed with it. Needed in cluster mode.
+  std::string key_file;
   cluster::PeerOptions peer;  // plan_timeout, peer_timeout, down_for, serve_threads
   // Read the backing store instead of a holding peer only when it is measured this many times
   // faster; 0: never (ClusterHooks::backing_advantage, which the daemon sets from it).

@@ -93,7 +93,9 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
   d->control_fs_ = std::make_unique<ControlFs>(*d->control_, *d->access_, config.fuse);
   if (transport) {
     DaemonParts* p = d.get();
-    p->peer_ = std::make_unique<cluster::ClusterNode>(*transport, config.cluster.peer, &p->stats_);
+    start.sealed->CountRefusedIn(&p->stats_.peer_refused);
+    p->peer_ =
+        std::make_unique<cluster::ClusterNode>(*start.sealed, config.cluster.peer, &p->stats_);
     p->prefetcher_->SetCluster(p->peer_->Hooks(config.cluster.backing_advantage));
     p->control_->SetClusterInfo([p] { return p->peer_->InfoJson(); });
     spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());

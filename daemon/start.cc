@@ -101,16 +101,33 @@ std::variant<Start, int> PrepareStart(CommandLine& cl) {
                       "--cluster " +
                       dataset + " '/mnt/data{rank}'");
     }
+    if (config.cluster.key_file.empty()) {
+      return Fail(ExitCode::kConfig,
+                  "cluster mode needs cluster.key_file: a file holding the cluster's secret, the "
+                  "same on every node and readable by the daemon's user alone (e.g. `head -c 32 "
+                  "/dev/urandom > /etc/clairfs/cluster.key; chmod 600 /etc/clairfs/cluster.key`, "
+                  "copied to every node; docs/permissions.md)");
+    }
+    auto key = cluster::LoadClusterKey(config.cluster.key_file);
+    if (!key.ok()) return Fail(ExitCode::kConfig, key.status().message());
+    start.key = std::move(key.value());
     foreground = true;                            // the launcher owns the process
     if (int code; Supervise(&code)) return code;  // the parent, after its child
   }
   if (launched) {
-    auto t = [] {
+    auto nonce = cluster::RandomNonce();
+    if (!nonce.ok()) return Fail(ExitCode::kFailure, nonce.status().message());
+    const std::string hello = cluster::SealedTransport::Hello(*start.key, nonce.value());
+    auto t = [&] {
       ThreadsWithoutStopSignals guard;
-      return cluster::MpiTransport::Create();
+      return cluster::MpiTransport::Create(hello, config.cluster.peer.plan_timeout);
     }();
     if (!t.ok()) return Fail(ExitCode::kFailure, t.status().message());
     transport = std::move(t.value());
+    auto sealed = cluster::SealedTransport::Create(*transport, start.key, std::move(nonce.value()),
+                                                   transport->hellos());
+    if (!sealed.ok()) return Fail(ExitCode::kConfig, sealed.status().message());
+    start.sealed = std::move(sealed.value());
     const std::string rank = std::to_string(transport->rank());
     for (size_t at; (at = mountpoint.find("{rank}")) != std::string::npos;) {
       mountpoint.replace(at, 6, rank);

@@ -7,7 +7,9 @@
 #include <string>
 #include <variant>
 
+#include "cluster/cluster_key.h"
 #include "cluster/mpi_transport.h"
+#include "cluster/sealed_transport.h"
 #include "conf/config.h"
 #include "daemon/command_line.h"
 
@@ -25,6 +27,9 @@ struct Start {
   std::string config_path;  // the file read; empty: the built-in defaults
   // Set in cluster mode (--cluster or cluster.enabled under a launcher of more than one rank).
   std::unique_ptr<cluster::MpiTransport> transport;
+  std::shared_ptr<const cluster::ClusterKey> key;  // cluster.key_file's, in cluster mode
+  // transport with every message sealed (cluster/sealed_transport.h): what the peer tier uses.
+  std::unique_ptr<cluster::SealedTransport> sealed;
   std::string dataset;  // absolute, real path of the dataset directory
   std::string mount;    // absolute, real path of the mountpoint
   std::string control;  // where the control files are mounted (ControlMountPath)

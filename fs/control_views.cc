@@ -34,6 +34,8 @@ constexpr const char* kStatsCountsText = R"({
   "served_unverified": "number",
   "peer_protocol_errors": "number",
   "mpi_errors": "number",
+  "peer_refused": {"unsealed": "number", "other_cluster": "number", "other_session": "number",
+                   "forged": "number", "replayed": "number"},
   "kept": {"queued": "number", "written": "number", "skipped": "number",
            "dropped": "number", "failed": "number", "pending": "number"},
   "access": {"open_denied": "number", "control_denied": "number"},

@@ -174,6 +174,12 @@ void Errors(Exposition& e, const json& s) {
   e.Sample({{"kind", "peer"}}, At(s, "/peer_errors"));
   e.Sample({{"kind", "peer_protocol"}}, At(s, "/peer_protocol_errors"));
   e.Sample({{"kind", "mpi"}}, At(s, "/mpi_errors"));
+  e.Family("clairfs_peer_refused_total", Type::kCounter,
+           "Peer messages dropped unread because their seal failed, by reason (unsealed, "
+           "other_cluster, other_session, forged, replayed).");
+  for (const char* why : {"unsealed", "other_cluster", "other_session", "forged", "replayed"}) {
+    e.Sample({{"reason", why}}, At(s, ("/peer_refused/" + std::string(why)).c_str()));
+  }
   e.Family("clairfs_access_denied_total", Type::kCounter,
            "Opens refused beyond the kernel's own check: dataset opens (open) and opens of the "
            "manifest for writing (control).");

@@ -26,6 +26,7 @@ PACKAGES=(
   libfuse3-dev fuse3 libmount-dev libyaml-cpp-dev libxxhash-dev librocksdb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
+  libssl-dev  # libcrypto's HMAC-SHA256: the seal on every message between a cluster's daemons
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
   python3-matplotlib  # the benchmark figures (tools/bench/plot_scenarios.py)
   util-linux-extra  # fincore: what the page cache holds of the SSD tier (tools/bench/lib.sh)

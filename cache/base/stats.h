@@ -51,6 +51,14 @@ struct Stats {
   // version does not match the key and version asked for.
   Counter peer_protocol_errors{0};
   Counter mpi_errors{0};  // MPI calls that returned an error (logged, rate-limited)
+  // Peer messages dropped unread because their seal failed (cluster/sealed_transport.h).
+  struct PeerRefused {
+    Counter unsealed{0};       // no seal: not sent by a daemon of a sealed cluster
+    Counter other_cluster{0};  // sealed under another cluster's key
+    Counter other_session{0};  // sealed for another session: an earlier run's, or another rank's
+    Counter forged{0};         // the MAC does not match: bytes changed, or sealed without the key
+    Counter replayed{0};       // accepted once already: sent again
+  } peer_refused;
   // Kept copies (cache/plan/kept_copies.h, cache/prefetch/keep_writer.h): faster tiers' objects
   // copied into the persistent tier so that a remount finds them.
   struct Kept {

@@ -259,7 +259,8 @@ def row_peer_kill(ctx):
         return
     total = sum(len(b) for b in ctx.files.values())
     cfg = ctx.config(ram=str(total // 3), ssd=str(total // 3), ssd_dir=f"{ctx.work}/ssd{{rank}}")
-    cfg["cluster"] = {"plan_timeout": 30, "peer_timeout": 2, "down_for": 60}
+    cfg["cluster"] = {"plan_timeout": 30, "peer_timeout": 2, "down_for": 60,
+                      "key_file": harness.write_cluster_key(os.path.join(ctx.work, "cluster.key"))}
     cfg_path = harness.write_config(os.path.join(ctx.work, "cluster.yaml"), cfg)
     mounts = [os.path.join(ctx.work, f"mnt{i}") for i in range(2)]
     for m in mounts:

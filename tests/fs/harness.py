@@ -402,6 +402,14 @@ def write_config(path, cfg):
     return path
 
 
+def write_cluster_key(path):
+    """A new cluster secret at path (cluster.key_file): 32 random bytes, mode 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(32))
+    return path
+
+
 # ---------------------------------------------------------------------------- daemon
 
 def read_tail(path, max_lines=120):

@@ -18,7 +18,7 @@ import run_fs_tests  # noqa: E402
 
 # test_netns_cluster: the same daemons in network namespaces, MPI over TCP between them (root,
 # ip, tc and nsenter; it skips itself without them).
-MODULES = ["test_cluster", "test_netns_cluster"]
+MODULES = ["test_cluster", "test_cluster_key", "test_netns_cluster"]
 
 if __name__ == "__main__":
     if shutil.which("mpiexec") is None:

@@ -71,7 +71,8 @@ class Cluster:
             cfg["cache"]["record_chunk_size"] = chunk_size
         cfg["cache"]["tiers"].append(
             {"kind": "ssd", "capacity": ssd, "threads": 2, "dir": f"{root}/ssd{{rank}}"})
-        cfg["cluster"] = {"plan_timeout": plan_timeout, "peer_timeout": 2, "down_for": 60}
+        cfg["cluster"] = {"plan_timeout": plan_timeout, "peer_timeout": 2, "down_for": 60,
+                          "key_file": harness.write_cluster_key(os.path.join(root, "cluster.key"))}
         self.daemon_log = os.path.join(root, "clairfs.log")  # every rank's lines
         cfg["log"]["file"] = self.daemon_log
         self.cfg_path = harness.write_config(os.path.join(root, "cluster.yaml"), cfg)
@@ -217,6 +218,8 @@ class ClusterTest(harness.ClairfsCase):
         self.assertGreater(peer_in, 0)
         self.assertEqual(peer_in, peer_out)  # every byte received was sent by a rank
         self.assertEqual(sum(s["peer_errors"] for s in stats), 0)
+        for s in stats:  # every message sealed, none refused (tests/mpi/test_cluster_key.py)
+            self.assertEqual(set(s["peer_refused"].values()), {0}, s["peer_refused"])
         # The plan reports what comes from peers and the cluster's predicted backing traffic.
         plan = self.plan(c.mounts[0])["cluster"]
         self.assertEqual(plan["registered"], list(range(ranks)))

@@ -110,6 +110,7 @@ TEST(MetricsTest, EveryFamilyIsDeclaredAndNamed) {
                            "clairfs_backing_read_bytes_total",
                            "clairfs_peer_bytes_total",
                            "clairfs_errors_total",
+                           "clairfs_peer_refused_total",
                            "clairfs_stall_seconds_total",
                            "clairfs_tier_used_bytes",
                            "clairfs_tier_capacity_bytes",

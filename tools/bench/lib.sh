@@ -35,6 +35,9 @@ snapshot_binaries() {
   cp "$BENCH_BIN" "$WORK/clairfs-bench"
   CLAIRFS_BIN=$WORK/clairfs BENCH_BIN=$WORK/clairfs-bench
 }
+cluster_key() {  # a new cluster secret at $1 (cluster.key_file): 32 random bytes, mode 0600
+  (umask 077 && head -c 32 /dev/urandom >"$1")
+}
 is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
 
 unmount() {  # every mount stacked at $1: fusermount3 -u, then lazy -uz; each under a timeout
