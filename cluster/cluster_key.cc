@@ -9,59 +9,84 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 namespace clairfs::cluster {
 
-// The template context, initialised with the secret once; each Sign works on a copy of it, so
-// concurrent Signs share nothing mutable.
+// The fetched algorithm, shared (OpenSSL makes fetched objects safe to share between threads),
+// and the secret. Each thread keys a context of its own once (ThreadContext) and starts every
+// MAC from it, so concurrent Signs share nothing mutable, and a MAC costs no algorithm lookup
+// or key schedule: one message's HMAC is about its bytes alone.
 struct ClusterKey::Impl {
   EVP_MAC* mac = nullptr;
-  EVP_MAC_CTX* keyed = nullptr;
+  std::string secret;
+  uint64_t serial = 0;  // tells this key's thread contexts from an earlier key's
   ~Impl() {
-    EVP_MAC_CTX_free(keyed);
+    OPENSSL_cleanse(secret.data(), secret.size());
     EVP_MAC_free(mac);
   }
 };
+
+namespace {
+
+std::atomic<uint64_t> next_serial{1};
+
+// This thread's context keyed with the key of `serial`, or null.
+struct ThreadContext {
+  uint64_t serial = 0;
+  EVP_MAC_CTX* ctx = nullptr;
+  ~ThreadContext() { EVP_MAC_CTX_free(ctx); }
+};
+thread_local ThreadContext thread_context;
+
+}  // namespace
 
 ClusterKey::ClusterKey(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ClusterKey::~ClusterKey() = default;
 
 Result<std::shared_ptr<const ClusterKey>> ClusterKey::Create(std::string secret) {
   auto impl = std::make_unique<Impl>();
+  impl->secret = std::move(secret);
+  impl->serial = next_serial.fetch_add(1);
   impl->mac = EVP_MAC_fetch(nullptr, OSSL_MAC_NAME_HMAC, nullptr);
-  if (impl->mac != nullptr) impl->keyed = EVP_MAC_CTX_new(impl->mac);
-  char digest[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                               OSSL_PARAM_END};
-  if (impl->keyed == nullptr ||
-      EVP_MAC_init(impl->keyed, reinterpret_cast<const unsigned char*>(secret.data()),
-                   secret.size(), params) != 1) {
-    OPENSSL_cleanse(secret.data(), secret.size());
-    return Status::Error(Code::kUnavailable, "libcrypto provides no HMAC-SHA256");
+  if (impl->mac == nullptr) {
+    return Status::Error(Code::kUnavailable, "libcrypto provides no HMAC");
   }
-  OPENSSL_cleanse(secret.data(), secret.size());
   std::shared_ptr<ClusterKey> key(new ClusterKey(std::move(impl)));
   Mac id;
   if (!key->Sign({"clairfs cluster id"}, &id)) {
-    return Status::Error(Code::kUnavailable, "libcrypto failed to compute an HMAC");
+    return Status::Error(Code::kUnavailable, "libcrypto failed to compute an HMAC-SHA256");
   }
   std::memcpy(&key->id_, id.data(), sizeof(key->id_));
   return std::shared_ptr<const ClusterKey>(std::move(key));
 }
 
 bool ClusterKey::Sign(std::initializer_list<std::string_view> parts, Mac* out) const {
-  EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(impl_->keyed);
-  if (ctx == nullptr) return false;
+  ThreadContext& t = thread_context;
   bool ok = true;
+  if (t.serial == impl_->serial && t.ctx != nullptr) {
+    ok = EVP_MAC_init(t.ctx, nullptr, 0, nullptr) == 1;  // again, with the same key
+  } else {
+    EVP_MAC_CTX_free(t.ctx);
+    t.serial = impl_->serial;
+    t.ctx = EVP_MAC_CTX_new(impl_->mac);
+    char digest[] = "SHA256";
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                                 OSSL_PARAM_END};
+    ok = t.ctx != nullptr &&
+         EVP_MAC_init(t.ctx, reinterpret_cast<const unsigned char*>(impl_->secret.data()),
+                      impl_->secret.size(), params) == 1;
+  }
   for (std::string_view p : parts) {
-    ok = ok && EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(p.data()), p.size()) == 1;
+    ok = ok &&
+         EVP_MAC_update(t.ctx, reinterpret_cast<const unsigned char*>(p.data()), p.size()) == 1;
   }
   size_t n = 0;
   Mac mac;
-  ok = ok && EVP_MAC_final(ctx, mac.data(), &n, mac.size()) == 1 && n == mac.size();
-  EVP_MAC_CTX_free(ctx);
+  ok = ok && EVP_MAC_final(t.ctx, mac.data(), &n, mac.size()) == 1 && n == mac.size();
+  if (!ok) t.serial = 0;  // key it afresh next time
   if (ok) *out = mac;
   return ok;
 }

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <thread>
 
 #include "cache/base/stats.h"
 #include "cluster/cluster_key.h"
@@ -133,6 +135,31 @@ TEST_F(SealTest, HonestMessagesArriveWholeInOrderWithoutTheirSeal) {
     EXPECT_EQ(a_->refused(r), 0u) << RefusalName(r);
   }
   EXPECT_FALSE(a_->Receive(0ms)) << "nothing else arrived";
+}
+
+TEST_F(SealTest, ConcurrentSendersOnOneTagAreNeverTakenForReplays) {
+  // The serve threads answer requests at once: their replies share a tag. Counters are taken
+  // and messages queued under one lock, so the order on the wire is the counters' order.
+  constexpr int kThreads = 4, kEach = 300;
+  std::vector<std::thread> senders;
+  for (int t = 0; t < kThreads; ++t) {
+    senders.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        b_->Send(0, t % 2 ? kReply : kHave, Bytes(std::to_string(t) + ":" + std::to_string(i)));
+      }
+    });
+  }
+  std::map<int, int> next;  // per thread, the next message expected
+  for (int n = 0; n < kThreads * kEach; ++n) {
+    auto m = a_->Receive(10s);
+    ASSERT_TRUE(m) << n << " received";
+    const std::string text = Text(m->bytes);
+    const int t = std::stoi(text.substr(0, text.find(':')));
+    EXPECT_EQ(std::stoi(text.substr(text.find(':') + 1)), next[t]++) << "one thread's order";
+  }
+  for (auto& s : senders) s.join();
+  EXPECT_EQ(a_->refused(Refusal::kReplayed), 0u);
+  EXPECT_EQ(a_->refused(Refusal::kForged), 0u);
 }
 
 TEST_F(SealTest, AProtocolMessageWithoutASealIsRefused) {

@@ -144,14 +144,14 @@ netns_setup "$NODES" "$LINK_MBIT" "$WORK/hosts.map"
 mapfile -t MPIEXEC_ARGS < <(netns_mpiexec_args)
 netns_mpi_env
 CFG=$WORK/clairfs.yaml
-cluster_key "$WORK/cluster.key"
+KEY_ENTRY=$(cluster_key_entry "$CLAIRFS_BIN" "$WORK/cluster.key")
 cat >"$CFG" <<EOF
 fuse: {keep_cache: false}
 cache:
   tiers:
     - {kind: ram, capacity: ${RAM}MiB, threads: 2}
   staging: {capacity: ${STAGING}MiB, threads: 4}
-cluster: {plan_timeout: 60, peer_timeout: 2, down_for: 60, key_file: "$WORK/cluster.key"}
+cluster: {plan_timeout: 60, peer_timeout: 2, down_for: 60${KEY_ENTRY}}
 log: {level: info, file: "$WORK/clairfs.log"}
 EOF
 for ((r = 0; r < NODES; r++)); do mkdir -p "$WORK/mnt$r"; MOUNTS+=("$WORK/mnt$r"); done

@@ -35,8 +35,13 @@ snapshot_binaries() {
   cp "$BENCH_BIN" "$WORK/clairfs-bench"
   CLAIRFS_BIN=$WORK/clairfs BENCH_BIN=$WORK/clairfs-bench
 }
-cluster_key() {  # a new cluster secret at $1 (cluster.key_file): 32 random bytes, mode 0600
-  (umask 077 && head -c 32 /dev/urandom >"$1")
+# cluster_key_entry BIN FILE: for a daemon BIN that seals its cluster's messages (a build that
+# knows cluster.key_file), a new secret at FILE (32 random bytes, mode 0600) and, on stdout, the
+# YAML flow entry naming it (`, key_file: "FILE"`); for an older build, nothing.
+cluster_key_entry() {
+  grep -qa 'cluster.key_file' "$1" || return 0
+  (umask 077 && head -c 32 /dev/urandom >"$2")
+  printf ', key_file: "%s"' "$2"
 }
 is_mounted() { awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
 

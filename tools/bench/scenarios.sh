@@ -198,8 +198,7 @@ EOF
     sed -i "s|{rank}|0|" "$cfg"
     (pfs_exec "$CLAIRFS_BIN" -f -c "$cfg" "$data" "$WORK/mnt-0" >"$WORK/$tag.log" 2>&1) &
   else
-    [[ -e $WORK/cluster.key ]] || cluster_key "$WORK/cluster.key"
-    printf 'cluster: {key_file: "%s"}\n' "$WORK/cluster.key" >>"$cfg"
+    printf 'cluster: {enabled: true%s}\n' "$(cluster_key_entry "$CLAIRFS_BIN" "$WORK/$tag.key")" >>"$cfg"
     (pfs_exec mpiexec -disable-auto-cleanup -n "$n" "$CLAIRFS_BIN" --cluster -f -c "$cfg" "$data" "$mnt" >"$WORK/$tag.log" 2>&1) &
   fi
   pid=$!
