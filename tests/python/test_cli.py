@@ -153,6 +153,12 @@ class RenderCountsViewTest(harness.ClairfsCase):
         self.assertIn("backing: 0 reads\n", out)
         self.assertIn("WARNING (not_in_plan): most reads", out)
         self.assertIn("errors: manifest_rejected 1", out)
+        self.assertNotIn("refused", out)
+        # A cluster's refused messages (docs/permissions.md), the reasons that occurred.
+        stats["peer_refused"] = {"unsealed": 2, "other_cluster": 0, "other_session": 0,
+                                 "forged": 1, "replayed": 0}
+        self.assertIn("peer messages refused: forged 1, unsealed 2\n",
+                      cli.render_status("/mnt", stats, plan))
         # Nothing at all (an empty object each) renders too.
         self.assertIn("plan: none registered", cli.render_status("/mnt", {}, {}))
         self.assertNotIn(cli.HIDDEN_NOTE, cli.render_status("/mnt", {}, {}))

@@ -119,6 +119,10 @@ def render_status(mount: str, stats: dict[str, Any], plan: dict[str, Any]) -> st
     cluster = plan.get("cluster")
     if cluster:
         lines.append(_cluster_line(cluster))
+    refused = {k: v for k, v in stats.get("peer_refused", {}).items() if v}
+    if refused:  # messages an outsider, another cluster or a replay sent (docs/permissions.md)
+        lines.append("peer messages refused: "
+                     + ", ".join(f"{k} {v}" for k, v in sorted(refused.items())))
     for w in stats.get("warnings", []):
         lines.append(f"WARNING ({w.get('kind')}): {w.get('message', '')}")
     errs = {k: v for k, v in stats.get("errors", {}).items() if v}
