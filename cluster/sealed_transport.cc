@@ -194,23 +194,9 @@ std::optional<Message> SealedTransport::Receive(std::chrono::milliseconds wait) 
 void SealedTransport::Refuse(Refusal why, int source, int tag) {
   refused_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
   if (Stats::PeerRefused* s = stats_.load()) {
-    switch (why) {
-      case Refusal::kUnsealed:
-        s->unsealed.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case Refusal::kOtherCluster:
-        s->other_cluster.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case Refusal::kOtherSession:
-        s->other_session.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case Refusal::kForged:
-        s->forged.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case Refusal::kReplayed:
-        s->replayed.fetch_add(1, std::memory_order_relaxed);
-        break;
-    }
+    Stats::Counter* const by_reason[] = {&s->unsealed, &s->other_cluster, &s->other_session,
+                                         &s->forged, &s->replayed};  // Refusal's order
+    by_reason[static_cast<size_t>(why)]->fetch_add(1, std::memory_order_relaxed);
   }
   uint64_t suppressed = 0;
   if (log_.Allow(&suppressed)) {

@@ -41,6 +41,7 @@ namespace clairfs::cluster {
 inline constexpr size_t kSealBytes = 4 + 8 + 8 + 8 + kMacBytes;
 inline constexpr size_t kHelloBytes = 8 + kNonceBytes;  // the key's id, then the nonce
 
+// In the order of Stats::PeerRefused's counters.
 enum class Refusal { kUnsealed, kOtherCluster, kOtherSession, kForged, kReplayed };
 const char* RefusalName(Refusal r);
 

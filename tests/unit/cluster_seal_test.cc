@@ -18,6 +18,7 @@
 #include "cluster/protocol.h"
 #include "cluster/sealed_transport.h"
 #include "tests/unit/cluster_node_util.h"
+#include "tests/unit/cluster_test_util.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 
@@ -40,11 +41,9 @@ std::string Nonce() {
 
 // A transport that records what passes through it to the network (a wire tap), and can put a
 // recorded message back on the wire as if its rank sent it again.
-class Tap : public Transport {
+class Tap : public clairfs::testing::ForwardingTransport {
  public:
-  explicit Tap(Transport& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+  explicit Tap(Transport& inner) : ForwardingTransport(inner), inner_(inner) {}
   void Send(int dst, int tag, std::vector<char> bytes) override {
     {
       std::lock_guard lock(mu_);
@@ -52,10 +51,6 @@ class Tap : public Transport {
     }
     inner_.Send(dst, tag, std::move(bytes));
   }
-  std::optional<Message> Receive(std::chrono::milliseconds wait) override {
-    return inner_.Receive(wait);
-  }
-  void Shutdown() override { inner_.Shutdown(); }
   // The i-th message sent (source: its destination).
   Message seen(size_t i) {
     std::lock_guard lock(mu_);
