@@ -232,13 +232,13 @@ void StatAhead::Batch() {
     vouched.push_back(w);
     return false;
   });
-  if (!paths.empty()) {
+  const bool statted = !paths.empty();
+  if (statted) {
     std::vector<struct stat> st;
     std::vector<Status> status;
     backing_.LstatMany(&paths, &st, &status);
     {
       std::lock_guard lock(mu_);
-      counters_.batches.fetch_add(1, std::memory_order_relaxed);  // counted once it landed
       if (forgets_ == forgets && !stop_) {  // else a change was reported meanwhile: dropped
         for (size_t i = 0; i < paths.size() && i < st.size() && i < status.size(); ++i) {
           if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
@@ -281,6 +281,9 @@ void StatAhead::Batch() {
     armed_.store(posts_.size(), std::memory_order_relaxed);
   }
   counters_.signposts.fetch_add(armed.size(), std::memory_order_relaxed);
+  // Counted once all of it is done (records in, posts armed), so that whoever sees the count
+  // move sees what the batch did.
+  if (statted) counters_.batches.fetch_add(1, std::memory_order_relaxed);
   done_cv_.notify_all();
   // The next batch: once the readers consumed half of what the records now cover, or this
   // batch is half max_age old; so sooner while few are covered (directories not watched yet:
