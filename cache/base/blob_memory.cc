@@ -6,6 +6,25 @@
 #include <iterator>
 
 namespace clairfs {
+namespace {
+
+// ThreadSanitizer intercepts mmap and munmap but not mremap: pages mremap moves keep no history
+// at their new address, which keeps that of whatever was mapped there before, so a recycled
+// mapping would be reported racing with another mapping's last reader. Under it a mapping too
+// small is replaced (unmapped, then a new one mapped) instead of grown in place.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kGrowInPlace = false;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kGrowInPlace = false;
+#else
+constexpr bool kGrowInPlace = true;
+#endif
+#else
+constexpr bool kGrowInPlace = true;
+#endif
+
+}  // namespace
 
 BlobMemory& BlobMemory::Instance() {
   static BlobMemory* instance = new BlobMemory;  // never destroyed: see the header
@@ -39,6 +58,11 @@ void* BlobMemory::Get(size_t n) {
   if (have > want) {
     munmap(static_cast<char*>(p) + want, have - want);  // the tail goes back to the system
     return p;
+  }
+  if (have < want && !kGrowInPlace) {
+    munmap(p, have);
+    p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
   }
   if (have < want) {
     void* grown = mremap(p, have, want, MREMAP_MAYMOVE);
