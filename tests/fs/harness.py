@@ -613,10 +613,18 @@ def mpi_rank_daemon_pid(rank, netns=None):
     return None
 
 
+# The shortest deadline of a wait. A deadline only ends a wait for a condition that never
+# comes; on a loaded machine under a sanitizer a daemon's log line took longer than 5 s (CI,
+# two busy loops, TSan). Tests that promise a bound measure the time themselves and assert it.
+MIN_DEADLINE = 60.0
+
+
 def wait_for(predicate, timeout, what, interval=0.05):
     """Polls predicate() every `interval` seconds until it returns a true value, and returns
-    that value; AssertionError ("timed out after Ns waiting for WHAT") once `timeout` seconds
-    have passed with it false. The one wait of the test suites (fs, python, fault)."""
+    that value; AssertionError ("timed out after Ns waiting for WHAT") once max(`timeout`,
+    MIN_DEADLINE) seconds have passed with it false. The one wait of the test suites (fs,
+    python, fault)."""
+    timeout = max(timeout, MIN_DEADLINE)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
