@@ -129,6 +129,20 @@ class CtlTest(harness.ClairfsCase):
         rc, _, err = ctl("wait", self.mnt, "--ready", "1.5")
         self.assertEqual(rc, 2, err)
 
+    def test_wait_mounted(self):
+        """--mounted: at once for a clairfs mount; a plain directory (the dataset itself, and
+        the mount's own path once unmounted) waits out the deadline and says why."""
+        rc, out, err = ctl("wait", self.mnt, "--mounted", "--timeout", "30")
+        self.assertEqual((rc, out), (0, f"mounted: {self.mnt}\n"), err)
+        rc, _, err = ctl("wait", self.data, "--mounted", "--timeout", "0.3")
+        self.assertEqual(rc, 1)
+        self.assertIn(f"{self.data}: not a clairfs mount", err)
+        # A path with a space, as /proc/self/mounts escapes it.
+        spaced = os.path.join(self.tmpdir("ctl space"), "m n")
+        os.mkdir(spaced)
+        self.mount(self.data, spaced, workdir=os.path.dirname(spaced))
+        self.assertEqual(ctl("wait", spaced, "--mounted", "--timeout", "30")[0], 0)
+
 
 class RenderCountsViewTest(harness.ClairfsCase):
     """status from the counts view (what a user outside control.group reads): no crash on the

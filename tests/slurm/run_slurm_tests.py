@@ -39,6 +39,7 @@ CLAIRFS = os.environ.get("CLAIRFS_BIN", "")
 HELPER = os.environ.get("CLAIRFS_SLURM_HELPER", "")
 PLUGIN = os.environ.get("CLAIRFS_SPANK_PLUGIN", "")
 VERIFY = os.path.join(HERE, "verify_dataset.py")
+PKG = os.path.realpath(os.path.join(HERE, "..", "..", "tools", "python"))  # clairfs-ctl's package
 
 
 def skip_reason():
@@ -425,6 +426,65 @@ exit $status
         # the daemon and its fusermount3 watcher (the control mount's auto_unmount) are there
         self.assertEqual(sorted(fields.get("procs", "").split()), sorted(daemons), r.stdout)
         self.assertFalse(daemons_of(fields["mount"]), "the daemon outlived its release")
+
+    def test_8_cluster_cache_from_a_batch_script(self):
+        """Without the plugin: the batch script of docs/slurm.md ("A cluster cache from a
+        batch script") starts one daemon per task as a background step (srun --mpi=pmi2, a key
+        the job makes), waits until every mount answers, registers each rank's order, reads
+        every byte through each mount and unmounts. The ranks form one cluster: the store is
+        read once between them and the rest comes from the peer. This machine is one node, so
+        its two ranks mount at {rank}; on K nodes, one task per node and one path."""
+        # The job's user mounts through fusermount3, which needs /dev/fuse open to it (mode
+        # 0666, Debian's udev rule); where it is root's alone (a machine without udev), the job
+        # runs as root, the same script.
+        user = NOBODY if os.stat("/dev/fuse").st_mode & 0o006 == 0o006 else (0, 0)
+        print(f"\n    the batch script runs as uid {user[0]}", file=sys.stderr)
+        work = os.path.join(self.tmp, "batch-cluster")
+        os.mkdir(work)
+        os.chown(work, *user)
+        total = sum(os.path.getsize(os.path.join(self.dataset, p)) for p in self.digests)
+        cfg = os.path.join(work, "clairfs.yaml")
+        with open(cfg, "w") as f:  # each rank holds 0.7 of the dataset: together all of it
+            f.write(f"cache:\n  tiers:\n    - {{kind: ram, capacity: {int(total * 0.7)}}}\n"
+                    f"  staging: {{capacity: 8MiB}}\n")
+        script = f"""set -eu
+export PYTHONPATH={PKG}
+key={work}/job-$SLURM_JOB_ID.key
+(umask 077 && head -c 32 /dev/urandom > "$key")
+mnt={work}/mnt-$SLURM_JOB_ID
+mkdir -p "$mnt-0" "$mnt-1"
+srun --overlap --ntasks=2 --mpi=pmi2 {CLAIRFS} --cluster -f -c {cfg} -o cluster.key_file="$key" \\
+  {self.dataset} "$mnt-{{rank}}" &
+daemons=$!
+srun --overlap --ntasks=2 bash -c 'python3 -m clairfs wait --mounted "$0-$SLURM_PROCID" --timeout 60' "$mnt"
+srun --overlap --ntasks=2 bash -c 'm=$0-$SLURM_PROCID
+  python3 -m clairfs register "$m" "$1" && python3 -m clairfs wait "$m" --timeout 60 &&
+  python3 "$2" "$m" "$3" && cat "$m/.clairfs/stats" > "$m.stats"' "$mnt" {self.manifest} {VERIFY} {self.expected}
+srun --overlap --ntasks=2 bash -c 'fusermount3 -u "$0-$SLURM_PROCID"' "$mnt"
+wait "$daemons"
+echo "cluster done"
+"""
+        job = self.cluster.sbatch([f"--output={self.out}/job-%j.out", "--ntasks=2", "--cpus-per-task=1"],
+                                  "#!/bin/bash\n" + script, user=user)
+        state, code = self.finished(job, timeout=180)
+        out = self.output(job)
+        self.assertEqual((state, code), ("COMPLETED", "0:0"), out)
+        self.assertEqual(out.count(f"verified {len(self.digests)} files"), 2, out)
+        self.assertIn("mounted: ", out)
+        self.assertIn("cluster done", out)
+        self.assertFalse([m for m in clairfs_mounts() if m.startswith(work)], "a mount stays behind")
+        self.assertFalse(daemons_of(os.path.join(work, f"mnt-{job}-0")) + daemons_of(os.path.join(work, f"mnt-{job}-1")))
+        stats = []
+        for r in range(2):
+            with open(os.path.join(work, f"mnt-{job}-{r}.stats")) as f:
+                stats.append(json.load(f))
+        backing = sum(s["backing_bytes"] for s in stats)
+        print(f"\n    2 ranks under srun --mpi=pmi2: backing bytes / dataset = {backing / total:.3f}, "
+              f"peer bytes in = {sum(s['peer_bytes_in'] for s in stats)}", file=sys.stderr)
+        self.assertLessEqual(backing, 1.02 * total)
+        self.assertGreater(sum(s["peer_bytes_in"] for s in stats), 0)
+        for s in stats:
+            self.assertEqual(set(s["peer_refused"].values()), {0}, s["peer_refused"])
 
 
 def main():

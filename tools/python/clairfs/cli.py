@@ -5,6 +5,8 @@
     clairfs-ctl status MNT [--watch [S]] plan progress, per-tier hit rates, readiness of the next
                                          window, stall, backing traffic
     clairfs-ctl wait MNT [--ready F]     until the tiers and the window are F filled (0.95)
+    clairfs-ctl wait MNT --mounted       until MNT is a clairfs mount that answers (in a
+                                         cluster: its peer tier on); for batch scripts
     clairfs-ctl plan MNT | errors MNT    the control files as they are
     clairfs-ctl plan --predict MNT --compute-rate R (--backing-bw B | --probe N --backing DIR)
                                          per epoch: predicted time, stall, bytes per source;
@@ -203,6 +205,49 @@ def _wait(mount: str, want: float, timeout: float, interval: float, out: TextIO)
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
 
 
+def _clairfs_mount(mount: str) -> bool:
+    """True if mount is the mount point of a clairfs mount (/proc/self/mounts; octal escapes
+    as the kernel writes spaces, tabs, newlines and backslashes in paths)."""
+    want = os.path.realpath(mount)
+    try:
+        with open("/proc/self/mounts", "rb") as f:
+            lines = f.read().decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) < 3 or fields[2] != "fuse.clairfs":
+            continue
+        point = fields[1]
+        for code in ("\\040", "\\011", "\\012", "\\134"):  # the backslash last
+            point = point.replace(code, chr(int(code[-3:], 8)))
+        if point == want:
+            return True
+    return False
+
+
+def _wait_mounted(mount: str, timeout: float, interval: float, out: TextIO) -> int:
+    """Until mount is a clairfs mount whose control files answer (a cluster's daemon mounts
+    once the ranks joined); exit 1 at the deadline saying what was missing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        mounted = _clairfs_mount(mount)
+        if mounted:
+            try:
+                cluster = control.plan(mount).get("cluster")
+            except (OSError, ValueError):
+                cluster = None  # mounted, control files not answering yet
+            else:
+                rank = f" (rank {cluster.get('rank')} of {cluster.get('ranks')})" if cluster else ""
+                out.write(f"mounted: {mount}{rank}\n")
+                return 0
+        if time.monotonic() >= deadline:
+            why = "its control files do not answer" if mounted else "not a clairfs mount"
+            print(f"clairfs-ctl: timed out after {timeout:g} s: {mount}: {why}", file=sys.stderr)
+            return 1
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="clairfs-ctl", description=__doc__.split("\n\n")[0])
     p.add_argument("--version", action="version", version=f"clairfs-ctl {__version__}")
@@ -224,6 +269,9 @@ def _parser() -> argparse.ArgumentParser:
                         "packs its last bytes)")
     w.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                    help="give up after this long, exit 1 (default 3600)")
+    w.add_argument("--mounted", action="store_true",
+                   help="wait only until MNT is a clairfs mount that answers (its daemon, in "
+                        "a cluster every rank's, started)")
     pl = sub.add_parser("plan", help="the active plan (JSON), or with --predict its epochs' "
                         "predicted times, stalls and bytes per source")
     pl.add_argument("mount")
@@ -259,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not 0 < args.ready <= 1 or args.timeout < 0:
                 print("clairfs-ctl: --ready must be in (0, 1] and --timeout >= 0", file=err)
                 return 2
+            if args.mounted:
+                return _wait_mounted(args.mount, args.timeout, 0.1, out)
             return _wait(args.mount, args.ready, args.timeout, 0.5, out)
         # status
         shown = 0
