@@ -5,6 +5,8 @@
 
 #include <iterator>
 
+#include "cache/base/sanitizers.h"
+
 namespace clairfs {
 namespace {
 
@@ -12,17 +14,7 @@ namespace {
 // at their new address, which keeps that of whatever was mapped there before, so a recycled
 // mapping would be reported racing with another mapping's last reader. Under it a mapping too
 // small is replaced (unmapped, then a new one mapped) instead of grown in place.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kGrowInPlace = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kGrowInPlace = false;
-#else
-constexpr bool kGrowInPlace = true;
-#endif
-#else
-constexpr bool kGrowInPlace = true;
-#endif
+constexpr bool kGrowInPlace = !kThreadSanitizer;
 
 }  // namespace
 

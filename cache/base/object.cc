@@ -5,6 +5,7 @@
 #include <new>
 
 #include "cache/base/blob_memory.h"
+#include "cache/base/sanitizers.h"
 
 namespace clairfs {
 
@@ -19,17 +20,7 @@ void BlobRelease::operator()(char* p) const {
 namespace {
 // Under AddressSanitizer every object comes from new[], whose redzones catch a read past an
 // object's end; mappings would hide it up to the page's end.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kMapObjects = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kMapObjects = false;
-#else
-constexpr bool kMapObjects = true;
-#endif
-#else
-constexpr bool kMapObjects = true;
-#endif
+constexpr bool kMapObjects = !kAddressSanitizer;
 }  // namespace
 
 std::shared_ptr<Blob> Blob::Allocate(size_t n, FileVersion version) {
