@@ -61,14 +61,25 @@ std::string ParseSettings(const std::vector<std::string>& args, Settings* out) {
     if (eq == std::string::npos) return "argument '" + arg + "' is not key=value";
     const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
     if (key == "mount_root" || key == "state_dir" || key == "clairfs" || key == "config" ||
-        key == "helper") {
+        key == "helper" || key == "cluster_secret" || key == "cluster_config" || key == "srun") {
       if (!AbsolutePath(value)) return "'" + key + "' needs an absolute path, got '" + value + "'";
-      std::string& field = key == "mount_root"  ? out->mount_root
-                           : key == "state_dir" ? out->state_dir
-                           : key == "clairfs"   ? out->clairfs
-                           : key == "config"    ? out->config
-                                                : out->helper;
+      std::string& field = key == "mount_root"       ? out->mount_root
+                           : key == "state_dir"      ? out->state_dir
+                           : key == "clairfs"        ? out->clairfs
+                           : key == "config"         ? out->config
+                           : key == "cluster_secret" ? out->cluster_secret
+                           : key == "cluster_config" ? out->cluster_config
+                           : key == "srun"           ? out->srun
+                                                     : out->helper;
       field = value;
+    } else if (key == "multinode") {
+      if (!ParseMultiNode(value, &out->multinode))
+        return "'multinode' needs 'cluster' or 'node', got '" + value + "'";
+    } else if (key == "cluster_env") {
+      const size_t inner = value.find('=');
+      if (inner == 0 || inner == std::string::npos)
+        return "'cluster_env' needs NAME=value, got '" + value + "'";
+      out->cluster_env.push_back(value);
     } else if (key == "option" || key == "options") {
       if (value.empty()) return "'" + key + "' is empty";
       out->options.push_back(value);
@@ -129,6 +140,17 @@ std::string ResolveDataset(const Settings& s, const std::string& arg, Dataset* o
   out->name = NameOf(source);
   out->mountpoint = MountpointOf(s, out->name);
   return "";
+}
+
+bool ParseMultiNode(const std::string& value, MultiNode* out) {
+  if (value == "cluster") {
+    *out = MultiNode::kCluster;
+  } else if (value == "node") {
+    *out = MultiNode::kNode;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 std::string MountpointOf(const Settings& s, const std::string& name) {

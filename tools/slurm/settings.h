@@ -8,6 +8,10 @@
 
 namespace clairfs::slurm {
 
+// What a job on several nodes gets: one clairfs per node caching alone (kNode), or one cluster
+// cache formed by the job's nodes (kCluster, docs/slurm.md "One cache for a multi-node job").
+enum class MultiNode { kNode, kCluster };
+
 struct Settings {
   std::string mount_root = "/run/clairfs-slurm/mnt";  // datasets are mounted at <mount_root>/<name>
   std::string state_dir = "/run/clairfs-slurm/state";  // locks and the jobs using each mount
@@ -18,7 +22,18 @@ struct Settings {
   std::string cgroup = "/";  // where the daemon goes, under every cgroup hierarchy; "none": stays
   std::string helper;        // clairfs-slurm (the plugin's; default: set by the build)
   std::chrono::seconds timeout{120};  // the whole acquire (lock, mount, registration)
+  // Multi-node jobs (tools/slurm/job_cluster.h). multinode= is the default a job may override
+  // with --clairfs-cache; a cluster needs cluster_secret, a root-only file with the same bytes
+  // on every node (each job's key is derived from it).
+  MultiNode multinode = MultiNode::kNode;
+  std::string cluster_secret;            // absolute path; empty: no job may form a cluster
+  std::string cluster_config;            // -c FILE for a job cluster's daemons; empty: none
+  std::string srun = "/usr/bin/srun";    // starts the daemons' step
+  std::vector<std::string> cluster_env;  // NAME=value for the daemons' step (cluster_env=)
 };
+
+// Parses "cluster" or "node"; false for anything else.
+bool ParseMultiNode(const std::string& value, MultiNode* out);
 
 // Parses `key=value` arguments (plugstack.conf's, in order). `allow=` takes a colon-separated
 // list and may repeat; `option=` (alias `options=`) may repeat. Returns an error message naming
