@@ -68,20 +68,38 @@ class SlurmCluster:
                 f"--key-file={key}", f"--pid-file={os.path.join(d, 'munged.pid')}",
                 f"--seed-file={os.path.join(d, 'etc', 'munged.seed')}"]
 
+    # The parts of slurm.conf a subclass changes (multinode_slurm.MultiNodeSlurm: K nodes).
+    def _conf_controller(self):
+        """SlurmctldHost's value."""
+        return "localhost"
+
+    def _conf_slurmd_paths(self):
+        """slurmd's spool directory, pid and log files (Slurm expands %n to the node's name)."""
+        r = self.root
+        return {"SlurmdSpoolDir": f"{r}/spool", "SlurmdPidFile": f"{r}/slurmd.pid",
+                "SlurmdLogFile": f"{r}/slurmd.log"}
+
+    def _conf_nodes(self, cpus, memory_mib):
+        """The NodeName and PartitionName lines."""
+        return (f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mib} State=UNKNOWN\n"
+                "PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n")
+
     def _write_conf(self):
         cpus = os.cpu_count() or 1
         with open("/proc/meminfo") as f:
             total_kib = int(f.readline().split()[1])
         memory_mib = max(256, total_kib // 1024 // 2)
         r = self.root
-        for d in ("ctld", "spool"):
-            os.makedirs(os.path.join(r, d), mode=0o755)
+        os.makedirs(os.path.join(r, "ctld"), mode=0o755)
+        paths = self._conf_slurmd_paths()
+        if "%" not in paths["SlurmdSpoolDir"]:  # with %n, each slurmd makes its own
+            os.makedirs(paths["SlurmdSpoolDir"], mode=0o755)
         plugstack = os.path.join(r, "plugstack.conf")
         with open(plugstack, "w") as f:
             f.write("\n".join(self.plugstack_lines) + "\n")
         conf = f"""
 ClusterName=clairfstest
-SlurmctldHost=localhost
+SlurmctldHost={self._conf_controller()}
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
 SlurmUser=root
@@ -90,11 +108,11 @@ AuthType=auth/munge
 AuthInfo=socket={self.munge_socket}
 CredType=cred/munge
 StateSaveLocation={r}/ctld
-SlurmdSpoolDir={r}/spool
+SlurmdSpoolDir={paths["SlurmdSpoolDir"]}
 SlurmctldPidFile={r}/slurmctld.pid
-SlurmdPidFile={r}/slurmd.pid
+SlurmdPidFile={paths["SlurmdPidFile"]}
 SlurmctldLogFile={r}/slurmctld.log
-SlurmdLogFile={r}/slurmd.log
+SlurmdLogFile={paths["SlurmdLogFile"]}
 SlurmdDebug=debug
 PlugStackConfig={plugstack}
 ProctrackType=proctrack/linuxproc
@@ -110,9 +128,7 @@ ReturnToService=2
 MinJobAge=600
 KillWait=5
 InactiveLimit=0
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mib} State=UNKNOWN
-PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-"""
+""" + self._conf_nodes(cpus, memory_mib)
         with open(self.env["SLURM_CONF"], "w") as f:
             f.write(conf.lstrip())
 
@@ -157,21 +173,24 @@ PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
     def run(self, argv, timeout=20, **kw):
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, **kw)
 
-    def node_state(self):
+    def node_state(self, node="localhost"):
         """sinfo's state of the node (idle, mixed, allocated, drained, ...), "" when unknown."""
         try:
-            r = self.run(["sinfo", "-h", "-N", "-n", "localhost", "-o", "%T"], timeout=10)
+            r = self.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], timeout=10)
         except subprocess.TimeoutExpired:
             return ""
         return r.stdout.strip() if r.returncode == 0 else ""
 
-    def sbatch(self, args, script, user=None, cwd=None):
+    def sbatch(self, args, script, user=None, cwd=None, env=None):
         """Submits script (text) with sbatch args from cwd; returns the job id. user: (uid,
-        gid) to submit as (the job then runs as that user)."""
+        gid) to submit as (the job then runs as that user). env: variables added to sbatch's
+        environment, which the job inherits."""
         pre = []
         if user is not None:
             pre = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups"]
-        env = dict(self.env, PWD=cwd) if cwd else self.env
+        env = dict(self.env, **(env or {}))
+        if cwd:
+            env["PWD"] = cwd
         r = subprocess.run(pre + ["sbatch", "--parsable"] + list(args), input=script, env=env, cwd=cwd,
                            capture_output=True, text=True, timeout=20)
         if r.returncode != 0:
@@ -198,44 +217,59 @@ PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 
     # --- teardown -----------------------------------------------------------------------
     def leftovers(self):
-        """Pids of processes of this cluster other than its daemons: slurmstepd and the jobs'
-        processes, which carry this cluster's SLURM_CONF in their environment."""
+        """Pids of processes of this cluster other than its running daemons and their own
+        children (slurmctld's slurmscriptd): slurmstepd (forked twice, so no child of slurmd)
+        and the jobs' processes, which carry this cluster's SLURM_CONF in their environment."""
         mark = b"SLURM_CONF=" + self.env["SLURM_CONF"].encode() + b"\0"
+        daemons = {p.pid for p in self.procs.values() if p.poll() is None}
         pids = []
         for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
+            if not entry.isdigit() or int(entry) == os.getpid() or int(entry) in daemons:
                 continue
             try:
                 with open(f"/proc/{entry}/environ", "rb") as f:
-                    if mark in f.read():
-                        pids.append(int(entry))
-            except OSError:
+                    if mark not in f.read():
+                        continue
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) in daemons:
+                        continue
+                pids.append(int(entry))
+            except (OSError, ValueError, IndexError):
                 continue
         return pids
+
+    def _stop_daemons(self, names, timeout=10):
+        """SIGTERM to the process groups of the named daemons at once, SIGKILL to those still
+        there after timeout s; waits for each (another timeout s after the SIGKILL)."""
+        procs = [self.procs[n] for n in names if self.procs.get(n) is not None and self.procs[n].poll() is None]
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(timeout=timeout)
+
+    def _kill_leftovers(self, timeout=10):
+        for pid in self.leftovers():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_for("this cluster's processes to exit", lambda: not self.leftovers(), timeout)
 
     def stop(self):
         """SIGTERM to every daemon (slurmd first), SIGKILL after 10 s; waits for each. Then
         SIGKILL to any slurmstepd or job process of this cluster still there (jobs are
         normally over by then: the caller cancels them first)."""
         for name in ("slurmd", "slurmctld", "munged"):
-            p = self.procs.get(name)
-            if p is None or p.poll() is not None:
-                continue
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait(timeout=10)
-        for pid in self.leftovers():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        wait_for("this cluster's processes to exit", lambda: not self.leftovers(), 10)
+            self._stop_daemons([name])
+        self._kill_leftovers()
