@@ -25,17 +25,18 @@ std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint6
     const uint64_t h = KeyHash(o.key);
     const int c = ring.Coordinator(h);
     if (c < 0 || c >= ranks) continue;
-    parts[c].entries.push_back({h, o.bytes, o.freq, QuantizeFirst32(o.first, span)});
+    parts[c].entries.push_back({h, o.bytes, o.freq, QuantizeFirst32(o.first, span), o.held});
   }
   // The budgets: capacity over the coordinators by the bytes read at each, weighted by how
   // often (holders.h).
-  std::vector<uint64_t> demand(ranks, 0);
+  std::vector<uint64_t> demand(ranks, 0), held(ranks, 0);
   std::vector<long double> weight(ranks, 0);
   uint64_t bytes = 0;
   long double total = 0;
   for (int c = 0; c < ranks; ++c) {
     for (const PartEntry& e : parts[c].entries) {
       demand[c] += e.bytes;
+      if (e.held) held[c] += e.bytes;
       weight[c] += static_cast<long double>(e.bytes) * e.freq;
     }
     bytes += demand[c];
@@ -47,7 +48,9 @@ std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint6
       continue;
     }
     const long double share = static_cast<long double>(capacity) * weight[c] / total;
-    parts[c].budget = std::min<uint64_t>(demand[c], static_cast<uint64_t>(share * kBudgetSlack));
+    // Never less than what the node holds there already: keeping it costs no read.
+    parts[c].budget = std::max<uint64_t>(
+        held[c], std::min<uint64_t>(demand[c], static_cast<uint64_t>(share * kBudgetSlack)));
   }
   return parts;
 }
@@ -76,6 +79,7 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, in
     uint64_t key_hash, bytes = 0, total_freq = 0;
     uint32_t first = 0xFFFFFFFFu;
     uint32_t begin = 0, end = 0;  // its reads
+    bool held = false;            // a reader holds it already
   };
   std::vector<Object> objects;
   for (uint32_t i = 0; i < reads.size();) {
@@ -86,11 +90,15 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, in
       o.bytes = std::max(o.bytes, e.bytes);
       o.total_freq += e.freq;
       o.first = std::min(o.first, e.first);
+      o.held = o.held || e.held;
     }
     o.end = i;
     objects.push_back(o);
   }
+  // Objects a reader holds already go first, so that their holders' budgets keep them before
+  // any other object takes the room (a restarted cluster reads again only what no node held).
   std::sort(objects.begin(), objects.end(), [](const Object& a, const Object& b) {
+    if (a.held != b.held) return a.held;
     if (a.total_freq != b.total_freq) return a.total_freq > b.total_freq;
     if (a.first != b.first) return a.first < b.first;
     return a.key_hash < b.key_hash;
@@ -103,8 +111,12 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, in
     out.totals.bytes += o.bytes;
     candidates.clear();
     for (uint32_t i = o.begin; i < o.end; ++i) candidates.push_back(i);
-    auto freq = [&](uint32_t i) { return parts[reads[i].part].part->entries[reads[i].entry].freq; };
+    auto entry = [&](uint32_t i) -> const PartEntry& {
+      return parts[reads[i].part].part->entries[reads[i].entry];
+    };
+    auto freq = [&](uint32_t i) { return entry(i).freq; };
     std::sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
+      if (entry(a).held != entry(b).held) return entry(a).held;
       if (freq(a) != freq(b)) return freq(a) > freq(b);
       const uint64_t la = budget[reads[a].part], lb = budget[reads[b].part];
       if (la != lb) return la > lb;

@@ -4,18 +4,21 @@
 // Reader side: MakeParts splits this node's plan by coordinator; ApplyHolders places the plan
 // once the coordinators answered. Coordinator side: DecideHolders.
 //
-// The rule, per object, in order of cluster-wide frequency (ties: earliest first read, then
-// key hash): the holder is the reader that reads it most (so an object only one node reads
-// stays on that node, as in a sharded dataset); among readers reading it equally often, the
-// one with the most budget left at this coordinator (so objects all nodes read alike spread
-// evenly over them, by capacity), then the ranks in turn from the coordinator's. A reader
-// whose budget at this coordinator is spent is skipped for the next one; an object no reader
-// has budget for has no holder and is read from the backing store by each of its readers.
+// The rule, per object, the objects some reader holds already first (a restarted cluster's
+// disks), then in order of cluster-wide frequency (ties: earliest first read, then key hash):
+// the holder is a reader that holds it already (so a restart reads again only what no node
+// kept), else the reader that reads it most (so an object only one node reads stays on that
+// node, as in a sharded dataset); among readers reading it equally often, the one with the
+// most budget left at this coordinator (so objects all nodes read alike spread evenly over
+// them, by capacity), then the ranks in turn from the coordinator's. A reader whose budget at
+// this coordinator is spent is skipped for the next one; an object no reader has budget for
+// has no holder and is read from the backing store by each of its readers.
 //
 // A node's budget at a coordinator is set by the node itself, in its part (MakeParts): its
 // capacity split over the coordinators by the bytes it reads at each weighted by how often it
 // reads them (bytes x freq), times kBudgetSlack, and never more than those bytes; all of them
-// when it can hold everything it reads. The budgets so add up to the node's capacity with some
+// when it can hold everything it reads; never less than the bytes it holds there already
+// (which a restarted node keeps). The budgets so add up to the node's capacity with some
 // slack for the spread, and follow where its frequent reads are: a node of the locality-aware
 // sampler reads its own objects in nearly every epoch and a few others once, in uneven counts
 // per coordinator, and gets room at each for the objects it will be given there. A reader takes an

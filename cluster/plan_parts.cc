@@ -76,7 +76,7 @@ std::vector<char> EncodePart(const Part& p) {
   for (const PartEntry& e : p.entries) {
     w.Put(e.key_hash);
     w.PutVarint(e.bytes);
-    w.PutVarint(e.freq);
+    w.PutVarint((uint64_t{e.freq} << 1) | (e.held ? 1 : 0));
     w.Put(e.first);
   }
   return w.Take();
@@ -117,6 +117,8 @@ std::optional<Part> DecodePart(std::string_view bytes, std::string* error) {
       *error = "truncated part entry";
       return std::nullopt;
     }
+    e.held = (freq & 1) != 0;
+    freq >>= 1;
     if (freq == 0 || freq > 0xFFFFFFFFu) {
       *error = "part entry with freq " + std::to_string(freq);
       return std::nullopt;

@@ -21,7 +21,7 @@
 // Encodings (after the protocol header, protocol.h):
 //   kPart    varint seq, varint base, varint generation, varint budget, varint removed
 //            count, u64 key hash per removed entry, varint count, then per entry: u64 key
-//            hash, varint bytes, varint freq (>= 1), u32 first
+//            hash, varint bytes, varint freq (>= 1) x 2 + held (0 or 1), u32 first
 //   kAssign  varint seq (the part's it answers), the totals as five varints (objects, bytes,
 //            held objects, held bytes, predicted backing bytes), varint count, then per entry:
 //            varint holder + 1 (0: none), and a u32 first when holder is the receiver
@@ -42,6 +42,7 @@ struct PartEntry {
   uint32_t freq = 0;      // reads in the node's access strings, >= 1
   // First read as a fraction of the node's span, in units of 2^-32 (QuantizeFirst32).
   uint32_t first = 0;
+  bool held = false;  // the node's tiers hold it already (PlanObject::held): keep it there
   bool operator==(const PartEntry&) const = default;
 };
 

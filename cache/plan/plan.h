@@ -62,6 +62,10 @@ struct PlanObject {
   // (Route::kTier) The persistent tier that also keeps a copy of it, so that a remount finds
   // it there (PlaceKeptCopies, cache/plan/kept_copies.h); kNotKept if none.
   uint8_t kept_in = kNotKept;
+  // (cluster placement) A tier of this node held it, at this version, when the plan was given
+  // to the placement (Prefetcher, before ClusterHooks::place): a restarted node that still has
+  // it on disk is preferred as its holder (cluster/holders.h).
+  bool held = false;
 
   std::string_view path() const { return KeyPath(key); }
 };

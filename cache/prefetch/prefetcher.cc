@@ -146,6 +146,11 @@ void Prefetcher::Replan() {
 void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
   bool ready = true;
   if (cluster_.place) {
+    for (PlanObject& o : plan->objects) {
+      o.held = false;
+      for (size_t t = 0; t < tiers_.size() && !o.held; ++t)
+        o.held = tiers_.Contains(t, o.key, o.version);
+    }
     ready = cluster_.place(*plan, limits_, replan);
   } else {
     PlaceObjects(*plan, limits_);

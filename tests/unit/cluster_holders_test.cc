@@ -52,7 +52,7 @@ TEST(CoordinatorRingTest, SharesAreEvenAndALeavingRankMovesOnlyItsObjects) {
 }
 
 TEST(PlanPartsTest, RoundTripAndHostileBytes) {
-  Part p{7, 0, 2, 1000, {{0x1234, 110000, 3, 17}, {~0ull, 1, 1, 0xFFFFFFFFu}}};
+  Part p{7, 0, 2, 1000, {{0x1234, 110000, 3, 17}, {~0ull, 1, 1, 0xFFFFFFFFu, true}}};
   const std::vector<char> bytes = EncodePart(p);
   std::string why;
   auto q = DecodePart({bytes.data(), bytes.size()}, &why);
@@ -64,6 +64,11 @@ TEST(PlanPartsTest, RoundTripAndHostileBytes) {
   EXPECT_EQ(q->entries[1].key_hash, ~0ull);
   EXPECT_EQ(q->entries[0].bytes, 110000u);
   EXPECT_EQ(q->entries[0].first, 17u);
+  EXPECT_EQ(q->entries[0].freq, 3u);
+  EXPECT_FALSE(q->entries[0].held);
+  EXPECT_EQ(q->entries[1].freq, 1u);
+  EXPECT_TRUE(q->entries[1].held);
+  EXPECT_EQ(q->entries, p.entries);
   // Every truncation and one byte too many are refused with a reason, never crash.
   for (size_t n = 0; n < bytes.size(); ++n) {
     why.clear();
@@ -182,6 +187,37 @@ TEST(DecideHoldersTest, ObjectsEveryNodeReadsAlikeSpreadEvenly) {
   EXPECT_EQ(e.assignments[3].holder, d.assignments[0].holder);
 }
 
+PartEntry Held(uint64_t h, uint32_t freq, uint32_t first = 0, uint64_t bytes = 100) {
+  return {h, bytes, freq, first, true};
+}
+
+TEST(DecideHoldersTest, AReaderThatHoldsAnObjectKeepsIt) {
+  // A restarted cluster: b still holds 1 and 2 on disk, a reads them more often; c is new.
+  Part a{1, 0, 1, 1000, {Entry(1, 5, 0), Entry(2, 5, 1), Entry(3, 5, 2)}};
+  Part b{1, 0, 1, 1000, {Held(1, 1, 0), Held(2, 1, 1), Entry(3, 1, 2)}};
+  Part c{1, 0, 1, 1000, {Entry(1, 1, 0), Entry(2, 1, 1), Entry(3, 1, 2)}};
+  Decision d = DecideHolders({{0, &a}, {1, &b}, {2, &c}}, 0, 3);
+  EXPECT_EQ(d.assignments[0].holder, (std::vector<int>{1, 1, 0}));  // 3: its frequent reader
+  EXPECT_EQ(d.assignments[1].holder, d.assignments[0].holder);
+  EXPECT_EQ(d.assignments[2].holder, d.assignments[0].holder);
+}
+
+TEST(DecideHoldersTest, HeldObjectsTakeTheirHoldersBudgetFirst) {
+  // b has room for two objects and holds 4 and 5. Objects 1 to 3 are read more often, and b
+  // reads them as often as a does: were they placed first, b's budget would go to them and its
+  // copies of 4 and 5 would be dropped and read again from the store.
+  Part a{1,
+         0,
+         1,
+         300,
+         {Entry(1, 9, 0), Entry(2, 9, 1), Entry(3, 9, 2), Entry(4, 1, 3), Entry(5, 1, 4)}};
+  Part b{
+      1, 0, 1, 200, {Entry(1, 9, 0), Entry(2, 9, 1), Entry(3, 9, 2), Held(4, 1, 3), Held(5, 1, 4)}};
+  Decision d = DecideHolders({{0, &a}, {1, &b}}, 1, 2);
+  EXPECT_EQ(d.assignments[1].holder, (std::vector<int>{0, 0, 0, 1, 1}));
+  EXPECT_EQ(d.totals.held_objects, 5u);
+}
+
 TEST(MakePartsTest, BudgetsFollowWhereTheNodeReads) {
   // 40 files of 100 bytes over 4 coordinators, files 0-9 read in a second epoch too: each
   // part's budget is the capacity split by bytes x reads at that coordinator, times the slack,
@@ -217,6 +253,16 @@ TEST(MakePartsTest, BudgetsFollowWhereTheNodeReads) {
   // A part read nowhere has no budget.
   std::vector<Part> five = MakeParts(*plan, CoordinatorRing({0, 1, 2, 3}), 800, 1, 5);
   EXPECT_EQ(five[4].budget, 0u);
+  // What the node holds already (a restart) is kept whatever the split gives: 20 files held,
+  // room for 8 by the split, at least the held bytes at each coordinator.
+  for (uint32_t i = 0; i < 20; ++i) plan->objects[i].held = true;
+  for (const Part& p : MakeParts(*plan, ring, 800, 1, 4)) {
+    uint64_t held = 0;
+    for (const PartEntry& e : p.entries) held += e.held ? e.bytes : 0;
+    EXPECT_EQ(p.budget, std::max<uint64_t>(
+                            held, std::min<uint64_t>(demand(p), weight(p) * 800 * 5 / 4 / 5000)));
+    EXPECT_GE(p.budget, held);
+  }
 }
 
 TEST(ApplyHoldersTest, HeldObjectsFillTheTiersOthersComeFromPeersOrAreStaged) {
