@@ -138,12 +138,13 @@ class MultiNodeSlurm(SlurmCluster):
     id (netns_cluster.sh --id, digits), this process's pid by default: a later `up` sweeps the
     network of an id whose process is gone. users_open_fuse: each node's /dev/fuse is open to
     every user (mode 0666, as Debian's udev rule makes it), whatever the machine's is, so that
-    jobs of unprivileged users mount through fusermount3. Each node has the machine's CPUs and
+    jobs of unprivileged users mount through fusermount3. link_mbit: each node's link capped at
+    that many Mbit/s each way (tc tbf; 0: uncapped). Each node has the machine's CPUs and
     half its memory.
     """
 
     def __init__(self, root, nodes=3, plugstack_lines=(), private_paths=("/run/clairfs",),
-                 node_local_mode=0o755, net_id=None, users_open_fuse=False):
+                 node_local_mode=0o755, net_id=None, users_open_fuse=False, link_mbit=0):
         super().__init__(root, list(plugstack_lines))
         self.nodes = nodes
         self.names = [f"n{i}" for i in range(nodes)]
@@ -156,6 +157,7 @@ class MultiNodeSlurm(SlurmCluster):
         self._registered = False
         self._watcher = None
         self.users_open_fuse = users_open_fuse
+        self.link_mbit = link_mbit
 
     # --- where things are ----------------------------------------------------------------
     def node_dir(self, i):
@@ -234,7 +236,7 @@ class MultiNodeSlurm(SlurmCluster):
 
     def _network_up(self):
         self._net_tried = True
-        r = subprocess.run([NETNS, "up", "--nodes", str(self.nodes), "--link-mbit", "0", "--id", self.net_id,
+        r = subprocess.run([NETNS, "up", "--nodes", str(self.nodes), "--link-mbit", str(self.link_mbit), "--id", self.net_id,
                             "--map", os.path.join(self.root, "hosts.map")],
                            capture_output=True, text=True, timeout=60)
         if r.returncode != 0:

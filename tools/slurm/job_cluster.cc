@@ -119,6 +119,66 @@ std::string WriteKey(const std::string& path, const std::string& key, const Cred
   return ok ? "" : path + " exists and is not this job's key: remove it";
 }
 
+std::string RemoveTree(const std::string& path, int depth);
+std::string ReadTail(const std::string& path, size_t max);
+
+// The job's disk tier directory on this node (job_cluster.h, "ssd"), linked at c.ssd. Called
+// by every step of the job on the node: the first one chooses, under the dataset's lock.
+std::string PrepareSsd(const Settings& s, uint32_t job, const Credentials& user, const Dataset& d,
+                       const JobCluster& c) {
+  const std::string chosen = c.ssd + ".target";
+  struct stat st {};
+  if (lstat(chosen.c_str(), &st) == 0) return "";  // chosen by an earlier step
+  if (auto e = MakeDirs(s.cluster_ssd); !e.empty()) return e;
+  const std::string mine = s.cluster_ssd + "/" + std::to_string(user.uid);
+  if (auto e = EnsureDir(mine, 0, 0, 0755); !e.empty()) return e;
+  DatasetLock lock;
+  if (auto e = lock.Acquire(mine, d.name, Clock::now() + s.timeout); !e.empty()) return e;
+  if (lstat(chosen.c_str(), &st) == 0) return "";
+  const std::string owner_file = mine + "/" + d.name + ".owner";
+  std::string target = mine + "/" + d.name;
+  const std::string owner = ReadTail(owner_file, 32);
+  char* end = nullptr;
+  const unsigned long other = std::strtoul(owner.c_str(), &end, 10);
+  if (!owner.empty() && *end == '\0' && other != job && other > 0 && other <= UINT32_MAX &&
+      JobAlive(static_cast<uint32_t>(other))) {
+    target += ".job" + std::to_string(job);  // the shared one is another live job's
+  } else {
+    const std::string text = std::to_string(job) + "\n";
+    const std::string tmp = owner_file + ".new";
+    const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return Errno("cannot write " + tmp);
+    const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    close(fd);
+    if (!ok || rename(tmp.c_str(), owner_file.c_str()) != 0)
+      return Errno("cannot write " + owner_file);
+  }
+  if (auto e = EnsureDir(target, user.uid, user.gid, 0700); !e.empty()) return e;
+  // Bound, not linked: clairfs refuses a cache directory that is a symbolic link.
+  if (auto e = EnsureDir(c.ssd, user.uid, user.gid, 0700); !e.empty()) return e;
+  if (mount(target.c_str(), c.ssd.c_str(), nullptr, MS_BIND, nullptr) != 0)
+    return Errno("cannot bind " + target + " on " + c.ssd);
+  const int fd = open(chosen.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return Errno("cannot write " + chosen);
+  const bool ok = write(fd, target.data(), target.size()) == static_cast<ssize_t>(target.size());
+  close(fd);
+  return ok ? "" : Errno("cannot write " + chosen);
+}
+
+// At the job's end, with the job's processes gone: unbinds its disk tier (before RemoveTree
+// would remove what is under it); a directory of the job's own (.job<job>) goes with it; the
+// shared one stays for the next job, which no longer finds this one its owner.
+std::string ReleaseSsd(const std::string& ssd, const std::string& job) {
+  while (umount2(ssd.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) {
+  }
+  const std::string target = ReadTail(ssd + ".target", 4096);
+  if (target.empty() || target[0] != '/') return "";
+  if (target.ends_with(".job" + job)) return RemoveTree(target, 0);
+  const std::string owner_file = target + ".owner";
+  if (ReadTail(owner_file, 32) == job) unlink(owner_file.c_str());
+  return "";
+}
+
 // Creates path (root's, 0644) with O_EXCL; true when this call made it.
 bool MakeMarker(const std::string& path, std::string* error) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -248,6 +308,7 @@ JobCluster JobClusterOf(const Settings& s, uint32_t job, const Dataset& d) {
   c.log = c.dir + "/daemons.log";
   c.status = c.dir + "/daemons.status";
   c.run = c.dir + "/run";
+  c.ssd = c.dir + "/ssd";
   return c;
 }
 
@@ -272,6 +333,9 @@ std::string PrepareJobCluster(const Settings& s, uint32_t job, const Credentials
     if (auto e = EnsureDir(c.mountpoint, user.uid, user.gid, 0700); !e.empty()) return e;
   }
   if (auto e = EnsureDir(c.run, user.uid, user.gid, 0700); !e.empty()) return e;
+  if (!s.cluster_ssd.empty()) {
+    if (auto e = PrepareSsd(s, job, user, d, c); !e.empty()) return e;
+  }
   if (what == PrepareFor::kDaemons) return "";
   std::string error;
   *first = MakeMarker(c.dir + "/registered", &error);
@@ -292,6 +356,9 @@ std::string LaunchJobCluster(const Settings& s, uint32_t job, const Credentials&
       "--clairfs-daemons=" + d.source, s.clairfs, "--cluster", "-f"};
   if (!s.cluster_config.empty()) argv.insert(argv.end(), {"-c", s.cluster_config});
   argv.insert(argv.end(), {"-o", "cluster.key_file=" + c.key});
+  if (!s.cluster_ssd.empty())
+    argv.insert(argv.end(),
+                {"-o", "cache.tiers." + std::to_string(s.cluster_ssd_tier) + ".dir=" + c.ssd});
   for (const auto& o : s.options) argv.insert(argv.end(), {"-o", o});
   argv.insert(argv.end(), {d.source, c.mountpoint});
   // XDG_RUNTIME_DIR: where a daemon of the user's puts its control mount (node-local, the job's).
@@ -359,6 +426,8 @@ std::string ReleaseJobClusters(const Settings& s, uint32_t job) {
   closedir(d);
   std::string problem;
   for (const auto& name : gone) {
+    if (auto e = ReleaseSsd(root + "/" + name + "/ssd", name); !e.empty())
+      problem += (problem.empty() ? "" : "; ") + e;
     if (auto e = RemoveTree(root + "/" + name, 0); !e.empty())
       problem += (problem.empty() ? "" : "; ") + e;
   }

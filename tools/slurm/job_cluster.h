@@ -8,15 +8,21 @@
 // the user could read, and serve it to the job's own nodes alone).
 //
 // Per node, under <mount_root>/jobs/<job>/ (root's, mode 0755, so the user adds nothing there):
-//   key             the job's cluster key (the user's, 0600): HMAC-SHA256 of the administrator's
-//                   cluster_secret over the job id and uid, the same on every node without being
-//                   sent anywhere, and no other job's
-//   <dataset name>  the mountpoint (the user's, 0700)
-//   run             the daemon's XDG_RUNTIME_DIR, where it puts its control mount (the user's,
-//   0700) daemons.log     what the daemons' step printed (the user's, 0600; on the node that
-//   launched) daemons.status  written when that step ended (on the node that launched) launched the
-//   marker of the node that launched the step (once per job) registered      the marker of the
-//   job's first step on the node (its manifest registered)
+// - key: the job's cluster key (the user's, 0600), HMAC-SHA256 of the administrator's
+//   cluster_secret over the job id and uid: the same on every node without being sent
+//   anywhere, and no other job's;
+// - <dataset name>: the mountpoint (the user's, 0700);
+// - run: the daemon's XDG_RUNTIME_DIR, where it puts its control mount (the user's, 0700);
+// - daemons.log, daemons.status: what the daemons' step printed (the user's, 0600), and how it
+//   ended, on the node that launched it;
+// - launched, registered: markers of the step that launched the daemons (once per job) and of
+//   the job's first step on the node (which registers its manifest);
+// - ssd, with cluster_ssd=DIR: the daemon's disk tier, DIR/<uid>/<dataset name> (the user's,
+//   0700) bound there (clairfs refuses a link) and named in ssd.target (root's); it is kept
+//   after the job so that the user's next job on the dataset, a requeue included, finds it warm;
+//   DIR/<uid>/<dataset name>.owner names the job using it. Two daemons never share one
+//   (clairfs refuses a directory in use): while another live job of the node has it, this job
+//   gets DIR/<uid>/<dataset name>.job<job>, removed with the job.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +41,7 @@ struct JobCluster {
   std::string log;         // <dir>/daemons.log
   std::string status;      // <dir>/daemons.status
   std::string run;         // <dir>/run: the daemons' XDG_RUNTIME_DIR (their control mount)
+  std::string ssd;         // <dir>/ssd: a symbolic link to the disk tier's directory
 };
 
 JobCluster JobClusterOf(const Settings& s, uint32_t job, const Dataset& d);

@@ -61,7 +61,8 @@ std::string ParseSettings(const std::vector<std::string>& args, Settings* out) {
     if (eq == std::string::npos) return "argument '" + arg + "' is not key=value";
     const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
     if (key == "mount_root" || key == "state_dir" || key == "clairfs" || key == "config" ||
-        key == "helper" || key == "cluster_secret" || key == "cluster_config" || key == "srun") {
+        key == "helper" || key == "cluster_secret" || key == "cluster_config" || key == "srun" ||
+        key == "cluster_ssd") {
       if (!AbsolutePath(value)) return "'" + key + "' needs an absolute path, got '" + value + "'";
       std::string& field = key == "mount_root"       ? out->mount_root
                            : key == "state_dir"      ? out->state_dir
@@ -70,11 +71,18 @@ std::string ParseSettings(const std::vector<std::string>& args, Settings* out) {
                            : key == "cluster_secret" ? out->cluster_secret
                            : key == "cluster_config" ? out->cluster_config
                            : key == "srun"           ? out->srun
+                           : key == "cluster_ssd"    ? out->cluster_ssd
                                                      : out->helper;
       field = value;
     } else if (key == "multinode") {
       if (!ParseMultiNode(value, &out->multinode))
         return "'multinode' needs 'cluster' or 'node', got '" + value + "'";
+    } else if (key == "cluster_ssd_tier") {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 0 || v > 15)
+        return "'cluster_ssd_tier' needs a tier number from 0 to 15, got '" + value + "'";
+      out->cluster_ssd_tier = static_cast<int>(v);
     } else if (key == "cluster_env") {
       const size_t inner = value.find('=');
       if (inner == 0 || inner == std::string::npos)

@@ -30,6 +30,11 @@ struct Settings {
   std::string cluster_config;            // -c FILE for a job cluster's daemons; empty: none
   std::string srun = "/usr/bin/srun";    // starts the daemons' step
   std::vector<std::string> cluster_env;  // NAME=value for the daemons' step (cluster_env=)
+  // A node-local directory for the job clusters' disk tiers (tools/slurm/job_cluster.h), kept
+  // per user and dataset across jobs so that a requeued job finds them; empty: none. The tier
+  // is cluster_config's tier number cluster_ssd_tier (a kind: ssd entry), its dir replaced.
+  std::string cluster_ssd;
+  int cluster_ssd_tier = 1;
 };
 
 // Parses "cluster" or "node"; false for anything else.
