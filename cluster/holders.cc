@@ -31,7 +31,7 @@ std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint6
   // often (holders.h).
   std::vector<uint64_t> demand(ranks, 0), held(ranks, 0);
   std::vector<long double> weight(ranks, 0);
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, held_bytes = 0;
   long double total = 0;
   for (int c = 0; c < ranks; ++c) {
     for (const PartEntry& e : parts[c].entries) {
@@ -40,17 +40,21 @@ std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint6
       weight[c] += static_cast<long double>(e.bytes) * e.freq;
     }
     bytes += demand[c];
+    held_bytes += held[c];
     total += weight[c];
   }
+  // What the node holds already it keeps (it is placed first: DecideHolders); the rest of its
+  // capacity is what the split gives out, so that a restarted node is not given more than it
+  // has room for and does not drop what it holds for objects another node could take.
+  const uint64_t free = capacity > held_bytes ? capacity - held_bytes : 0;
   for (int c = 0; c < ranks; ++c) {
     if (bytes <= capacity) {
       parts[c].budget = demand[c];
       continue;
     }
-    const long double share = static_cast<long double>(capacity) * weight[c] / total;
-    // Never less than what the node holds there already: keeping it costs no read.
-    parts[c].budget = std::max<uint64_t>(
-        held[c], std::min<uint64_t>(demand[c], static_cast<uint64_t>(share * kBudgetSlack)));
+    const long double share = static_cast<long double>(free) * weight[c] / total;
+    parts[c].budget =
+        std::min<uint64_t>(demand[c], held[c] + static_cast<uint64_t>(share * kBudgetSlack));
   }
   return parts;
 }
@@ -215,7 +219,30 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
     return x.key < y.key;
   });
   plan.tier_order.assign(ntiers, {});
-  FillTiers(plan, limits, mine, &out);
+  // Given more than the tiers hold (the budgets' slack): what they hold already is kept first,
+  // so that no object on disk is dropped and read again for one given anew.
+  const uint64_t room =
+      std::accumulate(limits.tier_capacity.begin(), limits.tier_capacity.end(), uint64_t{0});
+  uint64_t given = 0;
+  for (uint32_t id : mine) given += plan.objects[id].bytes;
+  std::vector<uint32_t> kept = mine;
+  if (given > room) {
+    std::vector<uint32_t> by_keep = mine;
+    std::stable_partition(by_keep.begin(), by_keep.end(),
+                          [&](uint32_t id) { return plan.objects[id].held; });
+    std::vector<bool> keep(plan.objects.size(), false);
+    uint64_t taken = 0;
+    for (uint32_t id : by_keep) {
+      if (taken + plan.objects[id].bytes > room) continue;
+      taken += plan.objects[id].bytes;
+      keep[id] = true;
+    }
+    kept.clear();
+    for (uint32_t id : mine) {  // in the frequency order above
+      if (keep[id]) kept.push_back(id);
+    }
+  }
+  FillTiers(plan, limits, kept, &out);
   for (uint32_t id : mine) {
     PlanObject& f = plan.objects[id];
     if (f.place.InTier()) continue;

@@ -14,11 +14,13 @@
 // this coordinator is spent is skipped for the next one; an object no reader has budget for
 // has no holder and is read from the backing store by each of its readers.
 //
-// A node's budget at a coordinator is set by the node itself, in its part (MakeParts): its
-// capacity split over the coordinators by the bytes it reads at each weighted by how often it
-// reads them (bytes x freq), times kBudgetSlack, and never more than those bytes; all of them
-// when it can hold everything it reads; never less than the bytes it holds there already
-// (which a restarted node keeps). The budgets so add up to the node's capacity with some
+// A node's budget at a coordinator is set by the node itself, in its part (MakeParts): the
+// bytes it holds there already (a restarted node's disk: it keeps them), plus its capacity
+// left beside what it holds, split over the coordinators by the bytes it reads at each
+// weighted by how often it reads them (bytes x freq), times kBudgetSlack; never more than the
+// bytes it reads there; all of them when it can hold everything it reads. A restarted node is
+// so given new objects only for the room it has, and the objects of a node that left go to
+// the nodes with room, a new node first. The budgets add up to the node's capacity with some
 // slack for the spread, and follow where its frequent reads are: a node of the locality-aware
 // sampler reads its own objects in nearly every epoch and a few others once, in uneven counts
 // per coordinator, and gets room at each for the objects it will be given there. A reader takes an

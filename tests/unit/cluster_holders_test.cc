@@ -297,6 +297,13 @@ TEST(ApplyHoldersTest, HeldObjectsFillTheTiersOthersComeFromPeersOrAreStaged) {
   EXPECT_EQ(local.from_peers_files, 2u);
   EXPECT_EQ(local.from_peer_files.at(1), 2u);
   EXPECT_EQ(local.unowned_files, 3u);  // f2 (beyond the tier), f4, f5
+  // A restart: the tier holds f2 already. Given f0, f1 and f2 for room of two, it keeps f2 (no
+  // read again) and the more frequent f0; f1, given anew, is read like an unheld object.
+  plan->objects[plan->Find("f2")].held = true;
+  ApplyHolders(*plan, limits, holders, 0, [](int r) { return r == 1; });
+  EXPECT_EQ(place("f0"), Placement::Tier(0));
+  EXPECT_EQ(place("f2"), Placement::Tier(0));
+  EXPECT_EQ(place("f1"), kStaging);
 }
 
 }  // namespace
