@@ -38,7 +38,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from slurm_cluster import _which, missing_binaries, wait_for  # noqa: E402
+from slurm_cluster import _which, missing_binaries, run_case, wait_for  # noqa: E402
 from multinode_slurm import MultiNodeSlurm, netns_unusable  # noqa: E402
 import harness  # noqa: E402  (multinode_slurm put tests/fs on the path)
 
@@ -304,6 +304,18 @@ echo "{tag} done"
               f"{time.monotonic() - started:.1f} s", file=sys.stderr)
         return job, fields, self.output(job)
 
+    def assert_read_once(self, stats, how, out):
+        """The nodes' stats together: the store read at most 1.02 x the dataset, the peers
+        carried the rest, no message refused."""
+        backing = sum(s["backing_bytes"] for s in stats)
+        peer_in = sum(s["peer_bytes_in"] for s in stats)
+        print(f"    {len(stats)} nodes {how}: backing bytes / dataset = {backing / self.total:.3f}, "
+              f"peer bytes in = {peer_in}, per node {[s['backing_bytes'] for s in stats]}", file=sys.stderr)
+        self.assertLessEqual(backing, 1.02 * self.total, out)
+        self.assertGreater(peer_in, 0, out)
+        for s in stats:
+            self.assertEqual(set(s["peer_refused"].values()), {0}, s["peer_refused"])
+
     def assert_plugin_released(self, job, out):
         """Nothing of the job on any node: no mount under the node-local directory, no clairfs
         process for the job's mountpoint, the job's directory (key included) gone, no job
@@ -348,15 +360,7 @@ echo "{tag} done"
             self.assertIn(f"n{i} sees: fuse.clairfs \n", out)
         self.assertIn("cluster done", out)
         self.assert_nothing_left(job)
-        stats = [self.stats(job, i) for i in range(NODES)]
-        backing = sum(s["backing_bytes"] for s in stats)
-        peer_in = sum(s["peer_bytes_in"] for s in stats)
-        print(f"    {NODES} nodes under srun --mpi=pmi2: backing bytes / dataset = {backing / self.total:.3f}, "
-              f"peer bytes in = {peer_in}, per node {[s['backing_bytes'] for s in stats]}", file=sys.stderr)
-        self.assertLessEqual(backing, 1.02 * self.total, out)
-        self.assertGreater(peer_in, 0, out)
-        for s in stats:
-            self.assertEqual(set(s["peer_refused"].values()), {0}, s["peer_refused"])
+        self.assert_read_once([self.stats(job, i) for i in range(NODES)], "under srun --mpi=pmi2", out)
 
     def test_2_a_killed_node_leaves_the_others_reading(self):
         """The last node's daemon SIGKILLed after the tiers filled and before the reads: the
@@ -390,14 +394,7 @@ echo "{tag} done"
         for i in range(NODES):
             with open(os.path.join(self.out, f"{job}-n{i}.stats")) as f:
                 stats.append(json.load(f))
-        backing = sum(s["backing_bytes"] for s in stats)
-        peer_in = sum(s["peer_bytes_in"] for s in stats)
-        print(f"    the plugin's cluster on {NODES} nodes: backing bytes / dataset = {backing / self.total:.3f}, "
-              f"peer bytes in = {peer_in}", file=sys.stderr)
-        self.assertLessEqual(backing, 1.02 * self.total, out)
-        self.assertGreater(peer_in, 0, out)
-        for s in stats:
-            self.assertEqual(set(s["peer_refused"].values()), {0}, s["peer_refused"])
+        self.assert_read_once(stats, "from the plugin", out)
         self.assert_plugin_released(job, out)
 
     def test_4_a_job_may_ask_for_one_cache_per_node(self):
@@ -481,15 +478,7 @@ def main():
         print(f"slurm_multinode: CLAIRFS_BIN must name the built program ({CLAIRFS!r})")
         return 1
     harness.install_handlers()  # a SIGTERM (meson's timeout) or an exit still stops the cluster
-    started = time.monotonic()
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(MultiNodeClusterCache)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    failed = len(result.failures) + len(result.errors)
-    skipped = len(result.skipped)
-    print(f"slurm_multinode: took {time.monotonic() - started:.1f} s")
-    # the summary line tools/test.sh counts
-    print(f"slurm: {result.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
-    return 0 if result.wasSuccessful() else 1
+    return run_case("slurm_multinode", MultiNodeClusterCache)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,13 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from slurm_cluster import SlurmCluster, missing_binaries, wait_for  # noqa: E402
+from slurm_cluster import SlurmCluster, missing_binaries, run_case, wait_for  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "fs"))
 import harness  # noqa: E402  (mounts and daemons as /proc shows them)
 from harness import fuse_mounts  # noqa: E402
@@ -496,15 +495,7 @@ def main():
         if not value or not os.path.exists(value):
             print(f"slurm: {name} must name the built program ({value!r})")
             return 1
-    started = time.monotonic()
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(SlurmIntegration)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    failed = len(result.failures) + len(result.errors)
-    skipped = len(result.skipped)
-    print(f"slurm: took {time.monotonic() - started:.1f} s")
-    # the summary line tools/test.sh counts
-    print(f"slurm: {result.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
-    return 0 if result.wasSuccessful() else 1
+    return run_case("slurm", SlurmIntegration)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+import unittest
 
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol", "squeue")
 
@@ -17,6 +18,19 @@ SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol"
 def missing_binaries():
     """The Slurm and munge programs that are not installed (the test skips without them)."""
     return [b for b in SLURM_BINARIES if shutil.which(b, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None]
+
+
+def run_case(name, case):
+    """Runs a unittest.TestCase's tests, prints how long they took and the summary line
+    tools/test.sh counts (`slurm: N passed, N failed, N skipped`); returns the exit status."""
+    started = time.monotonic()
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(case)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    failed = len(result.failures) + len(result.errors)
+    skipped = len(result.skipped)
+    print(f"{name}: took {time.monotonic() - started:.1f} s")
+    print(f"slurm: {result.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
+    return 0 if result.wasSuccessful() else 1
 
 
 def _which(name):
