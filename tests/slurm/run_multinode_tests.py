@@ -38,7 +38,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from slurm_cluster import _which, missing_binaries, run_case, wait_for  # noqa: E402
+from slurm_cluster import _which, missing_binaries, run_case, wait_for, write_job_inputs  # noqa: E402
 from multinode_slurm import MultiNodeSlurm, netns_unusable  # noqa: E402
 import harness  # noqa: E402  (multinode_slurm put tests/fs on the path)
 
@@ -93,15 +93,7 @@ class MultiNodeClusterCache(unittest.TestCase):
         cls.dataset = os.path.join(cls.tmp, "data", "ds1")
         cls.digests = make_dataset(cls.dataset)
         cls.total = sum(os.path.getsize(os.path.join(cls.dataset, p)) for p in cls.digests)
-        cls.expected = os.path.join(cls.tmp, "expected.json")
-        with open(cls.expected, "w") as f:
-            json.dump(cls.digests, f)
-        cls.manifest = os.path.join(cls.tmp, "manifest.txt")
-        with open(cls.manifest, "w") as f:
-            f.write("#epoch\n" + "".join(p + "\n" for p in sorted(cls.digests)))
-        cls.out = os.path.join(cls.tmp, "out")
-        os.mkdir(cls.out)
-        os.chmod(cls.out, 0o1777)
+        cls.expected, cls.manifest, cls.out = write_job_inputs(cls.tmp, cls.digests)
         root = os.path.join(cls.tmp, "slurm")
         net_id = str(os.getpid())
         # Unprivileged jobs make their mountpoints in the node-local directory, as in /tmp.

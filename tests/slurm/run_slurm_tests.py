@@ -28,7 +28,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from slurm_cluster import SlurmCluster, missing_binaries, run_case, wait_for  # noqa: E402
+from slurm_cluster import SlurmCluster, missing_binaries, run_case, wait_for, write_job_inputs  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "fs"))
 import harness  # noqa: E402  (mounts and daemons as /proc shows them)
 from harness import fuse_mounts  # noqa: E402
@@ -88,15 +88,7 @@ class SlurmIntegration(unittest.TestCase):
         cls.data = os.path.join(cls.tmp, "data")
         cls.dataset = os.path.join(cls.data, "ds1")
         cls.digests = make_dataset(cls.dataset)
-        cls.expected = os.path.join(cls.tmp, "expected.json")
-        with open(cls.expected, "w") as f:
-            json.dump(cls.digests, f)
-        cls.manifest = os.path.join(cls.tmp, "manifest.txt")
-        with open(cls.manifest, "w") as f:
-            f.write("#epoch\n" + "".join(p + "\n" for p in sorted(cls.digests)))
-        cls.out = os.path.join(cls.tmp, "out")
-        os.mkdir(cls.out)
-        os.chmod(cls.out, 0o1777)
+        cls.expected, cls.manifest, cls.out = write_job_inputs(cls.tmp, cls.digests)
         cls.mount_root = os.path.join(cls.tmp, "mnt")
         cls.state_dir = os.path.join(cls.tmp, "state")
         config = os.path.join(cls.tmp, "clairfs.yaml")

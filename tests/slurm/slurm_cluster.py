@@ -4,6 +4,7 @@ started as child processes with every path in a temporary directory (Debian 12's
 Every wait polls its condition with a deadline; stop() kills every daemon the cluster started
 (SIGTERM, then SIGKILL) and waits for each with a deadline.
 """
+import json
 import os
 import shutil
 import signal
@@ -31,6 +32,22 @@ def run_case(name, case):
     print(f"{name}: took {time.monotonic() - started:.1f} s")
     print(f"slurm: {result.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
     return 0 if result.wasSuccessful() else 1
+
+
+def write_job_inputs(tmp, digests):
+    """Beside a dataset ({relative path: sha256}) in tmp: expected.json (what verify_dataset.py
+    checks), manifest.txt (one epoch of every file) and out/ (jobs' outputs, writable by every
+    user). Returns (expected, manifest, out)."""
+    expected = os.path.join(tmp, "expected.json")
+    with open(expected, "w") as f:
+        json.dump(digests, f)
+    manifest = os.path.join(tmp, "manifest.txt")
+    with open(manifest, "w") as f:
+        f.write("#epoch\n" + "".join(p + "\n" for p in sorted(digests)))
+    out = os.path.join(tmp, "out")
+    os.mkdir(out)
+    os.chmod(out, 0o1777)
+    return expected, manifest, out
 
 
 def _which(name):
