@@ -15,7 +15,8 @@ nobody on 3 of the nodes:
 - the SPANK plugin's cluster (multinode=cluster): sbatch -N 3 --clairfs, the same checks, and
   the job's directory and key gone from every node afterwards; --clairfs-cache=node (one mount
   per node); a cluster that cannot start (bad cluster_config) or be prepared (an open
-  cluster_secret) fails the job with the reason and drains no node; a requeue onto a partly
+  cluster_secret) fails the job with the reason and drains no node; an interactive srun job
+  (no batch step) gets one cache the same way; a requeue onto a partly
   different node set (n0-n2, then n1-n3) reads about a third of the dataset from the store, the
   staying nodes' disk tiers (cluster_ssd) serving the rest.
 
@@ -458,6 +459,35 @@ echo "{tag} done"
         print(f"    requeued onto {','.join(nodes)}: backing bytes / dataset = {sum(backing) / self.total:.3f} "
               f"(per node {backing}; goal 1/{NODES} + 0.02 = {1 / NODES + 0.02:.3f})", file=sys.stderr)
         self.assertLessEqual(sum(backing), (1 / NODES + 0.05) * self.total, out)
+        self.assert_plugin_released(job, out)
+
+
+    def test_7_an_interactive_srun_job_gets_one_cache_too(self):
+        """`srun -N 3 --clairfs=DS --clairfs-manifest=FILE CMD` without a batch script: the
+        job's first step (on all its nodes) starts the daemons from its first node, each of its
+        tasks reads every byte right through its node's mount, the store is read once, nothing
+        is left after."""
+        if not PLUGIN:
+            self.skipTest("no SPANK plugin in this build (slurm/spank.h missing: libslurm-dev)")
+        command = (f'python3 -m clairfs wait "$CLAIRFS_MOUNT" --timeout 60 > /dev/null && '
+                   f'echo "mount=$CLAIRFS_MOUNT" && python3 {VERIFY} "$CLAIRFS_MOUNT" {self.expected} && '
+                   f'cat "$CLAIRFS_MOUNT/.clairfs/stats" > {self.out}/srun-$SLURM_JOB_ID-$SLURMD_NODENAME.stats && '
+                   f'echo "job=$SLURM_JOB_ID"')
+        r = self.cluster.run(["setpriv", f"--reuid={self.user[0]}", f"--regid={self.user[1]}", "--clear-groups",
+                              "env", f"PYTHONPATH={PKG}", "srun", "-N", str(NODES), "-w", FIRST,
+                              "--ntasks-per-node=1", f"--clairfs={self.dataset}",
+                              f"--clairfs-manifest={self.manifest}", "bash", "-c", command], timeout=150)
+        out = r.stdout + r.stderr
+        self.assertEqual(r.returncode, 0, out)
+        self.assertEqual(out.count(f"verified {len(self.digests)} files"), NODES, out)
+        self.assertIn(os.path.join(self.cluster.node_local, "mnt", "jobs") + "/", out)
+        job = int(next(line[4:] for line in out.splitlines() if line.startswith("job=")))
+        stats = []
+        for i in range(NODES):
+            with open(os.path.join(self.out, f"srun-{job}-n{i}.stats")) as f:
+                stats.append(json.load(f))
+        self.assert_read_once(stats, "from an interactive srun", out)
+        self.cluster.wait_job(job, timeout=60)
         self.assert_plugin_released(job, out)
 
 
