@@ -86,18 +86,20 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
   d->prefetcher_ = std::make_unique<Prefetcher>(*d->backing_, d->tier_ptrs_, popts, &d->stats_);
   std::vector<std::string> aliases = {data_abs};
   if (mount_abs != data_abs) aliases.push_back(mount_abs);
-  d->control_ = std::make_unique<ControlPlane>(*d->backing_, *d->prefetcher_, d->stats_, aliases);
+  d->registrar_ = std::make_unique<Registrar>(*d->backing_, *d->prefetcher_, d->stats_, aliases);
+  d->views_ = std::make_unique<ControlViews>(*d->registrar_, *d->prefetcher_, d->stats_);
   d->access_ = std::make_unique<AccessPolicy>(*d->backing_, config.fuse, d->stats_);
-  d->fs_ = std::make_unique<ClairFs>(*d->backing_, *d->prefetcher_, *d->control_, *d->access_,
+  d->fs_ = std::make_unique<ClairFs>(*d->backing_, *d->prefetcher_, *d->registrar_, *d->access_,
                                      d->stats_, config.fuse, aliases, start.control);
-  d->control_fs_ = std::make_unique<ControlFs>(*d->control_, *d->access_, config.fuse);
+  d->control_fs_ =
+      std::make_unique<ControlFs>(*d->registrar_, *d->views_, *d->access_, config.fuse);
   if (transport) {
     DaemonParts* p = d.get();
     start.sealed->CountRefusedIn(&p->stats_.peer_refused);
     p->peer_ =
         std::make_unique<cluster::ClusterNode>(*start.sealed, config.cluster.peer, &p->stats_);
     p->prefetcher_->SetCluster(p->peer_->Hooks(config.cluster.backing_advantage));
-    p->control_->SetClusterInfo([p] { return p->peer_->InfoJson(); });
+    p->views_->SetClusterInfo([p] { return p->peer_->InfoJson(); });
     spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
   }
   return d;

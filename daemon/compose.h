@@ -1,29 +1,37 @@
-// DaemonParts: the composition root. Every part of a running daemon is built here, from the
-// validated Config and the paths of a Start (daemon/start.h), in one place and in the order
-// they depend on each other: the dataset (PosixBacking), the config fitted to the machine
-// (ResolveForDataset) and the log, the tiers, the Prefetcher, the ControlPlane, the
-// AccessPolicy, the FUSE adapter (ClairFs) and the control files (ControlFs), and in cluster
-// mode the ClusterNode wired into the prefetcher. Nothing is started: daemon/serve.h mounts,
-// daemonizes and starts the threads. Parts are destroyed in the reverse order of their
-// construction (the members' order below).
+// DaemonParts: the composition root. Every part of a running daemon is built and wired here,
+// from the validated Config and the paths of a Start (daemon/start.h), in one place and in the
+// order they depend on each other: the dataset (PosixBacking), the config fitted to the machine
+// (ResolveForDataset) and the log, the tiers, the Prefetcher, the control plane (Registrar,
+// ControlViews), the AccessPolicy, the FUSE adapter (ClairFs) and the control files (ControlFs),
+// and in cluster mode the ClusterNode wired into the prefetcher (compose.cc). The threads are
+// started once serving (compose_threads.cc): the parts that keep the kernel's caches fresh
+// (Revalidator, BackingWatch, StatAhead) wired to the adapter's notifications and the
+// prefetcher's plan, the peer tier wired to the prefetcher, and the prefetcher. Mounting,
+// daemonizing and the session loop are daemon/serve.h's. Parts are destroyed in the reverse
+// order of their construction (the members' order below).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cache/backing/backing.h"
+#include "cache/backing/stat_ahead.h"
 #include "cache/base/stats.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ssd_tier.h"
 #include "cluster/cluster_node.h"
 #include "conf/config.h"
+#include "control/registrar.h"
+#include "control/views.h"
 #include "daemon/command_line.h"
 #include "daemon/start.h"
 #include "fs/access.h"
 #include "fs/clairfs_fs.h"
-#include "fs/control.h"
 #include "fs/control_fs.h"
+#include "fs/fresh/backing_watch.h"
+#include "fs/fresh/revalidate.h"
 
 namespace clairfs {
 
@@ -56,6 +64,20 @@ class DaemonParts {
   // Closes the SSD tiers (RocksDB), the last step of a stop.
   void CloseSsdTiers();
 
+  // Once mounted, after any daemonizing fork, before the session loop: starts what keeps the
+  // kernel's caches fresh (unless fuse.immutable, the revalidation sweep, fs/fresh/revalidate.h;
+  // with open_mode none, the watch of the backing store, fs/fresh/backing_watch.h,
+  // fuse.watch_backing, and with fuse.stat_ahead the stats ahead of the reads,
+  // cache/backing/stat_ahead.h, which the watch vouches for and which, unless immutable, are
+  // compared with what the kernel was given), then the peer tier and the prefetcher. A part
+  // that cannot start is logged and leaves the rest going.
+  void StartThreads();
+  // After the session loop and backing().Stop(): stops the freshness threads.
+  void StopFreshness();
+  // Then, once the control mount is down: the prefetcher, then the peer tier. stage names each
+  // step for the stop's log (Lifecycle::SetStage).
+  void StopThreads(const std::function<void(const char*)>& stage);
+
  private:
   // Until Serving(): a start that fails takes back the SSD cache directories it made
   // (SsdTier::Abandon), so that a failed start leaves no empty cache behind. Declared after the
@@ -77,6 +99,7 @@ class DaemonParts {
   };
 
   DaemonParts() = default;
+  void StartFreshness();  // StartThreads's first step
 
   Config config_;
   Stats stats_;
@@ -86,11 +109,18 @@ class DaemonParts {
   std::vector<SsdTier*> ssd_tiers_;  // closed across the daemonizing fork
   StartGuard start_guard_{ssd_tiers_};
   std::unique_ptr<Prefetcher> prefetcher_;
-  std::unique_ptr<ControlPlane> control_;
+  std::unique_ptr<Registrar> registrar_;
+  std::unique_ptr<ControlViews> views_;
   std::unique_ptr<AccessPolicy> access_;
   std::unique_ptr<ClairFs> fs_;
   std::unique_ptr<ControlFs> control_fs_;
   std::unique_ptr<cluster::ClusterNode> peer_;
+  // Set by StartThreads (StartFreshness), stopped by StopFreshness: the revalidation sweep
+  // (unless fuse.immutable), the stats ahead (whose batches the sweep checks, so stopped and
+  // destroyed first) and the watch (whose hooks reach the stats ahead).
+  std::unique_ptr<Revalidator> revalidator_;
+  std::unique_ptr<StatAhead> ahead_;
+  std::unique_ptr<BackingWatch> watch_;
 };
 
 }  // namespace clairfs

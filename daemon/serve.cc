@@ -51,7 +51,7 @@ constexpr std::chrono::seconds kStopGrace{5};
 
 // Threads serving the control mount. More than one, so that a long manifest validation at a
 // writer's close() or a read of stats waiting for another writer's release
-// (ControlPlane::AwaitReleases) never holds back the release it waits for; a few more for
+// (Registrar::AwaitReleases) never holds back the release it waits for; a few more for
 // several processes registering at once. Each costs only its stack while idle.
 constexpr int kControlThreads = 4;
 
@@ -64,12 +64,43 @@ void AbortFuseConnection() {
   spdlog::warn("closed {} FUSE descriptor(s): the kernel aborts the connections", closed);
 }
 
+// The FUSE session of the dataset mount, taken down on every way out of Serve: unmounted if it
+// was mounted, its signal handlers removed if they were installed, then destroyed. Close does
+// it at the point of a stop where it belongs; the destructor, for a start that fails.
+class Session {
+ public:
+  explicit Session(fuse_session* se) : se_(se) {}
+  ~Session() { Close(); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  fuse_session* get() const { return se_; }
+  bool InstallSignalHandlers() {
+    handlers_ = fuse_set_signal_handlers(se_) == 0;
+    return handlers_;
+  }
+  bool Mount(const std::string& mountpoint) {
+    mounted_ = fuse_session_mount(se_, mountpoint.c_str()) == 0;
+    return mounted_;
+  }
+  void Close() {
+    if (!se_) return;
+    if (mounted_) fuse_session_unmount(se_);
+    if (handlers_) fuse_remove_signal_handlers(se_);
+    fuse_session_destroy(se_);
+    se_ = nullptr;
+  }
+
+ private:
+  fuse_session* se_;
+  bool handlers_ = false;
+  bool mounted_ = false;
+};
+
 }  // namespace
 
 int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* argv0) {
   const std::string& mount_abs = start.mount;
-  Prefetcher& prefetcher = parts.prefetcher();
-  cluster::ClusterNode* peer = parts.peer();
   std::unique_ptr<char, void (*)(void*)> opts_raw(MountOptions(start.dataset, cl.fuse_options),
                                                   std::free);
   if (!opts_raw) return Fail(ExitCode::kFailure, "out of memory");
@@ -84,9 +115,9 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   fuse_session* se =
       fuse_session_new(&args, &ClairFs::Ops(), sizeof(fuse_lowlevel_ops), &parts.fs());
   if (!se) return Fail(ExitCode::kUsage, "invalid FUSE options: " + opts);
+  Session session(se);
   parts.fs().SetSession(se);
-  if (fuse_set_signal_handlers(se) != 0) {
-    fuse_session_destroy(se);
+  if (!session.InstallSignalHandlers()) {
     return Fail(ExitCode::kFailure, "cannot install signal handlers");
   }
   // Set once mounted (before the lifecycle thread starts). Our mount is told apart from
@@ -96,7 +127,8 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   // process (and its descriptor table) alive.
   dev_t mount_dev = 0;
   bool mounted = false;
-  std::unique_ptr<ControlMount> control_mount;  // set before the lifecycle thread starts
+  // Set before the lifecycle thread starts; destroyed (stopped) before the session.
+  std::unique_ptr<ControlMount> control_mount;
   Lifecycle::Hooks hooks;
   hooks.on_hangup = [] { ReopenLog(); };
   hooks.on_stop = [b = &parts.backing()] { b->Stop(); };
@@ -112,14 +144,10 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
     }
     if (mounted) AbortFuseConnection();
   };
-  // After fuse_set_signal_handlers, before the mount: SIGTERM, SIGINT and SIGHUP are ours
-  // from the moment the mount is visible.
+  // After the signal handlers, before the mount: SIGTERM, SIGINT and SIGHUP are ours from the
+  // moment the mount is visible.
   auto life = Lifecycle::Install(se, kStopGrace, std::move(hooks));
-  if (!life.ok()) {
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
-    return Fail(ExitCode::kFailure, life.status().message());
-  }
+  if (!life.ok()) return Fail(ExitCode::kFailure, life.status().message());
   // The control files first: the main mount is announced (appears) with `.clairfs` usable.
   auto mounted_control = [&]() -> Result<std::unique_ptr<ControlMount>> {
     if (Status s = PrepareControlMountpoint(start.control); !s.ok()) {
@@ -128,53 +156,30 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
     return ControlMount::Mount(parts.control_fs(), start.control, mount_abs, cl.debug);
   }();
   if (!mounted_control.ok()) {
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
     return Fail(ExitCode::kMountFailed, mounted_control.status().message());
   }
   control_mount = std::move(mounted_control.value());
-  if (fuse_session_mount(se, mount_abs.c_str()) != 0) {
-    control_mount->Stop();
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
+  if (!session.Mount(mount_abs)) {
     return Fail(ExitCode::kMountFailed,
                 "cannot mount on '" + mount_abs + "' (see the message above)");
   }
-  if (const auto mounted = FindMount(mount_abs)) mount_dev = mounted->devno;
+  if (const auto found = FindMount(mount_abs)) mount_dev = found->devno;
   mounted = true;
   if (fuse_daemonize(cl.foreground ? 1 : 0) != 0) {
-    fuse_session_unmount(se);
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
     return Fail(ExitCode::kFailure, "cannot daemonize");
   }
   if (!cl.foreground) {
     if (Status s = parts.ReopenSsdTiers(); !s.ok()) {
       spdlog::critical("cannot reopen the SSD tier after daemonizing: {}", s.message());
-      fuse_session_unmount(se);
-      fuse_remove_signal_handlers(se);
-      fuse_session_destroy(se);
       return static_cast<int>(ExitCode::kFailure);
     }
   }
   parts.Serving();
   std::optional<ThreadsWithoutStopSignals> guard(std::in_place);
-  parts.fs().StartWatch();
   control_mount->Start(kControlThreads);
   life.value()->StartThread();
+  parts.StartThreads();
   spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, start.dataset, mount_abs);
-  if (peer) {
-    peer->Start(
-        [&](const std::string& path, const FileVersion& version) {
-          return prefetcher.GetLocal(path, version);
-        },
-        [&] { prefetcher.Replan(); },
-        [&](const std::string& path, BlobPtr blob) { prefetcher.Adopt(path, std::move(blob)); },
-        [&](const std::string& key, const FileVersion& version) {
-          return prefetcher.FetchForPeer(key, version);
-        });
-  }
-  prefetcher.Start();
   guard.reset();
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, static_cast<unsigned>(parts.config().fuse.threads));
@@ -188,20 +193,13 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   fuse_loop_cfg_destroy(loop);
   // Calls stuck on the backing store fail now, so no prefetch thread waits out their deadline.
   parts.backing().Stop();
-  parts.fs().StopWatch();
+  parts.StopFreshness();
   // fusermount3 -u of the mount alone (or a signal) ends the control mount too.
   lc.SetStage("unmounting the control files");
   control_mount->Stop();
-  lc.SetStage("stopping the prefetch threads");
-  prefetcher.Stop();
-  if (peer) {
-    lc.SetStage("stopping the peer tier");
-    peer->Stop();
-  }
+  parts.StopThreads([&lc](const char* stage) { lc.SetStage(stage); });
   lc.SetStage("unmounting");
-  fuse_session_unmount(se);
-  fuse_remove_signal_handlers(se);
-  fuse_session_destroy(se);
+  session.Close();
   lc.SetStage("closing the SSD tier (RocksDB)");
   parts.CloseSsdTiers();
   lc.Finish();

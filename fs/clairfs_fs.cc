@@ -42,14 +42,10 @@ using FileHandle = OpenContents;
 // handle goes).
 struct ClairFs::DirHandle : DatasetCore::Dir {};
 
-ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
+ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, Registrar& control,
                  AccessPolicy& access, Stats& stats, FsOptions options,
                  std::vector<std::string> root_aliases, std::string control_target)
-    : backing_(backing),
-      prefetcher_(prefetcher),
-      control_(control),
-      stats_(stats),
-      options_(options),
+    : options_(options),
       access_(access),
       core_(backing, prefetcher, access.rules(), stats, options_, std::move(root_aliases),
             std::move(control_target), *this, [&control] { control.AwaitReleases(); }) {}
@@ -103,12 +99,6 @@ void ClairFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void ClairFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const auto* h = fi ? reinterpret_cast<const FileHandle*>(fi->fh) : nullptr;
-  if (ahead_ && ahead_->Armed()) {
-    // A signpost (cache/backing/stat_ahead.h): a reader is there, whatever the page cache
-    // answered before; may wait (bounded) for the stretch past it to be statted.
-    std::string path;
-    if (core_.inodes().Path(ino, &path)) ahead_->Reached(path);
-  }
   auto got = core_.GetAttr(ino, h);
   if (!got.ok()) return ReplyError(req, got.status());
   fuse_reply_attr(
@@ -300,6 +290,28 @@ const fuse_lowlevel_ops& ClairFs::Ops() {
     return o;
   }();
   return ops;
+}
+
+void ClairFs::NotifyInode(uint64_t id, bool contents) {
+  // Pages go through the core, which records the drop (fs/core/page_versions.h), so that the
+  // next READ of the new version is served at once instead of refused once.
+  if (contents) return core_.DropPages(id);
+  fuse_session* se = session_.load(std::memory_order_acquire);
+  if (!se) return;
+  // Attributes only (offset -1). The kernel forgets the node's cached ACLs with them.
+  const int rc = fuse_lowlevel_notify_inval_inode(se, id, -1, 0);
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("invalidation of node {}: {}", id, std::strerror(-rc));
+  }
+}
+
+void ClairFs::NotifyEntry(uint64_t parent, const std::string& name) {
+  fuse_session* se = session_.load(std::memory_order_acquire);
+  if (!se) return;
+  const int rc = fuse_lowlevel_notify_inval_entry(se, parent, name.c_str(), name.size());
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("invalidation of '{}' in node {}: {}", name, parent, std::strerror(-rc));
+  }
 }
 
 }  // namespace clairfs

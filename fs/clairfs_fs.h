@@ -2,8 +2,9 @@
 // FUSE-free core (fs/core/dataset_core.h: namespace, identity, access, binding), whose answer it
 // replies; every failure goes to the kernel through ToErrno (fs/status_errno.h), and the only
 // errnos written here are the protocol's own (named constants in clairfs_fs.cc). It implements
-// the core's KernelCache with the kernel's notifications, and wires the watch, the stats ahead
-// and the revalidation (fs/clairfs_watch.cc). No exception leaves a callback.
+// the core's KernelCache with the kernel's notifications, and offers them (NotifyInode,
+// NotifyEntry) to what keeps the kernel's caches fresh, which the composition root builds and
+// wires (daemon/compose.h). No exception leaves a callback.
 #pragma once
 
 #define FUSE_USE_VERSION 314
@@ -14,16 +15,13 @@
 #include <string>
 
 #include "cache/backing/backing.h"
-#include "cache/backing/stat_ahead.h"
 #include "cache/base/stats.h"
 #include "cache/prefetch/prefetcher.h"
+#include "control/registrar.h"
 #include "fs/access.h"
-#include "fs/backing_watch.h"
-#include "fs/control.h"
 #include "fs/core/dataset_core.h"
 #include "fs/core/fs_options.h"
 #include "fs/core/kernel_cache.h"
-#include "fs/revalidate.h"
 
 namespace clairfs {
 
@@ -32,23 +30,23 @@ class ClairFs final : public KernelCache {
   // All references must outlive the session. root_aliases are the absolute paths that name the
   // dataset root (dataset and mountpoint), for symlink checks. control_target: the absolute
   // path `.clairfs` leads to (the control mount, daemon/control_mount.h).
-  ClairFs(PosixBacking& backing, Prefetcher& prefetcher, ControlPlane& control,
-          AccessPolicy& access, Stats& stats, FsOptions options,
-          std::vector<std::string> root_aliases, std::string control_target);
+  ClairFs(PosixBacking& backing, Prefetcher& prefetcher, Registrar& control, AccessPolicy& access,
+          Stats& stats, FsOptions options, std::vector<std::string> root_aliases,
+          std::string control_target);
   // The operation table; the session's userdata must be this object.
   static const fuse_lowlevel_ops& Ops();
   // The session serving this object, for notifications to the kernel; set right after
   // fuse_session_new, before the session loop runs.
   void SetSession(fuse_session* se) { session_.store(se, std::memory_order_release); }
-  // Starts what keeps the kernel's caches fresh, after any daemonizing fork and before the
-  // prefetcher starts and the session loop runs: unless fuse.immutable, the revalidation
-  // sweep (fs/revalidate.h, any open mode); with open_mode none, the watch of the backing store
-  // (fs/backing_watch.h, fuse.watch_backing) and, with fuse.stat_ahead, the stats ahead of the
-  // reads (cache/backing/stat_ahead.h), which the watch vouches for and which, unless immutable,
-  // are compared with what the kernel was given. A failure is logged and leaves the rest going.
-  // StopWatch: after the session loop and backing.Stop().
-  void StartWatch();
-  void StopWatch();
+  // The FUSE-free core: the nodes (inodes()) and the hooks of the freshness parts
+  // (SetWatchers), for the composition root to wire before the session loop runs.
+  DatasetCore& core() { return core_; }
+  // From the freshness parts' threads (fs/fresh/, cache/backing/stat_ahead.h, wired in
+  // daemon/compose_threads.cc): make the kernel drop node id's attributes and cached ACLs,
+  // with its pages (contents) or not; or its entry for name in directory node parent. No-ops
+  // before the session is set.
+  void NotifyInode(uint64_t id, bool contents);
+  void NotifyEntry(uint64_t parent, const std::string& name);
 
   // Request handlers (called through Ops()).
   void Init(fuse_conn_info* conn);
@@ -79,29 +77,14 @@ class ClairFs final : public KernelCache {
   // notification never blocks.
   void InvalidateAttrs(uint64_t node) override;
   bool DropPages(uint64_t node, uint64_t from) override;
-  // From the watch's and the revalidation's threads (fs/clairfs_watch.cc): make the kernel
-  // drop node id's attributes and cached ACLs, with its pages (contents) or not; or its entry
-  // for name in directory node parent. No-ops before the session is set.
-  void NotifyInode(uint64_t id, bool contents);
-  void NotifyEntry(uint64_t parent, const std::string& name);
   // A READ without a handle (fuse.open_mode: none): DatasetCore::ReadNode, then the reply.
   void ReadNode(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off);
 
-  PosixBacking& backing_;
-  Prefetcher& prefetcher_;
-  ControlPlane& control_;
-  Stats& stats_;
   const FsOptions options_;
   AccessPolicy& access_;
   std::atomic<fuse_session*> session_{nullptr};
-  // The rules and the nodes (before the watchers below, which use its InodeTable).
+  // The rules and the nodes.
   DatasetCore core_;
-  // Unless fuse.immutable: set before the session loop, stopped after it (after ahead_, whose
-  // batches it checks).
-  std::unique_ptr<Revalidator> revalidator_;
-  std::unique_ptr<BackingWatch> watch_;  // set before the session loop runs, reset after it
-  // Set with watch_ (fuse.stat_ahead > 0), before the session loop; stopped with it.
-  std::unique_ptr<StatAhead> ahead_;
 };
 
 }  // namespace clairfs

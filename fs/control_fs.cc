@@ -64,11 +64,13 @@ struct ControlFs::Handle {
   // the handle, before fuse_reply_buf returns (and ASan's writev interceptor reads the buffer
   // after the call).
   std::shared_ptr<const std::string> text = std::make_shared<const std::string>();
-  std::unique_ptr<ControlPlane::Writer> writer;
+  std::unique_ptr<Registrar::Writer> writer;
 };
 
-ControlFs::ControlFs(ControlPlane& control, AccessPolicy& access, const FsOptions& options)
-    : control_(control),
+ControlFs::ControlFs(Registrar& registrar, const ControlViews& views, AccessPolicy& access,
+                     const FsOptions& options)
+    : registrar_(registrar),
+      views_(views),
       access_(access),
       entry_timeout_(options.entry_timeout),
       uid_(getuid()),
@@ -151,7 +153,7 @@ void ControlFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int t
   if (to_set & FUSE_SET_ATTR_SIZE) {
     auto* h = fi ? reinterpret_cast<Handle*>(fi->fh) : nullptr;
     if (h && h->writer) {
-      Status s = control_.Truncate(*h->writer, static_cast<uint64_t>(attr->st_size));
+      Status s = registrar_.Truncate(*h->writer, static_cast<uint64_t>(attr->st_size));
       if (!s.ok()) return ReplyError(req, s);
     } else if (attr->st_size != 0) {
       return ReplyError(req, Status::Error(Code::kInvalidArgument, "truncate to non-zero"));
@@ -176,15 +178,15 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // description keeps the credentials it was opened with.
     std::shared_ptr<const Backing> view;
     if (!access_.WriterView(req, &view)) return;
-    h->writer = control_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0,
-                                    std::move(view));
+    h->writer = registrar_.OpenWriter((fi->flags & O_APPEND) != 0, (fi->flags & O_TRUNC) != 0,
+                                      std::move(view));
   } else if (mode != O_RDONLY) {
     return ReplyError(req, Status::Error(Code::kPermissionDenied, "a generated control file"));
   } else if (node != Node::kManifest) {
-    control_.AwaitReleases();  // a plan whose writer's close() just returned is installed
+    registrar_.AwaitReleases();  // a plan whose writer's close() just returned is installed
     // What this caller may see, decided now for the life of the handle (docs/permissions.md).
     const ControlView view = ViewFor(fuse_req_ctx(req)->uid, access_.IsController(req));
-    h->text = std::make_shared<const std::string>(control_.ViewText(GeneratedFile(node), view));
+    h->text = std::make_shared<const std::string>(views_.ViewText(GeneratedFile(node), view));
   }
   fi->direct_io = 1;         // contents are generated per open; the page cache must not keep them
   fi->noflush = !h->writer;  // only a manifest writer's close() has something to report
@@ -213,8 +215,8 @@ void ControlFs::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi)
 void ControlFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   auto* h = reinterpret_cast<Handle*>(fi->fh);
   if (!h->writer) return (void)fuse_reply_err(req, kNotWritable);
-  Status s = control_.Write(*h->writer, std::string_view(buf, size), static_cast<uint64_t>(off),
-                            (fi->flags & O_APPEND) != 0);
+  Status s = registrar_.Write(*h->writer, std::string_view(buf, size), static_cast<uint64_t>(off),
+                              (fi->flags & O_APPEND) != 0);
   if (!s.ok()) return ReplyError(req, s);
   fuse_reply_write(req, size);
 }
@@ -222,13 +224,13 @@ void ControlFs::Write(fuse_req_t req, const char* buf, size_t size, off_t off, f
 void ControlFs::Flush(fuse_req_t req, fuse_file_info* fi) {
   auto* h = reinterpret_cast<Handle*>(fi->fh);
   if (!h->writer) return (void)fuse_reply_err(req, 0);  // success
-  fuse_reply_err(req, ToErrno(control_.Flush(*h->writer)));
+  fuse_reply_err(req, ToErrno(registrar_.Flush(*h->writer)));
 }
 
 void ControlFs::Release(fuse_req_t req, fuse_file_info* fi) {
   auto* h = reinterpret_cast<Handle*>(fi->fh);
-  if (h->writer) control_.Release(*h->writer);  // the last close() was answered by flush
-  std::unique_ptr<Handle> owned;                // freed after the lock
+  if (h->writer) registrar_.Release(*h->writer);  // the last close() was answered by flush
+  std::unique_ptr<Handle> owned;                  // freed after the lock
   {
     std::lock_guard lock(handles_mu_);
     auto it = handles_.find(h);

@@ -3,9 +3,10 @@
 // (daemon/control_mount.h) that `<mount>/.clairfs` (a symbolic link, fs/clairfs_fs.cc) leads
 // to. A connection of its own, because the control files need OPEN, FLUSH and RELEASE (per
 // writer buffers, EINVAL at close(), snapshots per open) whatever the dataset connection does
-// with them (issue 11). The root directory holds manifest, stats, plan, errors and metrics; the
-// contents come from ControlPlane, write permission on the manifest from AccessPolicy, and so
-// does the view a reader gets of the generated files (fs/control_views.h).
+// with them. The root directory holds manifest, stats, plan, errors and metrics: the manifest is
+// written through the Registrar (control/registrar.h), the generated files come from
+// ControlViews (control/views.h); write permission on the manifest comes from AccessPolicy, and
+// so does the view a reader gets of the generated files (control/counts_view.h).
 // No exception leaves a callback. Thread-safe: requests may arrive on any number of threads.
 #pragma once
 
@@ -17,16 +18,19 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "control/registrar.h"
+#include "control/views.h"
 #include "fs/access.h"
-#include "fs/control.h"
 #include "fs/core/fs_options.h"
 
 namespace clairfs {
 
 class ControlFs {
  public:
-  // control and access must outlive the session. Only entry_timeout of options is used.
-  ControlFs(ControlPlane& control, AccessPolicy& access, const FsOptions& options);
+  // registrar, views and access must outlive the session. Only entry_timeout of options is
+  // used.
+  ControlFs(Registrar& registrar, const ControlViews& views, AccessPolicy& access,
+            const FsOptions& options);
   // Frees the handles the kernel never released (a writer still open when the daemon stopped
   // the session): call it only once no worker serves the session any more.
   ~ControlFs();
@@ -66,7 +70,8 @@ class ControlFs {
   static bool NodeOf(fuse_ino_t ino, Node* node);
   void Attr(Node node, struct stat* st) const;
 
-  ControlPlane& control_;
+  Registrar& registrar_;
+  const ControlViews& views_;
   AccessPolicy& access_;
   const double entry_timeout_;
   const uid_t uid_;

@@ -22,7 +22,9 @@ LAYERS = {
     "cache/tiers": ["cache/base", "cache/plan"],
     "cache/prefetch": ["cache/base", "cache/backing", "cache/plan", "cache/tiers"],
     "fs/core": ["cache/prefetch"],
-    "fs": ["fs/core"],
+    "fs/fresh": ["fs/core"],
+    "control": ["cache/prefetch"],
+    "fs": ["fs/core", "control"],
     "cluster": ["cache/prefetch"],
     "conf": ["cache/prefetch", "fs", "cluster"],
 }

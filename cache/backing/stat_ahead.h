@@ -26,7 +26,7 @@
 // below) whose record is missing or older than max_age / 2.
 // Memory: at most `capacity` records (the oldest are dropped first).
 //
-// Freshness (fs/revalidate.h), unless the dataset is declared immutable: with `check_all`,
+// Freshness (fs/fresh/revalidate.h), unless the dataset is declared immutable: with `check_all`,
 // paths in directories not watched are statted too (recorded, never answered by Recent), and
 // every batch's stats go to Hooks::checked, which compares them with what the kernel was given;
 // with `idle_refresh`, a batch also runs that long after the last one while nothing wakes the

@@ -71,8 +71,8 @@ struct Stats {
     Counter failed{0};   // the keep tier was off or refused the write (logged)
   } kept;
 
-  // The backing watch (fs/backing_watch.h, fuse.open_mode none): changes on this node passed on
-  // to the kernel's caches.
+  // The backing watch (fs/fresh/backing_watch.h, fuse.open_mode none): changes on this node passed
+  // on to the kernel's caches.
   struct Watch {
     Counter directories{0};    // gauge: directories watched now
     Counter events{0};         // inotify events read
@@ -93,7 +93,7 @@ struct Stats {
     Counter reached{0};    // signposts a reader reached (a getattr of the file)
   } stat_ahead;
 
-  // Freshness for changes no watch sees (fs/revalidate.h): the kernel told to forget what it
+  // Freshness for changes no watch sees (fs/fresh/revalidate.h): the kernel told to forget what it
   // caches of objects that changed; all zero with fuse.immutable.
   struct Fresh {
     Counter checked{0};      // files the plan reads next compared after a stat ahead

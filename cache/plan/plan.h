@@ -227,7 +227,7 @@ Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const 
 // Whether base (may be null) has room for m's stream: kInvalidArgument (a report naming
 // cache.max_streams) when m would add a stream to a base that holds max_streams already. A
 // replacement of a stream base has, and a removal, always fit. reserved: names of streams
-// promised to manifests accepted but not installed yet (ControlPlane's reservations): each
+// promised to manifests accepted but not installed yet (Registrar's reservations): each
 // one base lacks takes a place too, and m's own name among them fits.
 Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange change,
                   uint32_t max_streams, std::span<const std::string_view> reserved = {});

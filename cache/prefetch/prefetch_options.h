@@ -54,7 +54,7 @@ struct PrefetchOptions {
   // cache.stream_idle: a stream with no read and no registration for this long is removed
   // (0: never).
   std::chrono::milliseconds stream_idle{3'600'000};
-  // cache.max_streams: streams a plan may hold (ControlPlane refuses a registration that would add
+  // cache.max_streams: streams a plan may hold (Registrar refuses a registration that would add
   // one more).
   uint32_t max_streams = 64;
   // cache.keep_copies: the fastest persistent tier below a volatile one keeps copies of the faster

@@ -49,7 +49,7 @@ class AccessRules {
 
   // True if caller is the mount's owner (the daemon's user) or a member (primary or
   // supplementary) of control.group: who may write the manifest and read the full view of the
-  // control files (fs/control_views.h). Counts nothing.
+  // control files (control/counts_view.h). Counts nothing.
   bool IsController(const Caller& caller) const;
   // Ok if caller may open .clairfs/manifest for writing (IsController); else
   // kPermissionDenied, counted in control_denied.

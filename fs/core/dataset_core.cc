@@ -121,7 +121,7 @@ Result<DatasetCore::Entry> DatasetCore::Lookup(uint64_t parent, std::string_view
     if (!backing_.Lstat(known.path, &kst).ok() || !known.Names(kst)) linked = 0;
   }
   e.node = inodes_.Acquire(path, e.attr.st_dev, e.attr.st_ino, e.attr.st_mode, linked);
-  inodes_.Report(e.node, e.attr);  // any type: what fs/revalidate.h compares with
+  inodes_.Report(e.node, e.attr);  // any type: what fs/fresh/revalidate.h compares with
   if (S_ISDIR(e.attr.st_mode) && dir_seen_) dir_seen_(e.node, path);
   return e;
 }
@@ -133,6 +133,12 @@ void DatasetCore::Forget(uint64_t node, uint64_t n) {
 }
 
 Result<DatasetCore::Attr> DatasetCore::GetAttr(uint64_t node, const OpenContents* h) {
+  if (ahead_ && ahead_->Armed()) {
+    // A signpost (cache/backing/stat_ahead.h): a reader is there, whatever the page cache
+    // answered before; may wait (bounded) for the stretch past it to be statted.
+    std::string path;
+    if (inodes_.Path(node, &path)) ahead_->Reached(path);
+  }
   Attr a;
   struct stat& st = a.st;
   if (node == kControlLink) {

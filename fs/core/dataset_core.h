@@ -72,7 +72,7 @@ class DatasetCore {
   // dataset root (dataset and mountpoint), for symlink checks. control_target: where the
   // `.clairfs` link leads (the control mount). await_releases: run before an open and before a
   // READ binds a node, so that a plan whose writer's close() just returned counts for it
-  // (ControlPlane::AwaitReleases); null: nothing to wait for.
+  // (Registrar::AwaitReleases); null: nothing to wait for.
   DatasetCore(PosixBacking& backing, Prefetcher& prefetcher, AccessRules& access, Stats& stats,
               const FsOptions& options, std::vector<std::string> root_aliases,
               std::string control_target, KernelCache& kernel,
@@ -106,7 +106,9 @@ class DatasetCore {
   static constexpr double kUnreachableAttrTimeout = 1.0;
   // The attributes of node; through an open file (handle non-null) those of the file it reads
   // (its descriptor's; while the store does not answer, those at open). Recorded as reported to
-  // the kernel (InodeTable::Report).
+  // the kernel (InodeTable::Report). With stats made ahead (SetWatchers) whose signposts are
+  // armed, a GETATTR of a signposted file first tells them a reader is there
+  // (StatAhead::Reached), which may wait, bounded, for the stretch past it to be statted.
   Result<Attr> GetAttr(uint64_t node, const OpenContents* handle);
   // The target of symbolic link node (the same object before and after the read).
   Result<std::string> ReadLink(uint64_t node);

@@ -36,17 +36,17 @@ struct FsOptions {
   AccessCheck access_check = AccessCheck::kOpen;  // fuse.access_check
   OpenMode open_mode = OpenMode::kNone;           // fuse.open_mode
   // fuse.watch_backing, with open_mode none: changes made on this node count at the next open
-  // (fs/backing_watch.h)
+  // (fs/fresh/backing_watch.h)
   bool watch_backing = true;
   // fuse.stat_ahead, fuse.stat_max_age, open_mode none: versions checked ahead of the reads
   // (cache/backing/stat_ahead.h), used by reads while the watch vouches for them and, unless
-  // immutable, compared with what the kernel holds (fs/revalidate.h); 0 positions: each read checks
-  // its own, and nothing is compared ahead.
+  // immutable, compared with what the kernel holds (fs/fresh/revalidate.h); 0 positions: each read
+  // checks its own, and nothing is compared ahead.
   uint32_t stat_ahead = 256;
   double stat_max_age = 1.0;  // seconds
   // fuse.revalidate_interval: seconds within which a change no watch sees (another node of a
   // network file system) reaches the kernel's caches of what the plan does not read next
-  // (fs/revalidate.h, the sweep); fuse.immutable: the dataset never changes while mounted (no
+  // (fs/fresh/revalidate.h, the sweep); fuse.immutable: the dataset never changes while mounted (no
   // sweep, no comparison ahead of the reads).
   double revalidate_interval = 60.0;
   bool immutable = false;

@@ -87,7 +87,7 @@ void InodeTable::Report(uint64_t id, const struct stat& st) {
   // The kernel drops a file's pages on a reply of another size or mtime (auto_inval_data), not
   // on another ctime alone (a rewrite that put size and mtime back): after such a reply its
   // pages are still of the version reported before, which stays recorded, so that
-  // fs/revalidate.h, comparing a fresh stat with it, drops them.
+  // fs/fresh/revalidate.h, comparing a fresh stat with it, drops them.
   const bool pages_kept = n.known && !n.gone && S_ISREG(n.mode) && S_ISREG(st.st_mode) &&
                           v.size == n.seen.reported.size && v.mtime_ns == n.seen.reported.mtime_ns;
   if (!pages_kept) n.seen.reported = v;

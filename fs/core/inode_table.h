@@ -95,7 +95,7 @@ class InodeTable {
   Seen SeenOf(uint64_t id) const;
   size_t size() const;
 
-  // What fs/revalidate.h compares a fresh stat with: the attributes the kernel was last given
+  // What fs/fresh/revalidate.h compares a fresh stat with: the attributes the kernel was last given
   // for the node (a lookup or getattr reply, or an open's version), or what a revalidation made
   // it forget. `known` is false until a reply with attributes was recorded.
   struct Shown {

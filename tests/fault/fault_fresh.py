@@ -2,7 +2,7 @@
 changed on "another node" (the directory below faultfs, changed directly: no watch of this node
 sees it, as on NFS) while clairfs serves it in no-open mode with the kernel keeping names,
 attributes and pages. Each change must reach the mount within its bound: a planned file's
-next read within PLANNED_BOUND (fs/revalidate.h, checks ahead), anything else the kernel holds
+next read within PLANNED_BOUND (fs/fresh/revalidate.h, checks ahead), anything else the kernel holds
 within fuse.revalidate_interval (the sweep). Every read meanwhile returns the old or the new
 version, never other bytes."""
 import errno

@@ -160,7 +160,7 @@ class AclTest(AccessCase):
 
 class RevocationTest(AccessCase):
     """In the default no-open mode the kernel checks every open against the attributes and
-    ACLs it caches, which the backing watch drops as soon as they change (fs/backing_watch.h):
+    ACLs it caches, which the backing watch drops as soon as they change (fs/fresh/backing_watch.h):
     the change counts at the next open. RevocationPerOpenTest: the daemon's own re-check."""
     OPEN_MODE = "none"
 

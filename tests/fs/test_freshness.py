@@ -5,7 +5,7 @@ no kernel caching of its own) whose underlying directory the test changes direct
 the passthrough's mount sees none of it, as on NFS.
 
 - a planned file rewritten (same size, same mtime) or chmod 600: seen by its next planned read
-  within 1.5 x fuse.stat_max_age plus one batch (fs/revalidate.h, Check);
+  within 1.5 x fuse.stat_max_age plus one batch (fs/fresh/revalidate.h, Check);
 - what the plan does not name (read past the plan, a listing, a deleted file): within
   fuse.revalidate_interval (the sweep);
 - fuse.immutable: neither runs (the counters stay 0), as documented.

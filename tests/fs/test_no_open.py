@@ -181,7 +181,7 @@ class NoOpenTest(ClairfsCase):
 
     def test_changes_on_this_node_are_seen_without_waiting_for_the_timeouts(self):
         # entry_timeout and attr_timeout stay at 3600 s: the backing watch drops what the
-        # kernel cached of a changed name (fs/backing_watch.h), so the next open sees it.
+        # kernel cached of a changed name (fs/fresh/backing_watch.h), so the next open sees it.
         files = {"w/gone.bin": os.urandom(50_000), "w/replaced.bin": os.urandom(60_000),
                  "w/written.bin": os.urandom(70_000)}
         results = {}

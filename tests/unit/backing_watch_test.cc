@@ -1,6 +1,6 @@
 // BackingWatch on a real directory and a real inotify instance: changes made to the backing
 // tree become the invalidations that make the kernel ask again.
-#include "fs/backing_watch.h"
+#include "fs/fresh/backing_watch.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

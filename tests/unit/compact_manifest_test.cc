@@ -13,7 +13,7 @@
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
-#include "fs/control.h"
+#include "control/registrar.h"
 #include "tests/unit/compact_encode.h"
 #include "tests/unit/mem_backing.h"
 
@@ -430,16 +430,16 @@ TEST(CompactManifest, InputPicksTheFormByItsFirstByte) {
   EXPECT_EQ(FirstError(t), "path contains a NUL byte");
 }
 
-// Through ControlPlane as the FUSE handlers drive it: a compact manifest written in pieces is
+// Through Registrar as the FUSE handlers drive it: a compact manifest written in pieces is
 // validated at close() and installed at release; a broken one changes nothing.
-TEST_F(CompactTest, ControlPlaneInstallsACompactManifest) {
+TEST_F(CompactTest, RegistrarInstallsACompactManifest) {
   spdlog::set_level(spdlog::level::err);
   RamTier ram("ram", 1 << 20);
   PrefetchOptions o;
   o.staging_capacity = 1 << 20;
   Stats stats;
   Prefetcher prefetcher(backing_, {&ram}, o, &stats);
-  ControlPlane control(backing_, prefetcher, stats, {"/data/set"});
+  Registrar control(backing_, prefetcher, stats, {"/data/set"});
   const std::string in = EncodeCompact(CompactOf("job", Sample()));
   auto w = control.OpenWriter(false, true);
   for (size_t i = 0; i < in.size(); i += 7) {

@@ -1,8 +1,6 @@
-// The counts view of the control files (fs/control_views.h): built by whitelist, so a field
+// The counts view of the control files (control/counts_view.h): built by whitelist, so a field
 // the whitelist does not name (a new one too) is hidden, and no path, stream name or byte size
 // of a file reaches it; the full view is unchanged.
-#include "fs/control_views.h"
-
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -15,8 +13,9 @@
 
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
-#include "fs/control.h"
-#include "fs/metrics.h"
+#include "control/counts_view.h"
+#include "control/metrics.h"
+#include "control/views.h"
 #include "tests/unit/mem_backing.h"
 
 namespace clairfs {
@@ -170,18 +169,18 @@ TEST(ControlViewsTest, MetricsKeepOnlyTheCountsFamilies) {
   EXPECT_NE(shown.find("clairfs_tier_capacity_bytes{tier=\"ram\"} 1000\n"), std::string::npos);
 }
 
-// The whole path through ControlPlane: a plan naming a secret file (of a size written nowhere
+// The whole path through Registrar: a plan naming a secret file (of a size written nowhere
 // else) in a named stream, and a rejected manifest naming another; the counts view of every
 // generated file holds neither name, nor the stream's, nor the size; the full view holds them.
-class ControlPlaneViews : public ::testing::Test {
+class ControlViewsThroughTheRegistrar : public ::testing::Test {
  protected:
   static constexpr uint64_t kSecretSize = 123457;
-  ControlPlaneViews() {
+  ControlViewsThroughTheRegistrar() {
     spdlog::set_level(spdlog::level::err);
     backing_.AddFile("secretdir/hidden_name.bin", std::string(kSecretSize, 'x'));
     o_.staging_capacity = 1 << 20;
   }
-  ~ControlPlaneViews() override { prefetcher_.Stop(); }
+  ~ControlViewsThroughTheRegistrar() override { prefetcher_.Stop(); }
 
   Status Commit(std::string_view text) {
     auto w = control_.OpenWriter(false, true);
@@ -196,10 +195,11 @@ class ControlPlaneViews : public ::testing::Test {
   PrefetchOptions o_;
   Stats stats_;
   Prefetcher prefetcher_{backing_, {&ram_}, o_, &stats_};
-  ControlPlane control_{backing_, prefetcher_, stats_, {"/data/set"}};
+  Registrar control_{backing_, prefetcher_, stats_, {"/data/set"}};
+  ControlViews views_{control_, prefetcher_, stats_};
 };
 
-TEST_F(ControlPlaneViews, CountsHoldNoNameAndNoSize) {
+TEST_F(ControlViewsThroughTheRegistrar, CountsHoldNoNameAndNoSize) {
   prefetcher_.Start();
   ASSERT_TRUE(Commit("#stream secretstream\nsecretdir/hidden_name.bin\n").ok())
       << control_.ErrorsText();
@@ -213,7 +213,7 @@ TEST_F(ControlPlaneViews, CountsHoldNoNameAndNoSize) {
   const std::string size = std::to_string(kSecretSize);
   for (ControlFile f :
        {ControlFile::kStats, ControlFile::kPlan, ControlFile::kErrors, ControlFile::kMetrics}) {
-    const std::string counts = control_.ViewText(f, ControlView::kCounts);
+    const std::string counts = views_.ViewText(f, ControlView::kCounts);
     for (const std::string& secret :
          {std::string("secretdir"), std::string("hidden_name"), std::string("missing_name"),
           std::string("secretstream"), size}) {
@@ -223,36 +223,36 @@ TEST_F(ControlPlaneViews, CountsHoldNoNameAndNoSize) {
     }
     EXPECT_FALSE(counts.empty());
   }
-  const json stats = json::parse(control_.ViewText(ControlFile::kStats, ControlView::kCounts));
+  const json stats = json::parse(views_.ViewText(ControlFile::kStats, ControlView::kCounts));
   EXPECT_EQ(stats["view"], "counts");
   EXPECT_EQ(stats["prefetch"]["planned_files"], 1);
   EXPECT_EQ(stats["prefetch"]["streams"].size(), 1u);
   EXPECT_EQ(stats["errors"]["manifest_rejected"], 1);
-  const json plan = json::parse(control_.ViewText(ControlFile::kPlan, ControlView::kCounts));
+  const json plan = json::parse(views_.ViewText(ControlFile::kPlan, ControlView::kCounts));
   EXPECT_EQ(plan["files"], 1);
   EXPECT_EQ(plan["entries"], 1);
   EXPECT_FALSE(plan.contains("bytes"));
   EXPECT_FALSE(plan.contains("predicted_backing_bytes"));
 
   // The full view: as before, names and sizes included.
-  const json full_stats = json::parse(control_.ViewText(ControlFile::kStats, ControlView::kFull));
+  const json full_stats = json::parse(views_.ViewText(ControlFile::kStats, ControlView::kFull));
   EXPECT_EQ(full_stats["prefetch"]["streams"][0]["name"], "secretstream");
   EXPECT_EQ(full_stats["ram_bytes"], kSecretSize);
   EXPECT_FALSE(full_stats.contains("view"));
-  EXPECT_EQ(control_.ViewText(ControlFile::kPlan, ControlView::kFull), control_.PlanJson());
-  EXPECT_EQ(control_.ViewText(ControlFile::kErrors, ControlView::kFull), control_.ErrorsText());
-  EXPECT_NE(control_.PlanJson().find("secretstream"), std::string::npos);
-  EXPECT_EQ(json::parse(control_.PlanJson())["bytes"], kSecretSize);
-  EXPECT_NE(control_.StatsJson().find(size), std::string::npos);
+  EXPECT_EQ(views_.ViewText(ControlFile::kPlan, ControlView::kFull), views_.PlanJson());
+  EXPECT_EQ(views_.ViewText(ControlFile::kErrors, ControlView::kFull), control_.ErrorsText());
+  EXPECT_NE(views_.PlanJson().find("secretstream"), std::string::npos);
+  EXPECT_EQ(json::parse(views_.PlanJson())["bytes"], kSecretSize);
+  EXPECT_NE(views_.StatsJson().find(size), std::string::npos);
   EXPECT_NE(control_.ErrorsText().find("secretdir/missing_name.bin"), std::string::npos);
-  EXPECT_NE(control_.MetricsText().find("stream=\"secretstream\""), std::string::npos);
+  EXPECT_NE(views_.MetricsText().find("stream=\"secretstream\""), std::string::npos);
 }
 
-TEST_F(ControlPlaneViews, CountsWithoutAPlan) {
-  const json plan = json::parse(control_.ViewText(ControlFile::kPlan, ControlView::kCounts));
+TEST_F(ControlViewsThroughTheRegistrar, CountsWithoutAPlan) {
+  const json plan = json::parse(views_.ViewText(ControlFile::kPlan, ControlView::kCounts));
   EXPECT_EQ(plan["entries"], 0);
   EXPECT_EQ(plan["streams"], json::array());
-  EXPECT_EQ(control_.ViewText(ControlFile::kErrors, ControlView::kCounts), "");
+  EXPECT_EQ(views_.ViewText(ControlFile::kErrors, ControlView::kCounts), "");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// ControlPlane::Write refusing a manifest early (docs/control-interface.md, "Writing it"): the
+// Registrar::Write refusing a manifest early (docs/control-interface.md, "Writing it"): the
 // write() that completes an invalid line fails with EINVAL, the report is in `errors`, every
 // later write and the close() fail too, and the active plan stays. Never a text that close()
 // would accept.
@@ -14,7 +14,7 @@
 #include "cache/manifest/compact_manifest.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
-#include "fs/control.h"
+#include "control/registrar.h"
 #include "tests/unit/mem_backing.h"
 
 namespace clairfs {
@@ -38,13 +38,13 @@ class ControlWrite : public ::testing::Test {
   ~ControlWrite() override { prefetcher_.Stop(); }
 
   // Writes text as one write() at the end of w's text.
-  Status Write(ControlPlane::Writer& w, std::string_view text) {
+  Status Write(Registrar::Writer& w, std::string_view text) {
     const Status s = control_.Write(w, text, written_[&w], false);
     if (s.ok()) written_[&w] += text.size();
     return s;
   }
   // The last close of w (its offset is forgotten: a new writer may have its address).
-  void Release(ControlPlane::Writer& w) {
+  void Release(Registrar::Writer& w) {
     control_.Release(w);
     written_.erase(&w);
   }
@@ -63,8 +63,8 @@ class ControlWrite : public ::testing::Test {
   PrefetchOptions o_;
   Stats stats_;
   Prefetcher prefetcher_{backing_, {&ram_}, o_, &stats_};
-  ControlPlane control_{backing_, prefetcher_, stats_, {"/data/set"}};
-  std::map<const ControlPlane::Writer*, uint64_t> written_;
+  Registrar control_{backing_, prefetcher_, stats_, {"/data/set"}};
+  std::map<const Registrar::Writer*, uint64_t> written_;
 };
 
 TEST_F(ControlWrite, TheWriteCompletingABadLineFailsAndEverythingAfterIt) {
@@ -233,7 +233,7 @@ TEST_F(ControlWrite, PathsAreCheckedThroughTheWritersView) {
 class ControlStreams : public ControlWrite {
  protected:
   ControlStreams() : ControlWrite(3) {}
-  std::unique_ptr<ControlPlane::Writer> Closed(const std::string& stream, Status* closed) {
+  std::unique_ptr<Registrar::Writer> Closed(const std::string& stream, Status* closed) {
     auto w = control_.OpenWriter(false, true);
     *closed = Write(*w, "#stream " + stream + "\na\n");
     if (closed->ok()) *closed = control_.Flush(*w);

@@ -183,7 +183,7 @@ TEST(InodeTable, ManyFilesNoDescriptors) {
   EXPECT_EQ(t.size(), 100001u);
 }
 
-// What fs/revalidate.h relies on: the newest node of a path, what the kernel was shown of it,
+// What fs/fresh/revalidate.h relies on: the newest node of a path, what the kernel was shown of it,
 // the nodes held.
 TEST(InodeTable, ByPathShownAndHeld) {
   InodeTable t;

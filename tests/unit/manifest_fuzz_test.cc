@@ -1,5 +1,5 @@
 // The manifest fuzzer: generated texts, valid ones mutated and random ones, fed in random
-// chunks through ManifestParser + BuildPlan and through ControlPlane with a real Prefetcher,
+// chunks through ManifestParser + BuildPlan and through Registrar with a real Prefetcher,
 // each compared with a reference model written here (its own parser and a plain resolver
 // over the same node map, sharing no code with cache/). Fixed seeds (CLAIRFS_FUZZ_SEED replays
 // another), a bounded time (fuzz_budget.h).
@@ -16,7 +16,7 @@
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
-#include "fs/control.h"
+#include "control/registrar.h"
 #include "tests/unit/compact_encode.h"
 #include "tests/unit/fuzz_budget.h"
 #include "tests/unit/manifest_model.h"
@@ -340,7 +340,7 @@ TEST_F(ManifestFuzz, ParserAndPlanAgreeWithTheModel) {
 // Through the control plane as the FUSE handlers drive it: writes in chunks (some at a wrong
 // offset, refused), closes of dups mid-text, ftruncate(0) and a rewrite, the final close and
 // release. A rejected text leaves the very same Plan object; an accepted one is installed.
-TEST_F(ManifestFuzz, ControlPlaneInstallsOnlyWholeValidTexts) {
+TEST_F(ManifestFuzz, RegistrarInstallsOnlyWholeValidTexts) {
   const testing::FuzzBudget budget(0x5EED, kInputs);
   RamTier ram("ram", 1 << 20);
   PrefetchOptions o;
@@ -351,7 +351,7 @@ TEST_F(ManifestFuzz, ControlPlaneInstallsOnlyWholeValidTexts) {
   Stats stats;
   Prefetcher prefetcher(backing_, {&ram}, o, &stats);
   prefetcher.Start();
-  ControlPlane control(backing_, prefetcher, stats, kAliases);
+  Registrar control(backing_, prefetcher, stats, kAliases);
   Gen gen(budget.seed());
   int inputs = 0, accepted = 0, refused_at_write = 0;
   for (int i = 0; budget.More(i); ++i) {
@@ -456,7 +456,7 @@ TEST_F(ManifestFuzz, ALateReleaseNeverClearsALaterRejection) {
   o.staging_capacity = 1 << 20;
   Stats stats;
   Prefetcher prefetcher(backing_, {&ram}, o, &stats);
-  ControlPlane control(backing_, prefetcher, stats, kAliases);
+  Registrar control(backing_, prefetcher, stats, kAliases);
   auto first = control.OpenWriter(false, true);
   ASSERT_TRUE(control.Write(*first, "a\n", 0, false).ok());
   ASSERT_TRUE(control.Flush(*first).ok());  // close() returned; release still in flight

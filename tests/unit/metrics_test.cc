@@ -1,6 +1,6 @@
-// The Prometheus text renderer (fs/metrics.h): the exposition format's rules, escaping, and
+// The Prometheus text renderer (control/metrics.h): the exposition format's rules, escaping, and
 // every family of a full stats object with its HELP and TYPE lines.
-#include "fs/metrics.h"
+#include "control/metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/stats_view.h"
+#include "control/stats_view.h"
 
 namespace clairfs {
 namespace {

@@ -71,7 +71,7 @@ ParsedManifest ParseWhole(const std::string& text) {
   return std::move(p).Finish();
 }
 
-// Feeds text in random pieces, checking the new paths after each piece as ControlPlane::Write
+// Feeds text in random pieces, checking the new paths after each piece as Registrar::Write
 // does, with a Peek() now and then (a close() of a dup'ed descriptor).
 ParsedManifest ParseInPieces(const std::string& text, std::vector<PathResolver>& resolvers,
                              PathChecks* checks, uint32_t seed) {

@@ -1,6 +1,6 @@
-// Revalidator (fs/revalidate.h) over in-memory parts: a MemBacking changed "elsewhere", a real
-// InodeTable holding what the kernel was given, and notifications recorded instead of sent.
-#include "fs/revalidate.h"
+// Revalidator (fs/fresh/revalidate.h) over in-memory parts: a MemBacking changed "elsewhere", a
+// real InodeTable holding what the kernel was given, and notifications recorded instead of sent.
+#include "fs/fresh/revalidate.h"
 
 #include <gtest/gtest.h>
 

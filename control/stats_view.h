@@ -1,6 +1,6 @@
 // The content of .clairfs/stats as a JSON object: the daemon's counters (cache/base/stats.h), the
 // prefetcher's progress and the values derived from them (hit rates, readiness), computed in
-// one place so that `stats`, `metrics` (fs/metrics.h) and clairfs-ctl agree.
+// one place so that `stats`, `metrics` (control/metrics.h) and clairfs-ctl agree.
 // docs/control-interface.md ("stats") documents every key.
 #pragma once
 

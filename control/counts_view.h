@@ -56,7 +56,7 @@ bool ValidSchema(const nlohmann::json& schema);
 const nlohmann::json& StatsCountsSchema();
 const nlohmann::json& PlanCountsSchema();
 
-// The counts view of a stats object (StatsObject) and of a plan object (ControlPlane's plan):
+// The counts view of a stats object (StatsObject) and of a plan object (Registrar's plan):
 // the whitelisted fields, plus "view": "counts" and "hidden": kHiddenNote. A stats warning
 // keeps its kind and age; its message is a fixed sentence for its kind.
 nlohmann::json StatsCounts(const nlohmann::json& full_stats);

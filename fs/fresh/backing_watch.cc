@@ -1,4 +1,4 @@
-#include "fs/backing_watch.h"
+#include "fs/fresh/backing_watch.h"
 
 #include <poll.h>
 #include <spdlog/spdlog.h>

@@ -1,4 +1,4 @@
-// .clairfs/metrics: the stats (fs/stats_view.h) in the Prometheus text exposition format,
+// .clairfs/metrics: the stats (control/stats_view.h) in the Prometheus text exposition format,
 // version 0.0.4, so that a Prometheus server or node_exporter's textfile collector reads a node
 // without custom code. docs/control-interface.md ("metrics") lists the families.
 #pragma once

@@ -1,4 +1,4 @@
-#include "fs/plan_epochs.h"
+#include "control/plan_epochs.h"
 
 #include <algorithm>
 

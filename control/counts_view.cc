@@ -1,10 +1,10 @@
-#include "fs/control_views.h"
+#include "control/counts_view.h"
 
 #include <algorithm>
 #include <iterator>
 #include <sstream>
 
-#include "fs/metrics.h"
+#include "control/metrics.h"
 
 namespace clairfs {
 
@@ -88,7 +88,7 @@ constexpr const char* kPlanCountsText = R"({
               "unowned": {"objects": "number"}, "cluster_objects": "number"}
 })";
 
-// The metrics families of the counts view (fs/metrics.cc names them). Hidden: every family
+// The metrics families of the counts view (control/metrics.cc names them). Hidden: every family
 // of bytes read, held or moved (clairfs_read_bytes_total, clairfs_backing_read_bytes_total,
 // clairfs_peer_bytes_total, clairfs_tier_used_bytes, clairfs_staging_used_bytes,
 // clairfs_staging_ready_bytes, clairfs_kept_written_bytes_total) and the per-stream ones
@@ -268,7 +268,7 @@ bool CountsFamily(std::string_view name) {
 std::string MetricsCounts(const json& full_stats) {
   const std::string text = RenderMetrics(StatsCounts(full_stats));
   // Every line of the text is "# HELP <family> ...", "# TYPE <family> ..." or a sample
-  // "<family>[{labels}] <value>" (fs/metrics.h): a line is kept if its family is allowed.
+  // "<family>[{labels}] <value>" (control/metrics.h): a line is kept if its family is allowed.
   std::string out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {

@@ -1,4 +1,4 @@
-#include "fs/revalidate.h"
+#include "fs/fresh/revalidate.h"
 
 #include <spdlog/spdlog.h>
 

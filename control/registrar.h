@@ -1,22 +1,17 @@
-// ControlPlane: the files of <mount>/.clairfs/ (docs/control-interface.md), without FUSE.
-//   manifest  write: a stream of the plan (text or compact form), its paths checked with the
-//             writer's rights by the write() that brings them, validated at each close()
-//             (which reserves the stream's place), installed at the last (release); other
-//             streams are kept
-//   errors    read: the report of the last manifest validation (empty if it was accepted)
-//   stats     read: JSON counters        plan  read: JSON summary of the active plan
-//   metrics   read: the stats in the Prometheus text format
-// What a reader of stats, plan, errors and metrics sees depends on who it is (ViewText).
+// Registrar: the writable control file <mount>/.clairfs/manifest (docs/control-interface.md),
+// without FUSE. A writer's text is a stream of the plan (text or compact form): its paths are
+// checked with the writer's rights by the write() that brings them, the text is validated at each
+// close() (which reserves the stream's place) and installed at the last one (release); other
+// streams are kept. The report of the last validation is ErrorsText (the `errors` file, which
+// control/views.h renders with the other generated files).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,11 +22,10 @@
 #include "cache/plan/path_check.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
-#include "fs/control_views.h"
 
 namespace clairfs {
 
-class ControlPlane {
+class Registrar {
  public:
   // One open file description of the manifest for writing. Each has its own parser, so
   // concurrent writers never mix their texts; installations are serialized. The paths of the
@@ -44,8 +38,8 @@ class ControlPlane {
         : append_(append), truncate_(truncate), view_(std::move(view)) {}
 
    private:
-    friend class ControlPlane;
-    // Taken before ControlPlane::reserve_mu_, commit_mu_, errors_mu_ and pending_mu_.
+    friend class Registrar;
+    // Taken before Registrar::reserve_mu_, commit_mu_, errors_mu_ and pending_mu_.
     std::mutex mu_;
     ManifestInput parser_;  // the text or compact form, by its first byte
     const bool append_;     // opened with O_APPEND: the text's epochs are added to the plan
@@ -61,7 +55,7 @@ class ControlPlane {
     // the lines it completed before it returns (a validation takes them).
     PathChecks checks_;
     std::vector<PathResolver> resolvers_;  // of checks_: made at the first, kept (their memo)
-    // The stream this writer holds a place for (ControlPlane::Reserve), from the validation
+    // The stream this writer holds a place for (Registrar::Reserve), from the validation
     // that accepted its text until the text is installed, written on, truncated or released.
     std::optional<std::string> reserved_;
     uint64_t report_ = 0;  // the sequence number of its last validation (Report)
@@ -70,7 +64,7 @@ class ControlPlane {
     bool refused_ = false;
   };
 
-  ControlPlane(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
+  Registrar(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
                std::vector<std::string> root_aliases);
 
   // view: the dataset as the writer may see it (AccessPolicy::WriterView; null: this plane's
@@ -110,39 +104,14 @@ class ControlPlane {
   static constexpr std::chrono::milliseconds kReleaseWait{1000};
   static constexpr std::chrono::milliseconds kInstallWait{120'000};
 
-  // A JSON object text shown as "cluster" in the plan (cluster/ provides it). Before serving.
-  void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
-
-  // The generated files in full, as the mount's owner sees them.
-  std::string StatsJson() const;
-  // `stats` in the Prometheus text format (fs/metrics.h).
-  std::string MetricsText() const;
-  std::string PlanJson() const;
+  // The report of the last validation or installation: empty when it was accepted.
   std::string ErrorsText() const;
-  // A generated file as a caller with `view` may see it (fs/control_views.h): for kFull the
-  // text above, for kCounts the counts view built from it by whitelist.
-  std::string ViewText(ControlFile file, ControlView view) const;
 
  private:
   const Backing& backing_;
   Prefetcher& prefetcher_;
   Stats& stats_;
   const std::vector<std::string> aliases_;
-  std::function<std::string()> cluster_info_;
-  // The summary of plan (null for none), computed once per plan: stats reads need it for
-  // readiness, and summarizing walks every object.
-  std::shared_ptr<const PlanSummary> Summary(const std::shared_ptr<const Plan>& plan) const;
-  // The full stats and plan objects (StatsJson and PlanJson are their texts).
-  nlohmann::json StatsValue() const;
-  nlohmann::json PlanValue() const;
-  mutable std::mutex summary_mu_;  // leaf
-  mutable std::weak_ptr<const Plan> summary_plan_;
-  mutable std::shared_ptr<const PlanSummary> summary_;
-  // The plan's `per_epoch` (fs/plan_epochs.h), computed once per plan at the first read of
-  // `plan` (it walks every position), under summary_mu_.
-  std::shared_ptr<const nlohmann::json> PerEpoch(const std::shared_ptr<const Plan>& plan) const;
-  mutable std::weak_ptr<const Plan> per_epoch_plan_;
-  mutable std::shared_ptr<const nlohmann::json> per_epoch_;
   // Validates w's text as it is now; sets w.last_ and w.valid_ and the `errors` report.
   void Validate(Writer& w);
   // After a write: checks the paths w's parser has that are not checked yet (w.checks_).

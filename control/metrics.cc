@@ -1,4 +1,4 @@
-#include "fs/metrics.h"
+#include "control/metrics.h"
 
 #include <charconv>
 #include <cmath>

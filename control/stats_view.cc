@@ -1,4 +1,4 @@
-#include "fs/stats_view.h"
+#include "control/stats_view.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "fs/control.h"
+#include "control/registrar.h"
 
 #include <malloc.h>
 #include <spdlog/spdlog.h>
@@ -9,34 +9,31 @@
 #include <utility>
 
 #include "cache/backing/resolver.h"
-#include "fs/metrics.h"
-#include "fs/plan_epochs.h"
-#include "fs/stats_view.h"
 
 namespace clairfs {
 
 using nlohmann::json;
 
-ControlPlane::ControlPlane(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
+Registrar::Registrar(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
                            std::vector<std::string> root_aliases)
     : backing_(backing),
       prefetcher_(prefetcher),
       stats_(stats),
       aliases_(std::move(root_aliases)) {}
 
-std::unique_ptr<ControlPlane::Writer> ControlPlane::OpenWriter(
+std::unique_ptr<Registrar::Writer> Registrar::OpenWriter(
     bool append, bool truncate, std::shared_ptr<const Backing> view) {
   return std::make_unique<Writer>(append, truncate, std::move(view));
 }
 
-void ControlPlane::DropReservation(Writer& w) {
+void Registrar::DropReservation(Writer& w) {
   if (auto it = reserved_.find(*w.reserved_); it != reserved_.end() && --it->second == 0) {
     reserved_.erase(it);
   }
   w.reserved_.reset();
 }
 
-Status ControlPlane::Reserve(Writer& w, const ResolvedManifest& m) {
+Status Registrar::Reserve(Writer& w, const ResolvedManifest& m) {
   std::lock_guard lock(reserve_mu_);
   if (w.reserved_) DropReservation(w);
   const bool append = w.append_;
@@ -56,13 +53,13 @@ Status ControlPlane::Reserve(Writer& w, const ResolvedManifest& m) {
   return Status::Ok();
 }
 
-void ControlPlane::Unreserve(Writer& w) {
+void Registrar::Unreserve(Writer& w) {
   if (!w.reserved_) return;
   std::lock_guard lock(reserve_mu_);
   DropReservation(w);
 }
 
-void ControlPlane::SetPending(const Writer& w, bool pending) {
+void Registrar::SetPending(const Writer& w, bool pending) {
   std::lock_guard lock(pending_mu_);
   if (pending) {
     pending_[&w] = {std::chrono::steady_clock::now(), false};
@@ -72,7 +69,7 @@ void ControlPlane::SetPending(const Writer& w, bool pending) {
   pending_count_.store(pending_.size(), std::memory_order_release);
 }
 
-void ControlPlane::AwaitReleases() {
+void Registrar::AwaitReleases() {
   if (pending_count_.load(std::memory_order_acquire) == 0) return;
   std::unique_lock lock(pending_mu_);
   for (;;) {
@@ -86,7 +83,7 @@ void ControlPlane::AwaitReleases() {
   }
 }
 
-Status ControlPlane::Write(Writer& w, std::string_view bytes, uint64_t offset, bool append_write) {
+Status Registrar::Write(Writer& w, std::string_view bytes, uint64_t offset, bool append_write) {
   std::lock_guard lock(w.mu_);
   if (w.refused_) {
     return Status::Error(Code::kInvalidArgument,
@@ -109,7 +106,7 @@ Status ControlPlane::Write(Writer& w, std::string_view bytes, uint64_t offset, b
   return CheckWritten(w);
 }
 
-void ControlPlane::CheckNewPaths(Writer& w) {
+void Registrar::CheckNewPaths(Writer& w) {
   // The paths of the complete lines (the items of a compact text, which come first) are
   // checked now, so that the write() that completed a line naming a missing file fails. A
   // text written after a validation (through a dup'ed descriptor) has all its paths checked
@@ -120,7 +117,7 @@ void ControlPlane::CheckNewPaths(Writer& w) {
   CheckPaths(std::span(paths).subspan(w.checks_.size()), w.resolvers_, &w.checks_);
 }
 
-Status ControlPlane::CheckWritten(Writer& w) {
+Status Registrar::CheckWritten(Writer& w) {
   // Errors the parser records while fed are final, and the outcomes of the path checks are
   // what validation uses: either kind makes the close() certain to fail.
   const ParsedManifest& parsed = w.parser_.parsed();
@@ -147,7 +144,7 @@ Status ControlPlane::CheckWritten(Writer& w) {
   return w.last_;
 }
 
-Status ControlPlane::Truncate(Writer& w, uint64_t size) {
+Status Registrar::Truncate(Writer& w, uint64_t size) {
   if (size != 0) {
     return Status::Error(Code::kInvalidArgument, "the manifest can only be truncated to size 0");
   }
@@ -166,7 +163,7 @@ Status ControlPlane::Truncate(Writer& w, uint64_t size) {
   return Status::Ok();
 }
 
-void ControlPlane::Validate(Writer& w) {
+void Registrar::Validate(Writer& w) {
   const auto start = std::chrono::steady_clock::now();
   PathResolver resolver(BackingOf(w), aliases_);
   const ParsedManifest& parsed = w.parser_.Peek();
@@ -204,14 +201,14 @@ void ControlPlane::Validate(Writer& w) {
   Report(w.report_, "");
 }
 
-void ControlPlane::Report(uint64_t seq, std::string text) {
+void Registrar::Report(uint64_t seq, std::string text) {
   std::lock_guard elock(errors_mu_);
   if (seq < errors_seq_) return;
   errors_seq_ = seq;
   errors_ = std::move(text);
 }
 
-Status ControlPlane::Flush(Writer& w) {
+Status Registrar::Flush(Writer& w) {
   std::lock_guard wlock(w.mu_);
   if (w.written_ == 0) return Status::Ok();  // e.g. a shell closing its copy before writing
   if (w.dirty_) {
@@ -225,7 +222,7 @@ Status ControlPlane::Flush(Writer& w) {
   return w.last_;
 }
 
-void ControlPlane::Release(Writer& w) {
+void Registrar::Release(Writer& w) {
   {
     // Its release has come: readers of plan, stats and errors wait for the installation.
     std::lock_guard lock(pending_mu_);
@@ -296,150 +293,7 @@ void ControlPlane::Release(Writer& w) {
   SetPending(w, false);
 }
 
-std::shared_ptr<const PlanSummary> ControlPlane::Summary(
-    const std::shared_ptr<const Plan>& plan) const {
-  if (!plan) return nullptr;
-  std::lock_guard lock(summary_mu_);
-  if (summary_plan_.lock() != plan) {
-    summary_ = std::make_shared<const PlanSummary>(Summarize(*plan, prefetcher_.limits()));
-    summary_plan_ = plan;
-  }
-  return summary_;
-}
-
-std::shared_ptr<const json> ControlPlane::PerEpoch(const std::shared_ptr<const Plan>& plan) const {
-  std::lock_guard lock(summary_mu_);
-  if (per_epoch_plan_.lock() == plan && per_epoch_) return per_epoch_;
-  const std::vector<std::string>& names = prefetcher_.limits().tier_names;
-  const auto source = [](const EpochSource& s) {
-    return json{{"reads", s.reads}, {"bytes", s.bytes}};
-  };
-  json out = json::array();
-  for (const PlanEpoch& e : PlanEpochs(*plan, names.size())) {
-    json tiers = json::array();
-    for (size_t t = 0; t < e.tiers.size(); ++t) {
-      json one = source(e.tiers[t]);
-      one["name"] = names[t];
-      one["distinct"] = source(e.tiers_distinct[t]);
-      tiers.push_back(std::move(one));
-    }
-    out.push_back({{"reads", e.total.reads},
-                   {"bytes", e.total.bytes},
-                   {"tiers", std::move(tiers)},
-                   {"backing", source(e.backing)},
-                   {"fills", source(e.fills)},
-                   {"from_peers", source(e.peers)}});
-  }
-  per_epoch_ = std::make_shared<const json>(std::move(out));
-  per_epoch_plan_ = plan;
-  return per_epoch_;
-}
-
-json ControlPlane::StatsValue() const {
-  const auto summary = Summary(prefetcher_.plan());
-  return StatsObject(stats_, prefetcher_, summary.get());
-}
-
-std::string ControlPlane::StatsJson() const { return StatsValue().dump(2) + "\n"; }
-
-std::string ControlPlane::MetricsText() const { return RenderMetrics(StatsValue()); }
-
-std::string ControlPlane::PlanJson() const { return PlanValue().dump(2) + "\n"; }
-
-std::string ControlPlane::ViewText(ControlFile file, ControlView view) const {
-  if (view == ControlView::kFull) {
-    switch (file) {
-      case ControlFile::kStats:
-        return StatsJson();
-      case ControlFile::kPlan:
-        return PlanJson();
-      case ControlFile::kErrors:
-        return ErrorsText();
-      case ControlFile::kMetrics:
-        return MetricsText();
-    }
-  }
-  switch (file) {
-    case ControlFile::kStats:
-      return StatsCounts(StatsValue()).dump(2) + "\n";
-    case ControlFile::kPlan:
-      return PlanCounts(PlanValue()).dump(2) + "\n";
-    case ControlFile::kErrors:
-      return ErrorsCounts(ErrorsText());
-    case ControlFile::kMetrics:
-      return MetricsCounts(StatsValue());
-  }
-  return "";
-}
-
-json ControlPlane::PlanValue() const {
-  auto plan = prefetcher_.plan();
-  json j;
-  if (!plan) {
-    PlanSummary empty;
-    j = {{"epochs", 0},
-         {"streams", json::array()},
-         {"entries", 0},
-         {"range_entries", 0},
-         {"positions", 0},
-         {"files", 0},
-         {"chunked_files", 0},
-         {"objects", 0},
-         {"chunks", 0},
-         {"bytes", 0},
-         {"chunk_size", prefetcher_.chunk_size()},
-         {"record_chunk_size", prefetcher_.record_chunk_size()},
-         {"tiers", json::array()},
-         {"staging", {{"objects", 0}, {"bytes", 0}}},
-         {"direct", {{"objects", 0}, {"bytes", 0}}},
-         {"predicted_backing_bytes", 0},
-         {"per_epoch", json::array()}};
-    return j;
-  }
-  const PlanSummary& s = *Summary(plan);
-  json tiers = json::array();
-  for (const auto& t : s.tiers) {
-    tiers.push_back({{"name", t.name},
-                     {"objects", t.objects},
-                     {"bytes", t.bytes},
-                     {"capacity", t.capacity},
-                     {"kept_objects", t.kept_objects},  // copies of faster tiers' objects
-                     {"kept_bytes", t.kept_bytes}});
-  }
-  json streams = json::array();
-  for (const PlanStream& st : plan->streams) {
-    streams.push_back({{"name", st.name},
-                       {"epochs", st.epochs()},
-                       {"entries", st.entries},
-                       {"range_entries", st.range_entries},
-                       {"positions", st.sequence.size()}});
-  }
-  j = {{"epochs", s.epochs},
-       {"streams", streams},
-       {"entries", s.entries},
-       {"range_entries", s.range_entries},
-       {"positions", s.positions},
-       {"files", s.files},
-       {"chunked_files", s.chunked_files},
-       {"objects", s.objects},
-       {"chunks", s.chunks},
-       {"bytes", s.bytes},
-       {"chunk_size", s.chunk_size},
-       {"record_chunk_size", s.record_chunk_size},
-       {"tiers", tiers},
-       {"staging",
-        {{"objects", s.staging.objects},
-         {"bytes", s.staging.bytes},
-         {"capacity", s.staging.capacity}}},
-       {"direct", {{"objects", s.direct.objects}, {"bytes", s.direct.bytes}}},
-       {"from_peers", {{"objects", s.peer.objects}, {"bytes", s.peer.bytes}}},
-       {"predicted_backing_bytes", s.predicted_backing_bytes},
-       {"per_epoch", *PerEpoch(plan)}};
-  if (cluster_info_) j["cluster"] = json::parse(cluster_info_());
-  return j;
-}
-
-std::string ControlPlane::ErrorsText() const {
+std::string Registrar::ErrorsText() const {
   std::lock_guard lock(errors_mu_);
   return errors_;
 }
