@@ -42,23 +42,22 @@ Result<DatasetCore::Opened> DatasetCore::Open(uint64_t node, const InodeTable::N
   Opened o;
   o.contents = std::make_unique<OpenContents>();
   OpenContents* h = o.contents.get();
-  InodeTable::Seen seen;
-  auto bound = Bind(node, info, true, h, &seen);
+  auto bound = Bind(node, info, true, h);
   if (!bound.ok()) return bound.status();
   // The page cache may keep this file's pages only while its version is the one they hold.
-  const bool fresh = bound.value() == Bound::kFresh;
+  const bool fresh = bound.value().how == Bound::kFresh;
   const FileVersion version = fresh ? VersionOf(h->st) : h->blob->version();
+  const InodeTable::Seen& seen = bound.value().seen;
   o.keep_cache = options_.keep_cache && !seen.older_pages &&
                  (seen.opened == version || (fresh && seen.opened == FileVersion{}));
   h->version = version;
   return o;
 }
 
-Status DatasetCore::OpenStore(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,
-                              InodeTable::Seen* seen, const PosixBacking::FirstRead* first,
-                              std::optional<PosixBacking::Bytes>* first_bytes,
-                              std::optional<Result<Bound>>* done) {
-  auto fd = backing_.OpenFile(info.path, first_bytes ? first : nullptr);
+Result<DatasetCore::Binding> DatasetCore::OpenStore(uint64_t node, const InodeTable::NodeInfo& info,
+                                                    OpenContents* h,
+                                                    const PosixBacking::FirstRead* first) {
+  auto fd = backing_.OpenFile(info.path, first);
   if (!fd.ok() &&
       (fd.status().code() == Code::kInvalidArgument || fd.status().code() == Code::kSymlink)) {
     struct stat now;  // not a regular file any more: kStale if another object (see Bind)
@@ -66,22 +65,21 @@ Status DatasetCore::OpenStore(uint64_t node, const InodeTable::NodeInfo& info, O
     return NotRegular(info.path);
   }
   if (!fd.ok() && StoreUnreachable(fd.status())) {
-    done->emplace(BindUnverified(node, info, h, seen, fd.status()));
-    return Status::Ok();
+    return BindUnverified(node, info, h, fd.status());
   }
   if (!fd.ok()) return PathError(fd.status());
   h->store = std::move(fd.value().handle);
   h->st = fd.value().st;
-  if (first_bytes) *first_bytes = std::move(fd.value().first);
   if (Status s = CheckIdentity(node, info, h->st); !s.ok()) return s;
   if (!S_ISREG(h->st.st_mode)) return NotRegular(info.path);
-  return Status::Ok();
+  Binding b;
+  if (first) b.first = std::move(fd.value().first);
+  return b;
 }
 
-Result<DatasetCore::Bound> DatasetCore::Bind(uint64_t node, const InodeTable::NodeInfo& info,
-                                             bool consume, OpenContents* h, InodeTable::Seen* seen,
-                                             const PosixBacking::FirstRead* first,
-                                             std::optional<PosixBacking::Bytes>* first_bytes) {
+Result<DatasetCore::Binding> DatasetCore::Bind(uint64_t node, const InodeTable::NodeInfo& info,
+                                               bool consume, OpenContents* h,
+                                               const PosixBacking::FirstRead* first) {
   // The version is taken by a stat of the path (beneath the root, no symlink followed): when
   // a tier holds a blob of exactly that version, it is served and no descriptor is opened. Else
   // the file is opened (O_NONBLOCK, so that a FIFO swapped in for it never blocks) and every
@@ -92,22 +90,25 @@ Result<DatasetCore::Bound> DatasetCore::Bind(uint64_t node, const InodeTable::No
   // stat made ahead it is opened at once, its version the fstat's, and a READ's bytes come in
   // the same call on the I/O thread (one wait on the store instead of three: stat, open, read).
   h->dataset = true;
-  std::optional<Result<Bound>> done;
   struct stat st;
   Status looked = Status::Ok();
+  // Set when the descriptor is open: by the open of an unplanned file below, or once the
+  // prefetcher holds no blob of the version. The binding's first bytes come from that open.
+  Binding b;
   bool opened = false;
   if (!ahead_ || !ahead_->Recent(info.path, &st) || !info.Names(st)) {
-    if (first_bytes && !prefetcher_.Plans(info.path)) {
-      if (Status s = OpenStore(node, info, h, seen, first, first_bytes, &done); !s.ok()) return s;
-      if (done) return std::move(*done);
-      st = h->st;
+    if (first && !prefetcher_.Plans(info.path)) {
+      auto o = OpenStore(node, info, h, first);
+      if (!o.ok() || o.value().how == Bound::kUnverified) return o;
+      b.first.swap(o.value().first);
       opened = true;
+      st = h->st;
     } else {
       looked = backing_.Lstat(info.path, &st);
     }
   }
   if (!looked.ok() && StoreUnreachable(looked)) {
-    return BindUnverified(node, info, h, seen, looked);
+    return BindUnverified(node, info, h, looked);
   }
   if (!looked.ok()) return PathError(std::move(looked));
   unverified_logged_.store(false, std::memory_order_relaxed);
@@ -129,8 +130,10 @@ Result<DatasetCore::Bound> DatasetCore::Bind(uint64_t node, const InodeTable::No
   const bool cached = served.value().blob && served.value().blob->version() == version &&
                       served.value().source != OpenResult::Source::kChunked;
   if (!cached && !opened) {
-    if (Status s = OpenStore(node, info, h, seen, first, first_bytes, &done); !s.ok()) return s;
-    if (done) return std::move(*done);
+    auto o = OpenStore(node, info, h, first);
+    if (!o.ok() || o.value().how == Bound::kUnverified) return o;
+    b.first.swap(o.value().first);
+    opened = true;
     if (VersionOf(h->st) != version) {  // changed since the stat: the descriptor's version
       version = VersionOf(h->st);
       served.value().blob.reset();
@@ -144,7 +147,7 @@ Result<DatasetCore::Bound> DatasetCore::Bind(uint64_t node, const InodeTable::No
     h->blob.reset();
   }
   // The bytes read with the open serve only a file read from its descriptor.
-  if (first_bytes && (h->blob || h->chunked)) first_bytes->reset();
+  if (h->blob || h->chunked) b.first.reset();
   if (h->blob) {
     h->store.reset();  // a cached file holds no descriptor (closed on an I/O thread)
   } else if (!h->chunked) {
@@ -154,18 +157,20 @@ Result<DatasetCore::Bound> DatasetCore::Bind(uint64_t node, const InodeTable::No
   // The kernel's attributes (size above all: reads stop at the size it caches) must follow
   // the version. The adapter sends the invalidation from the request's thread (it never blocks
   // and cannot deadlock there: see ClairFs::InvalidateAttrs).
-  *seen = inodes_.SwapOpen(node, version, &h->opened_changes);
-  if (seen->reported != version) kernel_.InvalidateAttrs(node);
-  return Bound::kFresh;
+  b.how = Bound::kFresh;
+  b.seen = inodes_.SwapOpen(node, version, &h->opened_changes);
+  if (b.seen.reported != version) kernel_.InvalidateAttrs(node);
+  return b;
 }
 
-Result<DatasetCore::Bound> DatasetCore::BindUnverified(uint64_t node,
-                                                       const InodeTable::NodeInfo& info,
-                                                       OpenContents* h, InodeTable::Seen* seen,
-                                                       const Status& cause) {
-  *seen = inodes_.SeenOf(node);
-  h->opened_changes = UINT64_MAX;            // no open recorded: every READ compares (MarkServed)
-  const FileVersion& last = seen->reported;  // what the kernel's cached attributes say
+Result<DatasetCore::Binding> DatasetCore::BindUnverified(uint64_t node,
+                                                         const InodeTable::NodeInfo& info,
+                                                         OpenContents* h, const Status& cause) {
+  Binding b;
+  b.how = Bound::kUnverified;
+  b.seen = inodes_.SeenOf(node);
+  h->opened_changes = UINT64_MAX;             // no open recorded: every READ compares (MarkServed)
+  const FileVersion& last = b.seen.reported;  // what the kernel's cached attributes say
   auto blob = last == FileVersion{} ? Result<BlobPtr>(Status::Error(Code::kNotFound, info.path))
                                     : prefetcher_.GetLocal(info.path, last);
   if (!blob.ok() || !blob.value() || blob.value()->version() != last) return cause;
@@ -178,7 +183,7 @@ Result<DatasetCore::Bound> DatasetCore::BindUnverified(uint64_t node,
   h->path = info.path;
   h->blob = std::move(blob.value());
   stats_.served_unverified.fetch_add(1, std::memory_order_relaxed);
-  return Bound::kUnverified;
+  return b;
 }
 
 Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t pid, ReadReply* out,
@@ -195,10 +200,10 @@ Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t 
     auto info = NodeOf(node);
     if (!info.ok()) return info.status();
     auto fresh = std::make_shared<OpenContents>();
-    InodeTable::Seen seen;
     const PosixBacking::FirstRead read{off, size};
-    auto bound = Bind(node, *info, off == 0, fresh.get(), &seen, &read, &first);
+    auto bound = Bind(node, *info, off == 0, fresh.get(), &read);
     if (!bound.ok()) return bound.status();
+    first = std::move(bound.value().first);
     node_reads_.Bind(node, fresh);
     c = std::move(fresh);
   }

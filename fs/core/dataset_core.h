@@ -202,6 +202,14 @@ class DatasetCore {
     kFresh,       // to the version the backing file has now (its identity checked)
     kUnverified,  // the store does not answer: to a cached copy of the version last seen
   };
+  // What a Bind did, besides filling the handle.
+  struct Binding {
+    Bound how = Bound::kFresh;
+    InodeTable::Seen seen;  // what the kernel had of the node before
+    // The READ's bytes, when the file is read from its descriptor and they came with its open
+    // (Bind's first; PosixBacking::OpenFile).
+    std::optional<PosixBacking::Bytes> first;
+  };
   Result<InodeTable::NodeInfo> NodeOf(uint64_t node) const;
   // kStale (counted) unless st is node's object (the root always is).
   Status CheckIdentity(uint64_t node, const InodeTable::NodeInfo& info, const struct stat& st);
@@ -210,26 +218,26 @@ class DatasetCore {
   // A failure to reach a node's path: kStale (counted) when the path no longer leads to an
   // object of the node's kind (ENOENT, ENOTDIR, ELOOP), else the failure itself.
   Status PathError(Status s);
-  // Binds h to dataset file node as an open does: its descriptor (O_NONBLOCK, identity
-  // checked) at its current version, and the prefetcher's blob of that version if it has one
-  // (consume: a read of the file in the plan). The kernel's cached attributes are invalidated
-  // if they show another version. *seen: what the kernel had of the node before.
-  // first: the READ this bind is for, if any; when the file is read from its descriptor, that
-  // READ's bytes may come with the open (PosixBacking::OpenFile), into *first_bytes.
-  Result<Bound> Bind(uint64_t node, const InodeTable::NodeInfo& info, bool consume, OpenContents* h,
-                     InodeTable::Seen* seen, const PosixBacking::FirstRead* first = nullptr,
-                     std::optional<PosixBacking::Bytes>* first_bytes = nullptr);
-  // Bind's open of the backing file: h->store and h->st, identity checked; the errors as Bind
-  // returns them (kStale for another object at the path, unverified binding while the store
-  // does not answer: *done set, with Bind's result).
-  Status OpenStore(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,
-                   InodeTable::Seen* seen, const PosixBacking::FirstRead* first,
-                   std::optional<PosixBacking::Bytes>* first_bytes,
-                   std::optional<Result<Bound>>* done);
+  // Binds h to dataset file node as an open does, and is the one place that chooses where its
+  // bytes come from: the prefetcher's blob of the file's current version when it holds one
+  // (a tier, the staging window or a peer; consume: a read of the file in the plan), the
+  // prefetcher chunk by chunk for a chunked file (ReadContents asks per chunk, and reads a chunk
+  // it does not hold from the descriptor), else the file's descriptor (O_NONBLOCK, identity
+  // checked) at its current version. The kernel's cached attributes are invalidated if they show
+  // another version. first: the READ this bind is for, if any; when the file is read from its
+  // descriptor, that READ's bytes may come with the open (Binding::first).
+  Result<Binding> Bind(uint64_t node, const InodeTable::NodeInfo& info, bool consume,
+                       OpenContents* h, const PosixBacking::FirstRead* first = nullptr);
+  // Bind's open of the backing file: h->store and h->st, identity checked, and the READ's bytes
+  // if first asked for them and they came with the open. Errors as Bind returns them (kStale
+  // for another object at the path); while the store does not answer, the binding BindUnverified
+  // makes instead.
+  Result<Binding> OpenStore(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,
+                            const PosixBacking::FirstRead* first);
   // The store did not answer (cause): binds h, if a local tier holds it, to the version the
   // kernel last saw of the node, logged once per episode; else cause.
-  Result<Bound> BindUnverified(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,
-                               InodeTable::Seen* seen, const Status& cause);
+  Result<Binding> BindUnverified(uint64_t node, const InodeTable::NodeInfo& info, OpenContents* h,
+                                 const Status& cause);
   // True iff the object at path may appear in the mount (symlinks must stay inside the tree).
   bool Visible(const std::string& path, const struct stat& st);
   void ControlLinkAttr(struct stat* st) const;
