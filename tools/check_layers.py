@@ -19,7 +19,7 @@ LAYERS = {
     "cache/backing": ["cache/base"],
     "cache/manifest": ["cache/base"],
     "cache/plan": ["cache/base", "cache/backing", "cache/manifest"],
-    "cache/tiers": ["cache/base", "cache/plan"],
+    "cache/tiers": ["cache/base"],
     "cache/prefetch": ["cache/base", "cache/backing", "cache/plan", "cache/tiers"],
     "fs/core": ["cache/prefetch"],
     "fs/fresh": ["fs/core"],

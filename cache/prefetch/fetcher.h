@@ -18,7 +18,7 @@
 #include "cache/base/stats.h"
 #include "cache/prefetch/cluster_hooks.h"
 #include "cache/prefetch/single_flight.h"
-#include "cache/tiers/tier_stack.h"
+#include "cache/prefetch/tier_stack.h"
 
 namespace clairfs {
 

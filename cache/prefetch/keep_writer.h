@@ -30,7 +30,7 @@
 #include "cache/base/log_limit.h"
 #include "cache/base/object.h"
 #include "cache/base/stats.h"
-#include "cache/tiers/tier_stack.h"
+#include "cache/prefetch/tier_stack.h"
 
 namespace clairfs {
 

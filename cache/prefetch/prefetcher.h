@@ -53,7 +53,7 @@
 #include "cache/prefetch/read_watch.h"
 #include "cache/prefetch/staging_window.h"
 #include "cache/tiers/tier.h"
-#include "cache/tiers/tier_stack.h"
+#include "cache/prefetch/tier_stack.h"
 
 namespace clairfs {
 

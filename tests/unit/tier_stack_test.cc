@@ -1,7 +1,7 @@
 // The prefetcher over a RAM tier and a real RocksDB SSD tier: placement across both, reuse of
 // the SSD by a new daemon (no backing reads for what it holds), promotion to RAM on a new plan,
 // and a corrupt SSD object served correctly from the backing store.
-#include "cache/tiers/tier_stack.h"
+#include "cache/prefetch/tier_stack.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

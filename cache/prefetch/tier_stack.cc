@@ -1,4 +1,4 @@
-#include "cache/tiers/tier_stack.h"
+#include "cache/prefetch/tier_stack.h"
 
 namespace clairfs {
 
