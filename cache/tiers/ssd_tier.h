@@ -72,10 +72,10 @@ class SsdTier final : public Tier {
 
   const std::string& name() const override { return name_; }
   bool persistent() const override { return true; }
-  Result<BlobPtr> Get(std::string_view path, const FileVersion& version) override;
-  Status Put(std::string_view path, BlobPtr blob) override;
-  bool Contains(std::string_view path, const FileVersion& version) override;
-  void Erase(std::string_view path) override;
+  Result<BlobPtr> Get(std::string_view key, const FileVersion& version) override;
+  Status Put(std::string_view key, BlobPtr blob) override;
+  bool Contains(std::string_view key, const FileVersion& version) override;
+  void Erase(std::string_view key) override;
   void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) override;
   uint64_t used_bytes() const override;
   uint64_t capacity() const override { return capacity_; }
@@ -105,9 +105,9 @@ class SsdTier final : public Tier {
   // the tier off (it retries) and returns Ok; other failures are returned.
   Status Reopen();
 
-  // Test hook: replaces the stored bytes of path without updating its record, as a failing
+  // Test hook: replaces the stored bytes of key without updating its record, as a failing
   // device would.
-  Status CorruptForTest(std::string_view path);
+  Status CorruptForTest(std::string_view key);
 
  private:
   struct Record {
@@ -122,9 +122,9 @@ class SsdTier final : public Tier {
   SsdTier(std::string name, std::string dir, uint64_t capacity, SsdOptions options);
   static Result<std::unique_ptr<SsdTier>> Create(std::string name, const std::string& dir,
                                                  uint64_t capacity, SsdOptions options);
-  Status OpenDbLocked();                    // db_mu_ held exclusively
-  void CloseDbLocked();                     // db_mu_ held exclusively
-  void EraseLocked(std::string_view path);  // db_mu_ shared and mu_ held
+  Status OpenDbLocked();                   // db_mu_ held exclusively
+  void CloseDbLocked();                    // db_mu_ held exclusively
+  void EraseLocked(std::string_view key);  // db_mu_ shared and mu_ held
   // A failed RocksDB call: counted and logged (rate-limited); an I/O error (and any failed
   // write) switches the tier off. Returns the failure as a Status.
   Status Failed(const rocksdb::Status& s, const std::string& what, bool is_write);
