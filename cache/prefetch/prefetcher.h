@@ -12,7 +12,7 @@
 // - KeepWriter (keep_writer.h): writes the kept copies (kept_copies.h) into the persistent
 //   tier in the background, so that a remount starts warm.
 // The Prefetcher owns the published plan state, the tier-fill and staging threads, and
-// adopting files other nodes push.
+// adopting objects other nodes push.
 //
 // Threads: per tier, `tier_threads[t]` fill it in first-reference order; `staging_threads`
 // fill the staging window in exact read order (with tune_staging_threads, tune_max_threads of
