@@ -54,7 +54,7 @@ struct ClusterHooks {
   std::function<void(const std::string& key, const BlobPtr& blob)> fetched;
   // Consulted after the local tiers and before the backing store. Not owned.
   PeerSource* peer = nullptr;
-  // Source choice: a peer that holds a file is read unless the backing store's measured
+  // Source choice: a peer that holds an object is read unless the backing store's measured
   // throughput is more than this many times the peers'; 0 never prefers the backing store.
   double backing_advantage = kDefaultBackingAdvantage;
 };

@@ -5,7 +5,7 @@
 // It orchestrates parts with one job each:
 // - TierStack (tier_stack.h): lookup over the local tiers, stores under the active placement,
 //   promotion, exclusive tiers;
-// - Consumption (consumption.h): consumed positions, next use per file, low-water mark;
+// - Consumption (consumption.h): consumed positions, next use per object, low-water mark;
 // - StagingWindow (staging_window.h): the window's entries, reserved bytes and cursor;
 // - Fetcher (fetcher.h): source choice among tiers, peers and the backing store;
 // - FetchPool (fetch_pool.h): single-flight, the demand threads, deadlines on every wait;

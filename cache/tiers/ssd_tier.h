@@ -1,16 +1,17 @@
 // SsdTier: objects on a node-local SSD in an embedded RocksDB, kept across remounts.
 //
-// Layout: column family "data" holds file bytes (BlobDB: every value goes to blob files, so
-// compaction moves only small index entries, never the bytes); the default column family holds
-// a 40-byte record per object (its FileVersion and the xxh3 of the bytes). Both are written in
-// one batch. The records are loaded into memory at open, so Contains() and the capacity
-// accounting need no I/O. Writes use the WAL without syncing it: a killed daemon loses nothing,
-// a power loss loses recent objects (a cache can refetch them).
+// Layout: both column families are keyed by the object's key (cache/base/object_key.h). "data"
+// holds the object's bytes (BlobDB: every value goes to blob files, so compaction moves only
+// small index entries, never the bytes); the default column family holds a 40-byte record per
+// object (its FileVersion and the xxh3 of the bytes). Both are written in one batch. The
+// records are loaded into memory at open, so Contains() and the capacity accounting need no
+// I/O. Writes use the WAL without syncing it: a killed daemon loses nothing, a power loss loses
+// recent objects (a cache can refetch them).
 //
 // Integrity: Get reads the record and the bytes from one RocksDB snapshot and verifies the
 // bytes against that record's hash. Only a real mismatch there (or RocksDB reporting
 // corruption) counts in corruptions(); the object is then deleted and kCorruption returned, so
-// the caller reads the file elsewhere. An object erased or replaced by another thread while a
+// the caller reads the object elsewhere. An object erased or replaced by another thread while a
 // Get runs is a plain miss. No wrong byte leaves this class.
 //
 // The directory: made safe and locked as cache/tiers/ssd_dir.h says, before RocksDB touches it.
@@ -151,7 +152,7 @@ class SsdTier final : public Tier {
   mutable std::mutex mu_;  // guards the members below; deletes write to RocksDB under it, so
                            // that they never interleave with the index update of a Put
   std::unordered_map<std::string, Record, Hash, std::equal_to<>> index_;
-  uint64_t used_ = 0;  // bytes of file data in index_ plus reservations of Puts in progress
+  uint64_t used_ = 0;  // bytes of object data in index_ plus reservations of Puts in progress
   std::unordered_map<std::string, int, Hash, std::equal_to<>> writing_;  // Puts in progress
   std::unordered_set<std::string> pending_erase_;  // deleted while off; applied at reopen
 
