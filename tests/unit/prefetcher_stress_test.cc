@@ -1,4 +1,4 @@
-// Randomized stress of the prefetcher (issue 14): 64 reader threads and a pusher (Adopt) while
+// Randomized stress of the prefetcher: 64 reader threads and a pusher (Adopt) while
 // the plan is replaced or appended to every second, over a RAM and a RocksDB SSD tier small
 // enough to fill and evict, and a backing store with random small delays and failing files.
 //
