@@ -6,7 +6,7 @@ namespace clairfs::cluster {
 
 void PeerDirectory::Record(int r, Have have) {
   std::lock_guard lock(mu_);
-  for (auto& [key, version] : have.files) {
+  for (auto& [key, version] : have.objects) {
     auto [it, fresh] = holders_.try_emplace(std::move(key), Holding{r, version});
     if (!fresh) bytes_ -= ObjectBytes(it->first, it->second.version);
     it->second = Holding{r, version};

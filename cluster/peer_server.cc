@@ -65,9 +65,9 @@ void PeerServer::Serve(const Message& m, const Fetch* fetch) {
   auto q = DecodeRequest(std::string_view(m.bytes.data(), m.bytes.size()));
   if (!q) return;
   ReplyHeader h{q->id, 0, 0, q->version};
-  auto r = lookup_ ? lookup_(q->path, q->version)
+  auto r = lookup_ ? lookup_(q->key, q->version)
                    : Result<BlobPtr>(Status::Error(Code::kNotFound, "no local lookup"));
-  if (!r.ok() && fetch) r = (*fetch)(q->path, q->version);
+  if (!r.ok() && fetch) r = (*fetch)(q->key, q->version);
   if (r.ok() && r.value()->version() == q->version) {
     const Blob& b = *r.value();
     h.found = 1;

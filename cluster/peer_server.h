@@ -1,6 +1,6 @@
 // PeerServer: answers the other nodes. A kRequest is answered at once, from this node's local
 // tiers only (never waiting on the backing store or another peer), with the bytes and their
-// xxh3 or "not here". A kPush (a file another node read from the backing store that this node
+// xxh3 or "not here". A kPush (an object another node read from the backing store that this node
 // owns) is checked (peer_bytes.h) and offered to this node's tiers. A kFetch (a reader ahead of
 // this node's fill asks for an object the placement gives this node) is answered once the
 // fetch callback has it, on kFetchThreads threads of its own, so that a wait on the backing

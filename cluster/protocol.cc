@@ -24,9 +24,9 @@ std::vector<char> EncodeBye() { return MessageWriter().Take(); }
 
 std::vector<char> EncodeHave(const Have& h) {
   wire::Writer w = MessageWriter();
-  w.Put<uint64_t>(h.files.size());
-  for (const auto& [path, version] : h.files) {
-    w.PutString(path);
+  w.Put<uint64_t>(h.objects.size());
+  for (const auto& [key, version] : h.objects) {
+    w.PutString(key);
     PutVersion(w, version);
   }
   return w.Take();
@@ -37,9 +37,9 @@ std::optional<Have> DecodeHave(std::string_view bytes) {
   Have h;
   uint64_t n;
   if (!r.Get(&n) || n > bytes.size()) return {};
-  h.files.resize(n);
-  for (auto& [path, version] : h.files) {
-    if (!r.GetString(&path) || !GetVersion(r, &version)) return {};
+  h.objects.resize(n);
+  for (auto& [key, version] : h.objects) {
+    if (!r.GetString(&key) || !GetVersion(r, &version)) return {};
   }
   if (!r.Done()) return {};
   return h;
@@ -49,14 +49,14 @@ std::vector<char> EncodeRequest(const Request& q) {
   wire::Writer w = MessageWriter();
   w.Put(q.id);
   PutVersion(w, q.version);
-  w.PutString(q.path);
+  w.PutString(q.key);
   return w.Take();
 }
 
 std::optional<Request> DecodeRequest(std::string_view bytes) {
   wire::Reader r = MessageReader(bytes);
   Request q;
-  if (!r.Get(&q.id) || !GetVersion(r, &q.version) || !r.GetString(&q.path) || !r.Done()) {
+  if (!r.Get(&q.id) || !GetVersion(r, &q.version) || !r.GetString(&q.key) || !r.Done()) {
     return {};
   }
   return q;
@@ -88,8 +88,8 @@ std::optional<ReplyHeader> DecodeReply(std::string_view bytes, const char** data
 
 namespace clairfs::cluster {
 
-std::vector<char> EncodePush(const std::string& path, const Blob& blob) {
-  std::vector<char> out = EncodeRequest({0, blob.version(), path});
+std::vector<char> EncodePush(const std::string& key, const Blob& blob) {
+  std::vector<char> out = EncodeRequest({0, blob.version(), key});
   const std::vector<char> reply =
       EncodeReply({0, 1, blob.hash(), blob.version()}, blob.data(), blob.size());
   out.insert(out.end(), reply.begin(), reply.end());
@@ -98,7 +98,7 @@ std::vector<char> EncodePush(const std::string& path, const Blob& blob) {
 
 std::optional<std::string> DecodePush(std::string_view bytes, ReplyHeader* header,
                                       const char** data, size_t* size) {
-  // The request part is a header, the id, a version, a 4-byte length and the path; the reply
+  // The request part is a header, the id, a version, a 4-byte length and the key; the reply
   // part (with its own header) follows.
   constexpr size_t kFixed = kHeaderBytes + sizeof(uint64_t) + kVersionBytes;
   uint32_t n;
@@ -110,7 +110,7 @@ std::optional<std::string> DecodePush(std::string_view bytes, ReplyHeader* heade
   auto h = DecodeReply(bytes.substr(kFixed + 4 + n), data, size);
   if (!h || !h->found) return {};
   *header = *h;
-  return std::move(q->path);
+  return std::move(q->key);
 }
 
 }  // namespace clairfs::cluster

@@ -7,13 +7,13 @@
 //   kPart     the objects a node reads that the receiver coordinates (plan_parts.h), sent
 //             to every rank, empty or not, when the node registers a manifest
 //   kAssign   a coordinator's answer to a part: the holder of each of its objects
-//   kHave     files a node's tiers now hold (announcements, batched)
-//   kRequest  "send me path at version", answered by exactly one kReply
+//   kHave     objects a node's tiers hold (announcements, batched)
+//   kRequest  "send me key at version", answered by exactly one kReply
 //   kFetch    the same, to the node the placement gives it to, which fetches it first if it
 //             has not yet (a request's encoding; answered by one kReply once it has it)
 //   kReply    the bytes and their xxh3, or "not here" (answered at once, never waited for)
 //   kBye      the sender is leaving; stop asking it
-//   kPush     a file its owner had not announced when the sender read it from the backing
+//   kPush     an object its owner had not announced when the sender read it from the backing
 //             store: the owner may keep it instead of reading the backing store again
 // kPart and kAssign are encoded in plan_parts.h, every other message here (kFetch as a
 // kRequest). These eight tags are the whole protocol.
@@ -55,13 +55,13 @@ enum Tag : int {
 };
 
 struct Have {
-  std::vector<std::pair<std::string, FileVersion>> files;
+  std::vector<std::pair<std::string, FileVersion>> objects;  // key and version of each
 };
 
 struct Request {
   uint64_t id = 0;
   FileVersion version;
-  std::string path;
+  std::string key;  // the object's (cache/base/object_key.h)
 };
 
 struct ReplyHeader {
@@ -71,9 +71,9 @@ struct ReplyHeader {
   FileVersion version;
 };
 
-// A push: the path (in a Request, id 0), then a reply header and the bytes.
-std::vector<char> EncodePush(const std::string& path, const Blob& blob);
-// The path; *header, *data and *size as for DecodeReply.
+// A push: the key (in a Request, id 0), then a reply header and the bytes.
+std::vector<char> EncodePush(const std::string& key, const Blob& blob);
+// The key; *header, *data and *size as for DecodeReply.
 std::optional<std::string> DecodePush(std::string_view bytes, ReplyHeader* header,
                                       const char** data, size_t* size);
 
@@ -81,7 +81,7 @@ std::vector<char> EncodeHave(const Have& h);
 std::optional<Have> DecodeHave(std::string_view bytes);
 std::vector<char> EncodeRequest(const Request& r);
 std::optional<Request> DecodeRequest(std::string_view bytes);
-// A reply: the header, then the file's bytes when found.
+// A reply: the header, then the object's bytes when found.
 std::vector<char> EncodeReply(const ReplyHeader& h, const char* data, size_t size);
 // The header; *data and *size point into bytes.
 std::optional<ReplyHeader> DecodeReply(std::string_view bytes, const char** data, size_t* size);

@@ -9,8 +9,8 @@
 # The sanitizer builds are configured and built in the background while the release tests run
 # (most of a real-mount test's time is waiting on mounts, daemons and deadlines: the release
 # file-system tests keep 2 cores about a quarter busy); their tests then run one suite set after
-# the other, as before. Test suites of different builds do not overlap: run at once on 2 cores,
-# their deadlines (a mount within 10 s, a page drop within 100 ms) were missed now and then.
+# the other. Test suites of different builds do not overlap: run at once on 2 cores, they miss
+# their deadlines (a mount within 10 s, a page drop within 100 ms) now and then.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -55,8 +55,8 @@
 // idle refresh halves them again, down to `ahead`), so that readers at page-cache speed soon
 // wait no more: the stats are the same, made further ahead. A post costs the reader one round
 // trip; about one position in 32 has one (Prefetcher::kPostsPerStretch), and the spares only
-// while readers outrun the batches. Reads that do reach the daemon move the streams as before;
-// posts never move what is staged or given up. Armed posts are kept until reached (at most
+// while readers outrun the batches. Only reads that reach the daemon move the streams; posts
+// never move what is staged or given up. Armed posts are kept until reached (at most
 // kMaxPosts; beyond, the oldest batches' go).
 //
 // Thread-safe. Lock order: mu_ is a leaf; hooks and the store are called without it.

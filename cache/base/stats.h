@@ -12,8 +12,7 @@ inline constexpr int kMaxTiers = 4;
 struct Stats {
   using Counter = std::atomic<uint64_t>;
   // Reads of dataset files that reached the daemon: each open (fuse.open_mode per_open), or
-  // each READ at offset 0 (none: a read whose start the page cache did not hold). Was
-  // files_opened, which no longer said what it counts.
+  // each READ at offset 0 (none: a read whose start the page cache did not hold).
   Counter file_reads{0};
   Counter bytes_read{0};  // bytes returned by read() on dataset files
   // READ requests on dataset files the daemon answered (ok or not): a read() the page cache
@@ -36,16 +35,16 @@ struct Stats {
   Counter fetched_objects{0};
   Counter staging_fetched{0};  // of those, fetches into the staging window
   Counter stall_ns{0};         // time readers waited on a fetch
-  // Peer tier (cluster/): opens whose bytes a reader got from a peer, files the prefetch got
-  // from peers, and the bytes moved each way.
+  // Peer tier (cluster/): object reads whose bytes came from a peer, objects fetched from peers
+  // (for a reader or the prefetch), and the bytes moved each way.
   Counter served_peer{0};
   Counter peer_fetched{0};
   Counter peer_bytes_in{0};
   Counter peer_bytes_out{0};
   Counter peer_errors{0};   // requests that failed: timeout, down peer, bad hash, bad reply
-  Counter peer_adopted{0};  // files other nodes pushed (read before this owner had them), kept
+  Counter peer_adopted{0};  // objects other nodes pushed (read before this owner had them), kept
   // Opens served, while the backing store did not answer, from a cached copy of the version
-  // the kernel last saw (fs/clairfs_fs.cc Open): not revalidated against the store.
+  // the kernel last saw (DatasetCore::BindUnverified): not revalidated against the store.
   Counter served_unverified{0};
   // Messages refused: another protocol version, or no magic; or an object whose size or
   // version does not match the key and version asked for.

@@ -40,21 +40,21 @@ class PeerSource {
 };
 
 struct ClusterHooks {
-  // Replaces HDMLP placement (PlaceFiles). It may append files to plan.files (existing ids
-  // are kept; it then calls plan.Finalize()) and must fill plan.tier_order. It returns false
+  // Places the plan instead of PlaceObjects (cache/plan/plan.h): sets every object's
+  // PlanObject::place and fills plan.tier_order, keeping plan.objects as they are. It returns false
   // while the placement is not known yet: the prefetch threads then hold until Replan(), and
   // readers are still served on demand. `replan`: called from Replan(), not for a new plan.
   // Called with Prefetcher::install_mu_ held and no other prefetcher lock.
   std::function<bool(Plan& plan, const PlacementLimits& limits, bool replan)> place;
-  // A local tier now holds path at version (the fill stored it or found it there). Called
-  // with no prefetcher lock held.
-  std::function<void(const std::string& path, const FileVersion& version)> held;
-  // path was just read from the backing store (by the prefetch or for a reader). Called with
+  // A local tier holds key at version (the fill stored it or found it there). Called with no
+  // prefetcher lock held.
+  std::function<void(const std::string& key, const FileVersion& version)> held;
+  // key was just read from the backing store (by the prefetch or for a reader). Called with
   // no prefetcher lock held.
-  std::function<void(const std::string& path, const BlobPtr& blob)> fetched;
+  std::function<void(const std::string& key, const BlobPtr& blob)> fetched;
   // Consulted after the local tiers and before the backing store. Not owned.
   PeerSource* peer = nullptr;
-  // Source choice: a peer that holds a file is read unless the backing store's measured
+  // Source choice: a peer that holds an object is read unless the backing store's measured
   // throughput is more than this many times the peers'; 0 never prefers the backing store.
   double backing_advantage = kDefaultBackingAdvantage;
 };

@@ -29,21 +29,21 @@ void FetchPool::Stop() {
   cv_.notify_all();
   // Before joining: a prefetch thread may be waiting on one of these flights.
   for (auto& job : orphans) {
-    flights_.Finish(job.path, job.flight, Status::Error(Code::kUnavailable, "shutting down"));
+    flights_.Finish(job.key, job.flight, Status::Error(Code::kUnavailable, "shutting down"));
   }
   for (auto& th : threads) th.join();
 }
 
-Result<BlobPtr> FetchPool::Demand(const std::string& path, const FileVersion& version,
+Result<BlobPtr> FetchPool::Demand(const std::string& key, const FileVersion& version,
                                   FetchSource* source) {
-  auto [flight, leader] = flights_.Join(path);
+  auto [flight, leader] = flights_.Join(key);
   if (leader) {
     std::unique_lock lock(mu_);
     if (stop_) {
       lock.unlock();
-      flights_.Finish(path, flight, Status::Error(Code::kUnavailable, "shutting down"));
+      flights_.Finish(key, flight, Status::Error(Code::kUnavailable, "shutting down"));
     } else {
-      jobs_.push_back({path, version, flight});
+      jobs_.push_back({key, version, flight});
       lock.unlock();
       cv_.notify_one();
     }
@@ -51,11 +51,11 @@ Result<BlobPtr> FetchPool::Demand(const std::string& path, const FileVersion& ve
   return Wait(*flight, source, true);
 }
 
-Result<BlobPtr> FetchPool::Lead(const std::string& path, const FileVersion& version,
+Result<BlobPtr> FetchPool::Lead(const std::string& key, const FileVersion& version,
                                 const FlightPtr& flight, std::optional<size_t> except,
                                 FetchSource* source) {
-  auto r = fetcher_.Read(path, version, except, source);
-  flights_.Finish(path, flight, r, *source);
+  auto r = fetcher_.Read(key, version, except, source);
+  flights_.Finish(key, flight, r, *source);
   return r;
 }
 
@@ -72,10 +72,10 @@ Result<BlobPtr> FetchPool::Wait(Flight& flight, FetchSource* source, bool reader
   return r;
 }
 
-Result<BlobPtr> FetchPool::Fetch(const std::string& path, const FileVersion& version,
+Result<BlobPtr> FetchPool::Fetch(const std::string& key, const FileVersion& version,
                                  std::optional<size_t> except, FetchSource* source) {
-  auto [flight, leader] = flights_.Join(path);
-  return leader ? Lead(path, version, flight, except, source) : Wait(*flight, source, false);
+  auto [flight, leader] = flights_.Join(key);
+  return leader ? Lead(key, version, flight, except, source) : Wait(*flight, source, false);
 }
 
 void FetchPool::Loop() {
@@ -89,7 +89,7 @@ void FetchPool::Loop() {
       jobs_.pop_front();
     }
     FetchSource source;
-    (void)Lead(job.path, job.version, job.flight, std::nullopt, &source);
+    (void)Lead(job.key, job.version, job.flight, std::nullopt, &source);
   }
 }
 

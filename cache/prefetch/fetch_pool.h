@@ -2,7 +2,7 @@
 // deadlines every wait on a fetch has.
 //
 // Contract:
-// - At most one fetch per path runs at a time (SingleFlight); everyone else waits on it.
+// - At most one fetch per key runs at a time (SingleFlight); everyone else waits on it.
 // - Readers never fetch on their own thread: Demand queues the fetch for a demand thread (or
 //   joins the one running) and waits at most `timeout`, so a stuck source costs a reader
 //   kTimedOut, never a hang. Reader waits are counted in stall_ns and errors.timeout.
@@ -46,26 +46,26 @@ class FetchPool {
   // once its current fetch returns). Idempotent.
   void Stop();
 
-  // For a reader: path at version, fetched by a demand thread or by the flight already
+  // For a reader: key at version, fetched by a demand thread or by the flight already
   // running; kTimedOut after the timeout, kUnavailable once stopped.
-  Result<BlobPtr> Demand(const std::string& path, const FileVersion& version, FetchSource* source);
+  Result<BlobPtr> Demand(const std::string& key, const FileVersion& version, FetchSource* source);
 
-  // For the prefetch threads: the flight of path and whether the caller leads it.
-  std::pair<FlightPtr, bool> Join(const std::string& path) { return flights_.Join(path); }
+  // For the prefetch threads: the flight of key and whether the caller leads it.
+  std::pair<FlightPtr, bool> Join(const std::string& key) { return flights_.Join(key); }
   // Runs a flight the caller leads on the calling thread and finishes it.
-  Result<BlobPtr> Lead(const std::string& path, const FileVersion& version, const FlightPtr& flight,
+  Result<BlobPtr> Lead(const std::string& key, const FileVersion& version, const FlightPtr& flight,
                        std::optional<size_t> except, FetchSource* source);
   // Waits on a flight until the timeout; `reader`: count the wait as a reader's stall.
   Result<BlobPtr> Wait(Flight& flight, FetchSource* source, bool reader);
   // Lead if first, else Wait (as a prefetch thread).
-  Result<BlobPtr> Fetch(const std::string& path, const FileVersion& version,
+  Result<BlobPtr> Fetch(const std::string& key, const FileVersion& version,
                         std::optional<size_t> except, FetchSource* source);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
   struct Job {
-    std::string path;
+    std::string key;
     FileVersion version;
     FlightPtr flight;
   };

@@ -35,7 +35,7 @@ class Fetcher {
                        std::optional<size_t> except, FetchSource* source);
 
  private:
-  // Whether to ask a peer that holds a file rather than the backing store (by throughput).
+  // Whether to ask a peer that holds an object rather than the backing store (by throughput).
   bool PreferPeer();
   void RecordRate(bool peer, uint64_t bytes, std::chrono::steady_clock::duration took);
 

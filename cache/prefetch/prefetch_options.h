@@ -11,7 +11,7 @@
 
 namespace clairfs {
 
-// cluster.backing_advantage (ClusterHooks::backing_advantage): a peer that holds a file is read
+// cluster.backing_advantage (ClusterHooks::backing_advantage): a peer that holds an object is read
 // unless the backing store's measured throughput is more than this many times the peers'.
 inline constexpr double kDefaultBackingAdvantage = 0;  // never prefer the backing store
 

@@ -584,7 +584,7 @@ bool Prefetcher::Sighted(const Signpost& post) {
 Result<OpenResult> Prefetcher::Open(const std::string& path, const FileVersion& version,
                                     bool consume) {
   if (consume) stats_->file_reads.fetch_add(1, std::memory_order_relaxed);
-  return Serve(path, version, consume, false);
+  return Serve(path, version, consume, false);  // a whole file's key is its path
 }
 
 bool Prefetcher::Plans(const std::string& path) const {

@@ -5,14 +5,14 @@
 // It orchestrates parts with one job each:
 // - TierStack (tier_stack.h): lookup over the local tiers, stores under the active placement,
 //   promotion, exclusive tiers;
-// - Consumption (consumption.h): consumed positions, next use per file, low-water mark;
+// - Consumption (consumption.h): consumed positions, next use per object, low-water mark;
 // - StagingWindow (staging_window.h): the window's entries, reserved bytes and cursor;
 // - Fetcher (fetcher.h): source choice among tiers, peers and the backing store;
 // - FetchPool (fetch_pool.h): single-flight, the demand threads, deadlines on every wait;
 // - KeepWriter (keep_writer.h): writes the kept copies (kept_copies.h) into the persistent
 //   tier in the background, so that a remount starts warm.
 // The Prefetcher owns the published plan state, the tier-fill and staging threads, and
-// adopting files other nodes push.
+// adopting objects other nodes push.
 //
 // Threads: per tier, `tier_threads[t]` fill it in first-reference order; `staging_threads`
 // fill the staging window in exact read order (with tune_staging_threads, tune_max_threads of

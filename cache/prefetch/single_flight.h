@@ -1,7 +1,7 @@
 // SingleFlight: at most one fetch per key at a time; later askers wait on the first one.
 //
 // Contract: Join makes the first asker of a key its leader; the leader must Finish the flight
-// exactly once, on every path (a leader that cannot run the fetch finishes it with an error).
+// exactly once, whatever happens (a leader that cannot run the fetch finishes it with an error).
 // Every waiter passes a deadline to Wait, so a leader that never finishes cannot hang anyone
 // past it. Thread-safe.
 #pragma once

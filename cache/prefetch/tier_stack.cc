@@ -42,44 +42,44 @@ class TierStack::Hold {
 TierStack::TierStack(std::vector<Tier*> tiers)
     : tiers_(std::move(tiers)), gates_(std::make_unique<Gate[]>(tiers_.size())) {}
 
-Result<BlobPtr> TierStack::Get(std::string_view path, const FileVersion& version,
+Result<BlobPtr> TierStack::Get(std::string_view key, const FileVersion& version,
                                std::optional<size_t> except, size_t* found) const {
   for (size_t t = 0; t < tiers_.size(); ++t) {
     if (except && *except == t) continue;
-    auto r = tiers_[t]->Get(path, version);  // absent, stale or failing: a miss
+    auto r = tiers_[t]->Get(key, version);  // absent, stale or failing: a miss
     if (r.ok()) {
       if (found) *found = t;
       return r;
     }
   }
-  return Status::Error(Code::kNotFound, "no local tier holds " + DisplayKey(path));
+  return Status::Error(Code::kNotFound, "no local tier holds " + DisplayKey(key));
 }
 
-bool TierStack::Contains(size_t t, std::string_view path, const FileVersion& version) const {
-  return tiers_[t]->Contains(path, version);
+bool TierStack::Contains(size_t t, std::string_view key, const FileVersion& version) const {
+  return tiers_[t]->Contains(key, version);
 }
 
-Status TierStack::Store(size_t t, const std::string& path, const BlobPtr& blob,
+Status TierStack::Store(size_t t, const std::string& key, const BlobPtr& blob,
                         std::optional<size_t> from, Clock::time_point deadline, uint8_t* kept_in) {
   uint8_t keep = kNotKept;
   {
     Hold hold(gates_[t], deadline);
     if (!hold.ok()) return Status::Error(Code::kTimedOut, "tier " + tiers_[t]->name() + " busy");
     const Plan* p = hold.placement();
-    const uint32_t id = p ? p->Find(path) : kNoPos;
+    const uint32_t id = p ? p->Find(key) : kNoPos;
     const PlanObject* o = id == kNoPos ? nullptr : &p->objects[id];
     const bool placed = o && (o->place == Placement::Tier(t) ||
                               (o->kept_in == t && o->place.InTier() && o->place.tier < t));
     if (!placed || o->version != blob->version() || o->bytes != blob->size()) {
-      return Status::Error(Code::kUnavailable, "the placement does not give " + DisplayKey(path) +
+      return Status::Error(Code::kUnavailable, "the placement does not give " + DisplayKey(key) +
                                                    " to " + tiers_[t]->name());
     }
-    if (Status s = tiers_[t]->Put(path, blob); !s.ok()) return s;
+    if (Status s = tiers_[t]->Put(key, blob); !s.ok()) return s;
     if (o->kept_in != t) keep = o->kept_in;
   }
   if (kept_in) *kept_in = keep;
   // Tiers stay exclusive, but for the copy a tier is to keep.
-  if (from && *from > t && *from != keep) tiers_[*from]->Erase(path);
+  if (from && *from > t && *from != keep) tiers_[*from]->Erase(key);
   return Status::Ok();
 }
 
@@ -87,8 +87,8 @@ void TierStack::SetPlacement(std::shared_ptr<const Plan> placement) {
   for (size_t t = 0; t < tiers_.size(); ++t) {
     Hold hold(gates_[t], Clock::time_point::max());  // waits for at most one Put
     hold.Set(placement);
-    tiers_[t]->RetainOnly([&](std::string_view path, const FileVersion& v) {
-      const uint32_t id = placement->Find(path);
+    tiers_[t]->RetainOnly([&](std::string_view key, const FileVersion& v) {
+      const uint32_t id = placement->Find(key);
       return id != kNoPos && placement->objects[id].place.InTierAtOrAbove(t) &&
              placement->objects[id].version == v;
     });

@@ -1,8 +1,8 @@
 // TierStack: the local tiers (fastest first) as one store that follows the active placement.
 //
-// Contract:
 // Objects are named by their key (cache/base/object_key.h): a whole file's path or a chunk's key.
 //
+// Contract:
 // - Lookup: Get answers from the fastest tier holding the object at the asked version; a tier
 //   failure is a miss. A miss costs no I/O (Tier::Get's contract).
 // - Placement: a tier only ever receives what the active placement assigns to it. Store
@@ -49,19 +49,19 @@ class TierStack {
   size_t size() const { return tiers_.size(); }
   const Tier& tier(size_t t) const { return *tiers_[t]; }
 
-  // The bytes of path at version from the fastest tier other than `except` that holds them;
+  // The bytes of key at version from the fastest tier other than `except` that holds them;
   // *found (if given): that tier. kNotFound if none.
-  Result<BlobPtr> Get(std::string_view path, const FileVersion& version,
+  Result<BlobPtr> Get(std::string_view key, const FileVersion& version,
                       std::optional<size_t> except = std::nullopt, size_t* found = nullptr) const;
-  bool Contains(size_t t, std::string_view path, const FileVersion& version) const;
+  bool Contains(size_t t, std::string_view key, const FileVersion& version) const;
 
-  // Stores blob for path in tier t if the active placement assigns path, at blob's version,
+  // Stores blob for key in tier t if the active placement assigns key, at blob's version,
   // to t, or has t keep a copy of it; then erases the copy in tier `from` if that is a slower
   // tier that is not to keep one. kUnavailable if the placement does not assign it (or is
   // pending), kTimedOut if the gate was busy until deadline, else the tier's status (kNoSpace
   // when full). *kept_in (if given; set on success): the tier the placement has keep a copy
-  // of path (kNotKept if none, or if that is t).
-  Status Store(size_t t, const std::string& path, const BlobPtr& blob, std::optional<size_t> from,
+  // of key (kNotKept if none, or if that is t).
+  Status Store(size_t t, const std::string& key, const BlobPtr& blob, std::optional<size_t> from,
                std::chrono::steady_clock::time_point deadline, uint8_t* kept_in = nullptr);
 
   // Makes placement (not null; immutable while active) the active one and evicts what it

@@ -2,40 +2,40 @@
 
 namespace clairfs {
 
-Result<BlobPtr> RamTier::Get(std::string_view path, const FileVersion& version) {
+Result<BlobPtr> RamTier::Get(std::string_view key, const FileVersion& version) {
   std::lock_guard lock(mu_);
-  auto it = objects_.find(path);
+  auto it = objects_.find(key);
   if (it == objects_.end() || it->second->version() != version) {
     return Status::Error(Code::kNotFound, "not in " + name_);
   }
   return it->second;
 }
 
-Status RamTier::Put(std::string_view path, BlobPtr blob) {
+Status RamTier::Put(std::string_view key, BlobPtr blob) {
   std::lock_guard lock(mu_);
-  auto it = objects_.find(path);
+  auto it = objects_.find(key);
   const uint64_t old = it == objects_.end() ? 0 : it->second->size();
   if (used_ - old + blob->size() > capacity_) {
     return Status::Error(Code::kNoSpace, name_ + " tier is full");
   }
   used_ = used_ - old + blob->size();
   if (it == objects_.end()) {
-    objects_.emplace(std::string(path), std::move(blob));
+    objects_.emplace(std::string(key), std::move(blob));
   } else {
     it->second = std::move(blob);
   }
   return Status::Ok();
 }
 
-bool RamTier::Contains(std::string_view path, const FileVersion& version) {
+bool RamTier::Contains(std::string_view key, const FileVersion& version) {
   std::lock_guard lock(mu_);
-  auto it = objects_.find(path);
+  auto it = objects_.find(key);
   return it != objects_.end() && it->second->version() == version;
 }
 
-void RamTier::Erase(std::string_view path) {
+void RamTier::Erase(std::string_view key) {
   std::lock_guard lock(mu_);
-  auto it = objects_.find(path);
+  auto it = objects_.find(key);
   if (it == objects_.end()) return;
   used_ -= it->second->size();
   objects_.erase(it);

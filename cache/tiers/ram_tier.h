@@ -13,10 +13,10 @@ class RamTier final : public Tier {
  public:
   RamTier(std::string name, uint64_t capacity) : name_(std::move(name)), capacity_(capacity) {}
   const std::string& name() const override { return name_; }
-  Result<BlobPtr> Get(std::string_view path, const FileVersion& version) override;
-  Status Put(std::string_view path, BlobPtr blob) override;
-  bool Contains(std::string_view path, const FileVersion& version) override;
-  void Erase(std::string_view path) override;
+  Result<BlobPtr> Get(std::string_view key, const FileVersion& version) override;
+  Status Put(std::string_view key, BlobPtr blob) override;
+  bool Contains(std::string_view key, const FileVersion& version) override;
+  void Erase(std::string_view key) override;
   void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) override;
   uint64_t used_bytes() const override;
   uint64_t capacity() const override { return capacity_; }

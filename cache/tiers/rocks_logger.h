@@ -1,7 +1,7 @@
 // RocksLogger: RocksDB's info log, sent to the daemon's log (spdlog) instead of a LOG file in
 // the cache directory. A LOG file on the cache file system is itself a fault: once a write to
 // it fails (a full disk), RocksDB 7.8 aborts on the next log line (an assertion in
-// WritableFileWriter), which is how a full cache file system used to kill the daemon.
+// WritableFileWriter), so a full cache file system would kill the daemon.
 // Warnings and errors only, rate-limited. Never throws (RocksDB is not exception-safe).
 #pragma once
 

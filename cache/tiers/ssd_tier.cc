@@ -145,10 +145,10 @@ Status SsdTier::OpenDbLocked() {
     }
     s = it->status();
   }
-  for (const std::string& path : pending_erase_) {
-    cleanup.Delete(meta_, path);
-    cleanup.Delete(data_, path);
-    auto at = index_.find(path);
+  for (const std::string& key : pending_erase_) {
+    cleanup.Delete(meta_, key);
+    cleanup.Delete(data_, key);
+    auto at = index_.find(key);
     if (at != index_.end()) {
       used_ -= ObjectBytes(at->first, at->second.version);
       index_.erase(at);
@@ -328,26 +328,26 @@ TierHealth SsdTier::Health() const {
   return h;
 }
 
-void SsdTier::EraseLocked(std::string_view path) {
-  auto it = index_.find(path);
+void SsdTier::EraseLocked(std::string_view key) {
+  auto it = index_.find(key);
   if (it != index_.end()) {
     used_ -= ObjectBytes(it->first, it->second.version);
     index_.erase(it);
   }
   if (!on_.load()) {
-    pending_erase_.emplace(path);
+    pending_erase_.emplace(key);
     return;
   }
   rocksdb::WriteBatch batch;
-  batch.Delete(meta_, ToSlice(path));
-  batch.Delete(data_, ToSlice(path));
+  batch.Delete(meta_, ToSlice(key));
+  batch.Delete(data_, ToSlice(key));
   if (rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
-    pending_erase_.emplace(path);
-    (void)Failed(s, "delete of '" + std::string(path) + "'", true);
+    pending_erase_.emplace(key);
+    (void)Failed(s, "delete of '" + std::string(key) + "'", true);
   }
 }
 
-Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) {
+Result<BlobPtr> SsdTier::Get(std::string_view key, const FileVersion& version) {
   // on_ is checked before db_mu_ too: while off, readers never queue behind the recovery
   // thread's exclusive lock.
   if (!on_.load()) return Status::Error(Code::kNotFound, name_ + " tier is off");
@@ -356,10 +356,10 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
   Record rec;
   {
     std::lock_guard lock(mu_);
-    auto it = index_.find(path);
+    auto it = index_.find(key);
     if (it == index_.end()) return Status::Error(Code::kNotFound, "not in " + name_);
     if (it->second.version != version) {
-      EraseLocked(path);  // the backing file changed: this copy can never be served again
+      EraseLocked(key);  // the backing file changed: this copy can never be served again
       return Status::Error(Code::kNotFound, "stale in " + name_);
     }
     rec = it->second;
@@ -375,10 +375,10 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
   ro.snapshot = db_->GetSnapshot();
   std::string meta;
   rocksdb::PinnableSlice value;
-  rocksdb::Status sm = db_->Get(ro, meta_, ToSlice(path), &meta);
-  rocksdb::Status sd = sm.ok() ? db_->Get(ro, data_, ToSlice(path), &value) : rocksdb::Status();
+  rocksdb::Status sm = db_->Get(ro, meta_, ToSlice(key), &meta);
+  rocksdb::Status sd = sm.ok() ? db_->Get(ro, data_, ToSlice(key), &value) : rocksdb::Status();
   db_->ReleaseSnapshot(ro.snapshot);
-  const std::string what = "read of '" + std::string(path) + "'";
+  const std::string what = "read of '" + std::string(key) + "'";
   for (const rocksdb::Status* s : {&sm, &sd}) {
     if (!s->ok() && !s->IsNotFound() && !s->IsCorruption()) return Failed(*s, what, false);
   }
@@ -386,8 +386,8 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
     // Erased since the index lookup. If the index still shows the record and no Put of it is
     // in progress, the record is a leftover of such a race: drop it. Not a corruption.
     std::lock_guard lock(mu_);
-    auto it = index_.find(path);
-    if (it != index_.end() && it->second == rec && !writing_.count(path)) {
+    auto it = index_.find(key);
+    if (it != index_.end() && it->second == rec && !writing_.count(key)) {
       used_ -= ObjectBytes(it->first, it->second.version);
       index_.erase(it);
     }
@@ -400,14 +400,14 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
   }
   Status bad;
   if (!decoded) {
-    bad = Status::Error(Code::kCorruption, name_ + ": the record of '" + std::string(path) +
+    bad = Status::Error(Code::kCorruption, name_ + ": the record of '" + std::string(key) +
                                                "' is damaged: " + sm.ToString());
   } else if (!sd.ok()) {
-    bad = Status::Error(Code::kCorruption, name_ + ": the bytes of '" + std::string(path) +
+    bad = Status::Error(Code::kCorruption, name_ + ": the bytes of '" + std::string(key) +
                                                "' are missing or damaged: " + sd.ToString());
-  } else if (value.size() != ObjectBytes(path, stored.version)) {
-    bad = Status::Error(Code::kCorruption,
-                        name_ + ": '" + std::string(path) + "' has the wrong size");
+  } else if (value.size() != ObjectBytes(key, stored.version)) {
+    bad =
+        Status::Error(Code::kCorruption, name_ + ": '" + std::string(key) + "' has the wrong size");
   }
   std::shared_ptr<Blob> blob;
   if (bad.ok()) {
@@ -416,24 +416,24 @@ Result<BlobPtr> SsdTier::Get(std::string_view path, const FileVersion& version) 
     blob->Seal();
     if (blob->hash() != stored.hash) {
       bad = Status::Error(Code::kCorruption,
-                          name_ + ": '" + std::string(path) + "' fails its checksum");
+                          name_ + ": '" + std::string(key) + "' fails its checksum");
     }
   }
   if (!bad.ok()) {
     corruptions_.fetch_add(1, std::memory_order_relaxed);
     if (uint64_t n = 0; error_log_.Allow(&n)) spdlog::warn("{}", bad.message());
     std::lock_guard lock(mu_);
-    auto it = index_.find(path);
+    auto it = index_.find(key);
     // Not if a Put is replacing the damaged object: the delete would drop the new one.
-    if (it != index_.end() && (!decoded || it->second == stored) && !writing_.count(path)) {
-      EraseLocked(path);
+    if (it != index_.end() && (!decoded || it->second == stored) && !writing_.count(key)) {
+      EraseLocked(key);
     }
     return bad;
   }
   return BlobPtr(std::move(blob));
 }
 
-Status SsdTier::Put(std::string_view path, BlobPtr blob) {
+Status SsdTier::Put(std::string_view key, BlobPtr blob) {
   std::shared_lock dl(db_mu_, std::defer_lock);
   if (on_.load()) dl.lock();
   if (!on_.load()) {
@@ -444,44 +444,44 @@ Status SsdTier::Put(std::string_view path, BlobPtr blob) {
   const uint64_t size = blob->size();
   {
     std::lock_guard lock(mu_);
-    auto it = index_.find(path);
+    auto it = index_.find(key);
     const uint64_t old = it == index_.end() ? 0 : ObjectBytes(it->first, it->second.version);
     if (used_ - old + size > capacity_)
       return Status::Error(Code::kNoSpace, name_ + " tier is full");
     used_ += size;  // reserved until the write lands
-    ++writing_[std::string(path)];
+    ++writing_[std::string(key)];
   }
   rocksdb::WriteBatch batch;
-  batch.Put(data_, ToSlice(path), rocksdb::Slice(blob->data(), size));
-  batch.Put(meta_, ToSlice(path), EncodeRecord(blob->version(), blob->hash()));
+  batch.Put(data_, ToSlice(key), rocksdb::Slice(blob->data(), size));
+  batch.Put(meta_, ToSlice(key), EncodeRecord(blob->version(), blob->hash()));
   const rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
   {
     std::lock_guard lock(mu_);
     used_ -= size;
-    auto w = writing_.find(path);
+    auto w = writing_.find(key);
     if (--w->second == 0) writing_.erase(w);
     if (s.ok()) {
-      auto [it, inserted] = index_.try_emplace(std::string(path));
+      auto [it, inserted] = index_.try_emplace(std::string(key));
       if (!inserted) used_ -= ObjectBytes(it->first, it->second.version);
       it->second = Record{blob->version(), blob->hash()};
       used_ += size;
       return Status::Ok();
     }
   }
-  return Failed(s, "write of '" + std::string(path) + "'", true);
+  return Failed(s, "write of '" + std::string(key) + "'", true);
 }
 
-bool SsdTier::Contains(std::string_view path, const FileVersion& version) {
+bool SsdTier::Contains(std::string_view key, const FileVersion& version) {
   if (!on_.load()) return false;
   std::lock_guard lock(mu_);
-  auto it = index_.find(path);
+  auto it = index_.find(key);
   return it != index_.end() && it->second.version == version;
 }
 
-void SsdTier::Erase(std::string_view path) {
+void SsdTier::Erase(std::string_view key) {
   std::shared_lock dl(db_mu_);
   std::lock_guard lock(mu_);
-  EraseLocked(path);
+  EraseLocked(key);
 }
 
 void SsdTier::RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) {
@@ -520,15 +520,15 @@ size_t SsdTier::objects() const {
   return index_.size();
 }
 
-Status SsdTier::CorruptForTest(std::string_view path) {
+Status SsdTier::CorruptForTest(std::string_view key) {
   std::shared_lock dl(db_mu_);
   if (!db_) return Status::Error(Code::kUnavailable, "not open");
   rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_, ToSlice(path), &value);
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_, ToSlice(key), &value);
   if (!s.ok()) return FromRocks(s, "corrupt");
   std::string bytes = value.ToString();
   if (!bytes.empty()) bytes[bytes.size() / 2] ^= 0x5a;
-  return FromRocks(db_->Put(rocksdb::WriteOptions(), data_, ToSlice(path), bytes), "corrupt");
+  return FromRocks(db_->Put(rocksdb::WriteOptions(), data_, ToSlice(key), bytes), "corrupt");
 }
 
 }  // namespace clairfs

@@ -1,16 +1,17 @@
 // SsdTier: objects on a node-local SSD in an embedded RocksDB, kept across remounts.
 //
-// Layout: column family "data" holds file bytes (BlobDB: every value goes to blob files, so
-// compaction moves only small index entries, never the bytes); the default column family holds
-// a 40-byte record per object (its FileVersion and the xxh3 of the bytes). Both are written in
-// one batch. The records are loaded into memory at open, so Contains() and the capacity
-// accounting need no I/O. Writes use the WAL without syncing it: a killed daemon loses nothing,
-// a power loss loses recent objects (a cache can refetch them).
+// Layout: both column families are keyed by the object's key (cache/base/object_key.h). "data"
+// holds the object's bytes (BlobDB: every value goes to blob files, so compaction moves only
+// small index entries, never the bytes); the default column family holds a 40-byte record per
+// object (its FileVersion and the xxh3 of the bytes). Both are written in one batch. The
+// records are loaded into memory at open, so Contains() and the capacity accounting need no
+// I/O. Writes use the WAL without syncing it: a killed daemon loses nothing, a power loss loses
+// recent objects (a cache can refetch them).
 //
 // Integrity: Get reads the record and the bytes from one RocksDB snapshot and verifies the
 // bytes against that record's hash. Only a real mismatch there (or RocksDB reporting
 // corruption) counts in corruptions(); the object is then deleted and kCorruption returned, so
-// the caller reads the file elsewhere. An object erased or replaced by another thread while a
+// the caller reads the object elsewhere. An object erased or replaced by another thread while a
 // Get runs is a plain miss. No wrong byte leaves this class.
 //
 // The directory: made safe and locked as cache/tiers/ssd_dir.h says, before RocksDB touches it.
@@ -72,10 +73,10 @@ class SsdTier final : public Tier {
 
   const std::string& name() const override { return name_; }
   bool persistent() const override { return true; }
-  Result<BlobPtr> Get(std::string_view path, const FileVersion& version) override;
-  Status Put(std::string_view path, BlobPtr blob) override;
-  bool Contains(std::string_view path, const FileVersion& version) override;
-  void Erase(std::string_view path) override;
+  Result<BlobPtr> Get(std::string_view key, const FileVersion& version) override;
+  Status Put(std::string_view key, BlobPtr blob) override;
+  bool Contains(std::string_view key, const FileVersion& version) override;
+  void Erase(std::string_view key) override;
   void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) override;
   uint64_t used_bytes() const override;
   uint64_t capacity() const override { return capacity_; }
@@ -105,9 +106,9 @@ class SsdTier final : public Tier {
   // the tier off (it retries) and returns Ok; other failures are returned.
   Status Reopen();
 
-  // Test hook: replaces the stored bytes of path without updating its record, as a failing
+  // Test hook: replaces the stored bytes of key without updating its record, as a failing
   // device would.
-  Status CorruptForTest(std::string_view path);
+  Status CorruptForTest(std::string_view key);
 
  private:
   struct Record {
@@ -122,9 +123,9 @@ class SsdTier final : public Tier {
   SsdTier(std::string name, std::string dir, uint64_t capacity, SsdOptions options);
   static Result<std::unique_ptr<SsdTier>> Create(std::string name, const std::string& dir,
                                                  uint64_t capacity, SsdOptions options);
-  Status OpenDbLocked();                    // db_mu_ held exclusively
-  void CloseDbLocked();                     // db_mu_ held exclusively
-  void EraseLocked(std::string_view path);  // db_mu_ shared and mu_ held
+  Status OpenDbLocked();                   // db_mu_ held exclusively
+  void CloseDbLocked();                    // db_mu_ held exclusively
+  void EraseLocked(std::string_view key);  // db_mu_ shared and mu_ held
   // A failed RocksDB call: counted and logged (rate-limited); an I/O error (and any failed
   // write) switches the tier off. Returns the failure as a Status.
   Status Failed(const rocksdb::Status& s, const std::string& what, bool is_write);
@@ -151,7 +152,7 @@ class SsdTier final : public Tier {
   mutable std::mutex mu_;  // guards the members below; deletes write to RocksDB under it, so
                            // that they never interleave with the index update of a Put
   std::unordered_map<std::string, Record, Hash, std::equal_to<>> index_;
-  uint64_t used_ = 0;  // bytes of file data in index_ plus reservations of Puts in progress
+  uint64_t used_ = 0;  // bytes of object data in index_ plus reservations of Puts in progress
   std::unordered_map<std::string, int, Hash, std::equal_to<>> writing_;  // Puts in progress
   std::unordered_set<std::string> pending_erase_;  // deleted while off; applied at reopen
 

@@ -1,4 +1,6 @@
-// Tier: one level of the local cache (RAM now; SSD and peers implement the same interface).
+// Tier: one level of this node's cache (RamTier, SsdTier), holding objects by their key
+// (cache/base/object_key.h). The other nodes' tiers are read through PeerSource
+// (cache/prefetch/cluster_hooks.h), not this interface.
 #pragma once
 
 #include <cstdint>
@@ -31,16 +33,16 @@ class Tier {
  public:
   virtual ~Tier() = default;
   virtual const std::string& name() const = 0;
-  // The object stored for path if its version equals version; kNotFound otherwise, answered
+  // The object stored for key if its version equals version; kNotFound otherwise, answered
   // without I/O for an absent or stale object.
-  virtual Result<BlobPtr> Get(std::string_view path, const FileVersion& version) = 0;
-  // Stores blob for path, replacing an older version. kNoSpace if the tier's capacity would be
+  virtual Result<BlobPtr> Get(std::string_view key, const FileVersion& version) = 0;
+  // Stores blob for key, replacing an older version. kNoSpace if the tier's capacity would be
   // exceeded (nothing is evicted to make room: the planner decides what a tier holds).
-  virtual Status Put(std::string_view path, BlobPtr blob) = 0;
-  virtual bool Contains(std::string_view path, const FileVersion& version) = 0;
-  // Removes path's object, if any.
-  virtual void Erase(std::string_view path) = 0;
-  // Evicts every object for which keep(path, version) is false.
+  virtual Status Put(std::string_view key, BlobPtr blob) = 0;
+  virtual bool Contains(std::string_view key, const FileVersion& version) = 0;
+  // Removes key's object, if any.
+  virtual void Erase(std::string_view key) = 0;
+  // Evicts every object for which keep(key, version) is false.
   virtual void RetainOnly(
       const std::function<bool(std::string_view, const FileVersion&)>& keep) = 0;
   virtual uint64_t used_bytes() const = 0;

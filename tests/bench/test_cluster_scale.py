@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tools/bench/cluster_scale.sh (argv[1]: the clairfs-cluster-scale binary) on a scaled-down
-ImageNet (20,000 files x 10 epochs): the JSON keys issue 28 names, a plan whose bytes and
+ImageNet (20,000 files x 10 epochs): the JSON keys of KEYS, a plan whose bytes and
 memory per node shrink as the cluster grows from 16 to 256 nodes, plan bytes per node bounded
 by what the node reads plus one part and one assignment per rank (nothing the size of a plan
 sent to every rank), the backing store read once per file, read fractions that add up, and a

@@ -1,5 +1,5 @@
-"""Fault-matrix row of issue 25 item 1 (docs/reliability.md, "What is seen when"): the dataset
-changed on "another node" (the directory below faultfs, changed directly: no watch of this node
+"""Fault-matrix rows other_node_change and other_node_warm_epoch (docs/reliability.md, "What is
+seen when"): the dataset changed on "another node" (the directory below faultfs, changed directly: no watch of this node
 sees it, as on NFS) while clairfs serves it in no-open mode with the kernel keeping names,
 attributes and pages. Each change must reach the mount within its bound: a planned file's
 next read within PLANNED_BOUND (fs/fresh/revalidate.h, checks ahead), anything else the kernel holds

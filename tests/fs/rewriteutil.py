@@ -1,5 +1,6 @@
 """Files whose every byte names the version and offset it belongs to, writers that rewrite them
-in place, and readers that check every read() against them (issue 25, item 2).
+in place, and readers that check every read() against them (docs/reliability.md, "In-place
+rewrites under readers").
 
 Every 8-byte little-endian word of version v of a file, at offset o, is
     MAGIC << 48 | v << 32 | o // 8

@@ -1,4 +1,4 @@
-"""The control files' own mount (docs/control-interface.md, "Visibility"; issue 11):
+"""The control files' own mount (docs/control-interface.md, "Visibility"):
 `.clairfs` is a symlink to it, hidden from the root's listing; `fusermount3 -u MNT` alone
 removes both mounts; a killed daemon's stale control mount does not block the next start;
 another user reads stats but may not write the manifest."""

@@ -1,4 +1,4 @@
-"""Streams on a real mount (issue 12): two jobs with different shuffles on one mount at once,
+"""Streams on a real mount: two jobs with different shuffles on one mount at once,
 on the same files and on two different parts of the dataset; a stream whose writer died
 leaves after cache.stream_idle while the others go on."""
 import errno

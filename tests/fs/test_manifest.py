@@ -364,9 +364,9 @@ class ManifestCommitTest(ManifestCase):
 
 
 class ManifestCheckAheadTest(ClairfsCase):
-    """A long text's paths are checked by the writes that bring them (issue 25 item 7): the
-    write carrying a bad path fails, and an accepted text gives the same plan as before,
-    through dup'ed closes."""
+    """A long text's paths are checked by the writes that bring them: the write carrying a bad
+    path fails and leaves the plan as it was, and an accepted text is planned whole, through
+    dup'ed closes."""
 
     FILES = 12_000
 

@@ -188,7 +188,7 @@ class NetnsClusterTest(harness.ClairfsCase):
         c = self.cluster()
         manifests = self.manifests(NODES, epochs=2)
         self.register(c, manifests)
-        # The simulator's prediction of this cluster's placement (issue 28).
+        # The simulator's prediction of this cluster's placement (tools/bench/cluster_scale.cc).
         harness.wait_for(lambda: all(self.plan(m)["cluster"]["unanswered"] == []
                                      for m in c.mounts), 30, "every coordinator to answer")
         test_cluster.check_simulated(self, c, manifests, int(self.bytes * 1.25 / NODES),

@@ -35,7 +35,7 @@ TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
   auto q = DecodeRequest({req.data(), req.size()});
   ASSERT_TRUE(q);
   EXPECT_EQ(q->id, 9u);
-  EXPECT_EQ(q->path, "x/y");
+  EXPECT_EQ(q->key, "x/y");
   EXPECT_FALSE(DecodeRequest({req.data(), req.size() - 1}));
   auto rep = EncodeReply({5, 1, 42, {3, 4}}, "abc", 3);
   const char* data;
@@ -47,7 +47,7 @@ TEST(ProtocolTest, RoundTripsAndRejectsTruncatedMessages) {
   auto have = EncodeHave({{{"p", {1, 1}}, {"q", {2, 2}}}});
   auto hv = DecodeHave({have.data(), have.size()});
   ASSERT_TRUE(hv);
-  EXPECT_EQ(hv->files.size(), 2u);
+  EXPECT_EQ(hv->objects.size(), 2u);
 }
 
 TEST(ProtocolTest, EveryMessageCarriesMagicAndVersion) {

@@ -234,7 +234,7 @@ TEST_F(ControlViewsThroughTheRegistrar, CountsHoldNoNameAndNoSize) {
   EXPECT_FALSE(plan.contains("bytes"));
   EXPECT_FALSE(plan.contains("predicted_backing_bytes"));
 
-  // The full view: as before, names and sizes included.
+  // The full view: names and sizes included.
   const json full_stats = json::parse(views_.ViewText(ControlFile::kStats, ControlView::kFull));
   EXPECT_EQ(full_stats["prefetch"]["streams"][0]["name"], "secretstream");
   EXPECT_EQ(full_stats["ram_bytes"], kSecretSize);

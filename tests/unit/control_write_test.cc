@@ -180,7 +180,7 @@ TEST_F(ControlWrite, ACompactHeaderIsRefusedByTheWriteThatCompletesIt) {
 }
 
 // A missing file fails the write() that completes its line, in a short text and in a long
-// one alike (issue 25: `echo typo > manifest` fails in the shell), with the reason close()
+// one alike (so `echo typo > manifest` fails in the shell), with the reason close()
 // would give; every later write and the close() fail too.
 TEST_F(ControlWrite, AMissingFileFailsTheWriteThatCompletesItsLine) {
   for (const size_t lines : {size_t{1}, size_t{3}, size_t{20000}}) {

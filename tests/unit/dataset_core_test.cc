@@ -298,8 +298,8 @@ TEST_F(DatasetCoreTest, NoOpenReadBindsAtTheStartOfEachRead) {
 
 TEST_F(DatasetCoreTest, AnUnplannedReadOpensAndReadsInOneWaitOnTheStore) {
   // No plan, no stat made ahead: the file is opened and its first READ read in one call on the
-  // I/O threads (it was three: stat, open, read). Its bytes are the version opened, and a
-  // change before the next read is bound afresh, as before.
+  // I/O threads (not three: stat, open, read). Its bytes are the version opened, and a change
+  // before the next read is bound afresh.
   WriteFile(P("a"), std::string(5000, 'x'));
   Make();
   const uint64_t a = Look(kRoot, "a");

@@ -36,19 +36,19 @@ class PersistentTier final : public Tier {
  public:
   explicit PersistentTier(uint64_t capacity) : inner_("disk", capacity) {}
   const std::string& name() const override { return inner_.name(); }
-  Result<BlobPtr> Get(std::string_view path, const FileVersion& v) override {
-    return inner_.Get(path, v);
+  Result<BlobPtr> Get(std::string_view key, const FileVersion& v) override {
+    return inner_.Get(key, v);
   }
-  Status Put(std::string_view path, BlobPtr blob) override {
+  Status Put(std::string_view key, BlobPtr blob) override {
     if (fail_puts.load()) return Status::Error(Code::kIoError, "injected write failure");
     if (put_delay.load() > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(put_delay.load()));
-    return inner_.Put(path, std::move(blob));
+    return inner_.Put(key, std::move(blob));
   }
-  bool Contains(std::string_view path, const FileVersion& v) override {
-    return inner_.Contains(path, v);
+  bool Contains(std::string_view key, const FileVersion& v) override {
+    return inner_.Contains(key, v);
   }
-  void Erase(std::string_view path) override { inner_.Erase(path); }
+  void Erase(std::string_view key) override { inner_.Erase(key); }
   void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) override {
     inner_.RetainOnly(keep);
   }

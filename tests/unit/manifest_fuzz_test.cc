@@ -260,7 +260,7 @@ class ManifestFuzz : public ::testing::Test {
   MemBacking backing_;
 };
 
-// 22,000 inputs through each path on an idle machine (issue 14 asked for at least 20,000), fewer
+// 22,000 inputs through each path on an idle machine (the aim: at least 20,000), fewer
 // when the time budget of tests/unit/fuzz_budget.h runs out first (a loaded machine, a
 // sanitizer build). The ThreadSanitizer build looks for races, which single-threaded parsing has
 // none of, at ~20x the cost: a tenth.

@@ -1,4 +1,4 @@
-// Randomized stress of the prefetcher (issue 14): 64 reader threads and a pusher (Adopt) while
+// Randomized stress of the prefetcher: 64 reader threads and a pusher (Adopt) while
 // the plan is replaced or appended to every second, over a RAM and a RocksDB SSD tier small
 // enough to fill and evict, and a backing store with random small delays and failing files.
 //
@@ -325,8 +325,8 @@ TEST(PrefetcherStress, ReadersAcrossPlanChangesGetExactBytesWithoutHangsOrLeaks)
     std::vector<Tier*> tiers = {&ram, ssd.value().get()};
     for (size_t t = 0; t < tiers.size(); ++t) {
       uint64_t misplaced = 0;
-      tiers[t]->RetainOnly([&](std::string_view path, const FileVersion& v) {
-        const uint32_t id = last_plan->Find(path);
+      tiers[t]->RetainOnly([&](std::string_view key, const FileVersion& v) {
+        const uint32_t id = last_plan->Find(key);
         if (id == kNoPos || !last_plan->objects[id].place.InTierAtOrAbove(t) ||
             last_plan->objects[id].version != v) {
           ++misplaced;

@@ -417,28 +417,28 @@ class PausingTier final : public Tier {
  public:
   PausingTier(uint64_t capacity, std::string pause) : inner_("ram", capacity), pause_(pause) {}
   const std::string& name() const override { return inner_.name(); }
-  Result<BlobPtr> Get(std::string_view path, const FileVersion& v) override {
-    return inner_.Get(path, v);
+  Result<BlobPtr> Get(std::string_view key, const FileVersion& v) override {
+    return inner_.Get(key, v);
   }
-  Status Put(std::string_view path, BlobPtr blob) override {
-    if (path == pause_) {
+  Status Put(std::string_view key, BlobPtr blob) override {
+    if (key == pause_) {
       std::unique_lock lock(mu_);
       paused_ = true;
       cv_.notify_all();
       cv_.wait_for(lock, 10s, [&] { return released_; });
       lock.unlock();
-      Status s = inner_.Put(path, std::move(blob));
+      Status s = inner_.Put(key, std::move(blob));
       lock.lock();
       put_done_ = true;
       cv_.notify_all();
       return s;
     }
-    return inner_.Put(path, std::move(blob));
+    return inner_.Put(key, std::move(blob));
   }
-  bool Contains(std::string_view path, const FileVersion& v) override {
-    return inner_.Contains(path, v);
+  bool Contains(std::string_view key, const FileVersion& v) override {
+    return inner_.Contains(key, v);
   }
-  void Erase(std::string_view path) override { inner_.Erase(path); }
+  void Erase(std::string_view key) override { inner_.Erase(key); }
   void RetainOnly(const std::function<bool(std::string_view, const FileVersion&)>& keep) override {
     inner_.RetainOnly(keep);
     std::lock_guard lock(mu_);

@@ -102,7 +102,7 @@ TEST_F(SsdTierTest, SecondOpenOfTheSameDirectoryIsRefused) {
       << second.status().message();
 }
 
-// ---------------------------------------------------------------- the directory (issue 14/5)
+// ---------------------------------------------------------------- the directory
 
 namespace fs = std::filesystem;
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# predict_bench.sh: predicted against measured epoch times (issue 29, item 3). Runs HDMLP's four
-# scenarios (scenarios.sh --quick, three epochs) and the records benchmark (records_bench.sh
-# --quick, clairfs runs only), keeping each clairfs run's plan as read right after registration
-# and its measured epochs (--keep), then predicts every epoch from the plan with the model of
-# `clairfs-ctl plan --predict` (predict_report.py: the lower bound's compute rate, the emulated
-# PFS's throttle as the backing store's bandwidth and IOPS, a cold start, the SSD tier at what a
-# cold read of its directory's device in pieces of its objects gives, --probe-tier, and the page
-# cache as holding what it held of the SSD tier's files at the end of the run) and prints
-# the table of measured and predicted times and stalls, and the capacity the model says removes
-# the stall.
+# predict_bench.sh: predicted against measured epoch times (docs/benchmarks.md, "Predicted epochs").
+# Runs HDMLP's four scenarios (scenarios.sh --quick, three epochs) and the records benchmark
+# (records_bench.sh --quick, clairfs runs only), keeping each clairfs run's plan as read right after
+# registration and its measured epochs (--keep), then predicts every epoch from the plan with the
+# model of `clairfs-ctl plan --predict` (predict_report.py: the lower bound's compute rate, the
+# emulated PFS's throttle as the backing store's bandwidth and IOPS, a cold start, the SSD tier at
+# what a cold read of its directory's device in pieces of its objects gives, --probe-tier, and the
+# page cache as holding what it held of the SSD tier's files at the end of the run) and prints the
+# table of measured and predicted times and stalls, and the capacity the model says removes the
+# stall.
 #
 # Usage: tools/bench/predict_bench.sh [--scenarios 1,2,3,4] [--chunks "4MiB 256KiB"]
 #          [--bps B] [--iops N] [--no-records] [--no-scenarios] [--records-args "..."]

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# records_bench.sh: records in big files (issue 13). A TFRecord set on an emulated parallel file
-# system (pfs_lib.sh: throttled loop-mounted ext4, capped page cache), read as a training loop
-# reads it: every record once per epoch in a new seeded shuffle (random.Random(seed + epoch)),
-# with the replay of records_replay.py (W worker threads, prefetch factor F, batches of B
-# records, C ms of sleep-based compute per record). Side by side, in one run:
+# records_bench.sh: records in big files (docs/benchmarks.md, "Records in big files"). A TFRecord
+# set on an emulated parallel file system (pfs_lib.sh: throttled loop-mounted ext4, capped page
+# cache), read as a training loop reads it: every record once per epoch in a new seeded shuffle
+# (random.Random(seed + epoch)), with the replay of records_replay.py (W worker threads, prefetch
+# factor F, batches of B records, C ms of sleep-based compute per record). Side by side, in one run:
 #   lower bound   the consumer alone (--compute-only), one epoch
 #   direct        os.pread of each record's range on the PFS: one request per record
 #   clairfs CHUNK clairfs -f over the dataset with cache.chunk_size CHUNK, tiers [ram, ssd]
