@@ -125,6 +125,24 @@ class ImportGraphTest(unittest.TestCase):
         for name in ("manifest_line", "check_stream_name", "MAX_STREAM_NAME", "StrPath", "Item"):
             self.assertTrue(hasattr(control, name), name)
 
+    def test_lazy_names_are_their_modules(self):
+        # A name `clairfs` imports on first use is the object of the module that defines it,
+        # and clairfs.records answers for the parsers' names with the parsers' objects.
+        import importlib
+        import clairfs
+        from clairfs import records
+        torch_modules = {"torch_order", "locality"}
+        lazy = [(clairfs, n, m) for n, m in clairfs._HOME.items()]
+        lazy += [(records, n, m) for n, m in records._PARSERS.items()]
+        for where, name, module in lazy:
+            if module in torch_modules and TORCH_MISSING:
+                continue
+            with self.subTest(module=where.__name__, name=name):
+                home = importlib.import_module(f"{PACKAGE}.{module}")
+                self.assertIs(getattr(where, name), getattr(home, name))
+        self.assertEqual(set(clairfs._HOME),
+                         {*clairfs._TORCH_NAMES, *clairfs._RECORDS_NAMES, *clairfs._HDF5_NAMES})
+
 
 if __name__ == "__main__":
     unittest.main()
