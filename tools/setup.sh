@@ -30,7 +30,7 @@ PACKAGES=(
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
   python3-matplotlib  # the benchmark figures (tools/bench/plot_scenarios.py)
   util-linux-extra  # fincore: what the page cache holds of the SSD tier (tools/bench/lib.sh)
-  # clairfs-ctl serve-metrics: the Prometheus export (tools/python/clairfs/metrics.py), and
+  # clairfs-ctl serve-metrics: the Prometheus export (tools/python/clairfs/ctl/metrics.py), and
   # the parser the metrics tests read .clairfs/metrics with
   python3-prometheus-client
   # the Slurm SPANK plugin (tools/slurm) builds against slurm/spank.h; without it the plugin is

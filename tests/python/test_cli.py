@@ -150,7 +150,7 @@ class RenderCountsViewTest(harness.ClairfsCase):
     real mount, read as another user: tests/fs/test_control_views.py.)"""
 
     def test_counts_view_renders_without_details(self):
-        from clairfs import cli
+        from clairfs import ctl as cli
         stats = {"view": "counts", "hidden": "...", "file_reads": 3,
                  "readiness": {"tiers": 1.0, "window": 0.5, "ready": 0.5},
                  "prefetch": {"planned_files": 2, "streams": [{}, {}]},

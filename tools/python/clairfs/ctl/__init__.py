@@ -10,13 +10,13 @@
     clairfs-ctl plan MNT | errors MNT    the control files as they are
     clairfs-ctl plan --predict MNT --compute-rate R (--backing-bw B | --probe N --backing DIR)
                                          per epoch: predicted time, stall, bytes per source;
-                                         the tier capacity that removes the stall (predict.py)
+                                         the tier capacity that removes the stall (ctl/predict.py)
     clairfs-ctl serve-metrics MNT... --port P | --textfile PATH
-                                         export to Prometheus (clairfs/metrics.py; needs
+                                         export to Prometheus (ctl/metrics.py; needs
                                          python3-prometheus-client)
     clairfs-ctl cache list|verify|clean  the SSD caches on this machine: owner, dataset, size,
                                          last use, in use; every object's hash; removal
-                                         (cache_admin.py; docs/usage.md "Clean up")
+                                         (ctl/cache.py; docs/usage.md "Clean up")
 
 Exit status: 0 done, 1 rejected / timed out / not a clairfs mount, 2 bad usage (`cache verify`:
 also 66 not a cache, 74 unreadable, 75 in use). Standard library only, serve-metrics aside.
@@ -36,8 +36,9 @@ import sys
 import time
 from typing import Any, BinaryIO, Sequence, TextIO
 
-from . import cache_admin, control, metrics, predict_cli
-from ._version import __version__
+from .. import control
+from .._version import __version__
+from . import cache, metrics, predict
 
 _CHUNK = 1 << 20
 
@@ -275,10 +276,10 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="the active plan (JSON), or with --predict its epochs' "
                         "predicted times, stalls and bytes per source")
     pl.add_argument("mount")
-    predict_cli.add_arguments(pl)
+    predict.add_arguments(pl)
     sub.add_parser("errors", help="the last rejection").add_argument("mount")
     metrics.add_parser(sub)
-    cache_admin.add_parser(sub)
+    cache.add_parser(sub)
     return p
 
 
@@ -287,14 +288,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     try:
         if args.command == "cache":
-            return cache_admin.run(args, out, err)
+            return cache.run(args, out, err)
         if args.command == "register":
             if args.file == "-":
                 return _register(args.mount, sys.stdin.buffer, args.append, err)
             with open(args.file, "rb") as f:
                 return _register(args.mount, f, args.append, err)
         if args.command == "plan" and args.predict:
-            return predict_cli.run(args, out, err)
+            return predict.run(args, out, err)
         if args.command == "plan":
             out.write(json.dumps(control.plan(args.mount), indent=2, sort_keys=True) + "\n")
             return 0
