@@ -87,7 +87,8 @@ def imported_modules(name, modules):
                 base = parts[1:]
             else:  # relative: `from .x import y`, `from . import x`, `from .. import x`
                 if node.level - 1 > len(here):
-                    raise AssertionError(f"{name}: an import above the package (level {node.level})")
+                    raise AssertionError(f"{name}: an import above the package "
+                                         f"(level {node.level})")
                 base = here[:len(here) - (node.level - 1)]
                 base += node.module.split(".") if node.module else []
             # `from P import x, y`: each name is a module of P, or a name P's __init__ defines

@@ -28,6 +28,7 @@ With torch (imported on first use of these names):
 
 docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
 clairfs.__version__ is the package's version, the same as the daemon's (`clairfs --version`).
+The commands of clairfs-ctl (and `python3 -m clairfs`) are the subpackage clairfs.ctl.
 """
 import importlib
 from typing import TYPE_CHECKING

@@ -88,7 +88,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `clairfs-ctl status ... | head`: the reader is gone
         sys.stdout = None  # type: ignore[assignment]  # nothing more to flush at exit
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
