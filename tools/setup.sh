@@ -30,7 +30,7 @@ PACKAGES=(
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
   python3-matplotlib  # the benchmark figures (tools/bench/plot_scenarios.py)
   util-linux-extra  # fincore: what the page cache holds of the SSD tier (tools/bench/lib.sh)
-  # clairfs-ctl serve-metrics: the Prometheus export (tools/python/clairfs/metrics.py), and
+  # clairfs-ctl serve-metrics: the Prometheus export (tools/python/clairfs/ctl/metrics.py), and
   # the parser the metrics tests read .clairfs/metrics with
   python3-prometheus-client
   # the Slurm SPANK plugin (tools/slurm) builds against slurm/spank.h; without it the plugin is
@@ -39,7 +39,7 @@ PACKAGES=(
 )
 # Test-only: the Python package's tests read an ImageFolder through DataLoaders (several
 # hundred MB, so not part of the plain set-up); lmdb and numpy: the record-range tests check
-# clairfs.records against real LMDB environments and .npy files; h5py: test_hdf5 checks
+# the parsers against real LMDB environments and .npy files; h5py: test_hdf5 checks
 # clairfs.hdf5 against h5py and reads HDF5 datasets through mounts; acl: setfacl for the
 # permission tests and the fault matrix; mypy: test_packaging type-checks a script against the
 # package's annotations; clang-format: the format check of the C++ sources (tools/check_format.sh);

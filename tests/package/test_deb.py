@@ -317,7 +317,7 @@ def main():
         for need in ("/usr/bin/clairfs", "/usr/bin/clairfs-ctl", "/usr/bin/clairfs-cache",
                      "/usr/bin/clairfs-bench", "/usr/share/man/man1/clairfs.1.gz",
                      "/usr/share/man/man5/clairfs.yaml.5.gz", CONFFILE, UNIT,
-                     PY_DIR + "/clairfs/__init__.py", PY_DIR + "/clairfs/cli.py",
+                     PY_DIR + "/clairfs/__init__.py", PY_DIR + "/clairfs/ctl/__init__.py",
                      "/usr/share/doc/clairfs/copyright",
                      "/usr/share/doc/clairfs/examples/imagenet.env"):
             check(need in files, f"the package lacks {need}")
@@ -357,7 +357,7 @@ def main():
 
         # The Python package, as Debian's python3 imports it without /usr/local.
         probe = ("import sys; sys.path = [p for p in sys.path if not p.startswith('/usr/local')];"
-                 "import clairfs, clairfs.cli; print(clairfs.__file__, clairfs.__version__)")
+                 "import clairfs, clairfs.ctl; print(clairfs.__file__, clairfs.__version__)")
         out = run(["/usr/bin/python3", "-c", probe], env=dict(os.environ, PYTHONPATH="")).stdout
         check(out.startswith(PY_DIR + "/clairfs/__init__.py"), f"python3 imports {out!r}")
         pyenv = dict(os.environ, PYTHONPATH=PY_DIR)  # the package's, before /usr/local's

@@ -150,7 +150,7 @@ class RenderCountsViewTest(harness.ClairfsCase):
     real mount, read as another user: tests/fs/test_control_views.py.)"""
 
     def test_counts_view_renders_without_details(self):
-        from clairfs import cli
+        from clairfs.ctl import status
         stats = {"view": "counts", "hidden": "...", "file_reads": 3,
                  "readiness": {"tiers": 1.0, "window": 0.5, "ready": 0.5},
                  "prefetch": {"planned_files": 2, "streams": [{}, {}]},
@@ -159,8 +159,8 @@ class RenderCountsViewTest(harness.ClairfsCase):
                  "warnings": [{"kind": "not_in_plan", "message": "most reads ...", "seconds": 1}],
                  "errors": {"manifest_rejected": 1}}
         plan = {"view": "counts", "entries": 4, "files": 2, "positions": 4, "streams": [{}, {}]}
-        out = cli.render_status("/mnt", stats, plan)
-        self.assertIn(cli.HIDDEN_NOTE, out)
+        out = status.render_status("/mnt", stats, plan)
+        self.assertIn(status.HIDDEN_NOTE, out)
         self.assertIn("plan: 2 files, 4 reads in 2 stream(s)\n", out)
         self.assertNotIn("stream None", out)
         self.assertIn("tier ram: capacity 1024.0 MiB, 3 served", out)
@@ -172,7 +172,7 @@ class RenderCountsViewTest(harness.ClairfsCase):
         stats["peer_refused"] = {"unsealed": 2, "other_cluster": 0, "other_session": 0,
                                  "forged": 1, "replayed": 0}
         self.assertIn("peer messages refused: forged 1, unsealed 2\n",
-                      cli.render_status("/mnt", stats, plan))
+                      status.render_status("/mnt", stats, plan))
         # Nothing at all (an empty object each) renders too.
-        self.assertIn("plan: none registered", cli.render_status("/mnt", {}, {}))
-        self.assertNotIn(cli.HIDDEN_NOTE, cli.render_status("/mnt", {}, {}))
+        self.assertIn("plan: none registered", status.render_status("/mnt", {}, {}))
+        self.assertNotIn(status.HIDDEN_NOTE, status.render_status("/mnt", {}, {}))

@@ -30,8 +30,9 @@ SOURCE = os.path.join(REPO, "tools", "python")
 # Run by the venv's interpreter, from the temp dir: where clairfs came from and what it says.
 PROBE = r"""
 import importlib.metadata, json, os, sys
-import clairfs, clairfs.compact, clairfs.control, clairfs.records, clairfs.tfrecord
-import clairfs.lmdb_pages, clairfs.cli, clairfs.metrics, clairfs.hdf5
+import clairfs, clairfs.compact, clairfs.control, clairfs.records, clairfs.tar, clairfs.tfrecord
+import clairfs.lmdb_pages, clairfs.fixed, clairfs.npy, clairfs.hdf5, clairfs.predict
+import clairfs.ctl  # and the subcommands' modules it imports
 here = os.path.dirname(clairfs.__file__)
 print(json.dumps({"file": os.path.realpath(clairfs.__file__), "prefix": os.path.realpath(sys.prefix),
                   "version": clairfs.__version__,
@@ -183,6 +184,41 @@ class PackagingTest(unittest.TestCase):
         self.assertFalse(self.system_probe["prometheus_loaded"],
                          "importing clairfs-ctl's modules imported prometheus_client")
         self.assertFalse(self.system_probe["h5py_loaded"], "importing clairfs.hdf5 imported h5py")
+
+
+class InstallListTest(unittest.TestCase):
+    """tools/meson.build installs every file of the package (its modules and py.typed), each
+    into the directory of the package it belongs to, and pyproject.toml names every package (a
+    file missing there imports from the source tree in these tests and fails only where the
+    package is installed)."""
+
+    def present(self):
+        """The package's files, relative to tools/python ("clairfs/ctl/cache.py", ...)."""
+        found = set()
+        for d, dirs, names in os.walk(os.path.join(SOURCE, "clairfs")):
+            dirs[:] = [n for n in dirs if n != "__pycache__"]
+            found.update(os.path.relpath(os.path.join(d, n), SOURCE) for n in names
+                         if n.endswith(".py") or n == "py.typed")
+        return found
+
+    def test_meson_installs_every_file_in_its_package(self):
+        with open(os.path.join(REPO, "tools", "meson.build")) as f:
+            text = f.read()
+        listed = set()
+        for files, into in re.findall(r"install_data\(((?:\s*'python/clairfs/[^']+',)+)\s*"
+                                      r"install_dir : python_dir((?: / '[^']+')+)\)", text):
+            into = "/".join(re.findall(r"'([^']+)'", into))
+            for path in re.findall(r"'python/([^']+)'", files):
+                self.assertEqual(os.path.dirname(path), into, f"{path} is installed into {into}")
+                listed.add(path)
+        self.assertEqual(listed, self.present())
+
+    def test_pyproject_names_every_package(self):
+        with open(os.path.join(SOURCE, "pyproject.toml")) as f:
+            named = re.search(r"^packages = \[(.*)\]$", f.read(), re.MULTILINE).group(1)
+        packages = {os.path.dirname(p).replace("/", ".") for p in self.present()
+                    if os.path.basename(p) == "__init__.py"}
+        self.assertEqual(set(re.findall(r'"([^"]+)"', named)), packages)
 
 
 if __name__ == "__main__":

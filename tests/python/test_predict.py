@@ -1,7 +1,7 @@
-"""Predicted epochs (clairfs/predict.py, predict_cli.py): the model on loads worked out by hand,
-the capacity search, the argument parsers; then `clairfs-ctl plan --predict` on a real mount
-against the daemon's own plan (per_epoch adds up to predicted_backing_bytes, epoch 1 reads the
-tiers' objects from the backing store, epoch 2 from the tiers)."""
+"""Predicted epochs (clairfs/predict.py, clairfs/ctl/predict.py): the model on loads worked out
+by hand, the capacity search, the argument parsers; then `clairfs-ctl plan --predict` on a real
+mount against the daemon's own plan (per_epoch adds up to predicted_backing_bytes, epoch 1 reads
+the tiers' objects from the backing store, epoch 2 from the tiers)."""
 import dataclasses
 import json
 import os
@@ -12,7 +12,7 @@ import harness
 from test_cli import ctl
 
 import clairfs
-from clairfs import predict_cli
+from clairfs.ctl import predict as ctl_predict
 from clairfs.predict import (Compute, EpochLoad, Rates, Source, capacity_for_no_stall,
                              fill_order_end, loads, page_cache_share, predict, samples_per_epoch,
                              with_extra_capacity)
@@ -228,7 +228,7 @@ class ModelTest(unittest.TestCase):
                        backing=Source(30, 300 * MB), fills=Source())
         rates = Rates(backing_bw=25 * MB, tier_bw={"ssd": 8 * MB}, page_cache_bw=1e12)
         compute = Compute(samples_per_s=1)  # 10 s
-        fixed = predict_cli._cached_rates(rates, plan, 50 * MB)
+        fixed = ctl_predict._cached_rates(rates, plan, 50 * MB)
         self.assertEqual(fixed.page_cached, {"ssd": 0.5})
         self.assertGreater(predict([e1, e2], fixed, compute)[1].stall, 0)
         # With the cached share held at 0.5: 250 MB staged (10 s, and the 0.1 s a stall may
@@ -240,7 +240,7 @@ class ModelTest(unittest.TestCase):
         # then needs 12.2 s, and no capacity of this tier removes the stall.
         self.assertIsNone(capacity_for_no_stall(
             [e1, e2], 300 * MB, "ssd", fixed, compute,
-            rates_at=lambda x: predict_cli._cached_rates(rates, plan, 50 * MB, "ssd", x)))
+            rates_at=lambda x: ctl_predict._cached_rates(rates, plan, 50 * MB, "ssd", x)))
 
     def test_page_cache_room(self):
         with tempfile.NamedTemporaryFile("w", delete=False) as f:
@@ -251,31 +251,31 @@ class ModelTest(unittest.TestCase):
                                {"name": "ssd", "capacity": 10 ** 12, "bytes": 0}],
                      "prefetch": {"staging_max_capacity": 200 * 1024, "staging_bytes": 0}}
             # 4,000,000 kB available, less 600,000 kB the RAM tier will take, 200 the window.
-            self.assertEqual(predict_cli.page_cache_room(stats, meminfo),
+            self.assertEqual(ctl_predict.page_cache_room(stats, meminfo),
                              (4000000 - 600 - 200) * 1024)
-            self.assertEqual(predict_cli.page_cache_room({}, meminfo), 4000000 * 1024)
+            self.assertEqual(ctl_predict.page_cache_room({}, meminfo), 4000000 * 1024)
         finally:
             os.unlink(meminfo)
-        self.assertEqual(predict_cli.page_cache_room({}, "/nonexistent/meminfo"), 0.0)
+        self.assertEqual(ctl_predict.page_cache_room({}, "/nonexistent/meminfo"), 0.0)
 
     def test_parsers(self):
-        self.assertIsNone(predict_cli.parse_page_cache("auto"))
-        self.assertEqual(predict_cli.parse_page_cache("2GiB"), 2 * (1 << 30))
-        self.assertEqual(predict_cli.parse_page_cache("0"), 0)
+        self.assertIsNone(ctl_predict.parse_page_cache("auto"))
+        self.assertEqual(ctl_predict.parse_page_cache("2GiB"), 2 * (1 << 30))
+        self.assertEqual(ctl_predict.parse_page_cache("0"), 0)
         for bad in ("2GB/s", "lots"):
             with self.assertRaises(Exception):
-                predict_cli.parse_page_cache(bad)
-        self.assertEqual(predict_cli.parse_bytes_rate("25MB/s"), 25e6)
-        self.assertEqual(predict_cli.parse_bytes_rate("2GiB/s"), 2 * (1 << 30))
-        self.assertEqual(predict_cli.parse_bytes_rate("1.5e6"), 1.5e6)
-        self.assertEqual(predict_cli.parse_compute("700 samples/s"), Compute(samples_per_s=700))
-        self.assertEqual(predict_cli.parse_compute("700/s"), Compute(samples_per_s=700))
-        self.assertEqual(predict_cli.parse_compute("12MB/s"), Compute(bytes_per_s=12e6))
-        self.assertEqual(predict_cli.parse_tier_bw("ram=1GB/s,ssd=300MB/s"),
+                ctl_predict.parse_page_cache(bad)
+        self.assertEqual(ctl_predict.parse_bytes_rate("25MB/s"), 25e6)
+        self.assertEqual(ctl_predict.parse_bytes_rate("2GiB/s"), 2 * (1 << 30))
+        self.assertEqual(ctl_predict.parse_bytes_rate("1.5e6"), 1.5e6)
+        self.assertEqual(ctl_predict.parse_compute("700 samples/s"), Compute(samples_per_s=700))
+        self.assertEqual(ctl_predict.parse_compute("700/s"), Compute(samples_per_s=700))
+        self.assertEqual(ctl_predict.parse_compute("12MB/s"), Compute(bytes_per_s=12e6))
+        self.assertEqual(ctl_predict.parse_tier_bw("ram=1GB/s,ssd=300MB/s"),
                          {"ram": 1e9, "ssd": 3e8})
         for bad in ("fast", "12 parsecs/s"):
             with self.assertRaises(Exception):
-                predict_cli.parse_bytes_rate(bad)
+                ctl_predict.parse_bytes_rate(bad)
 
 
 class PredictMountTest(harness.ClairfsCase):
@@ -387,9 +387,9 @@ class PredictMountTest(harness.ClairfsCase):
         with open(big, "wb") as f:
             f.write(b"x" * (10 * 4096))
         # One file of 10 pieces: 5 distinct pieces of it; never more than it has.
-        p = predict_cli.probe_backing(os.path.dirname(big), 5, 2, piece=4096)
+        p = ctl_predict.probe_backing(os.path.dirname(big), 5, 2, piece=4096)
         self.assertEqual((p["objects"], p["bytes"]), (5, 5 * 4096))
-        p = predict_cli.probe_backing(os.path.dirname(big), 50, 2, piece=4096)
+        p = ctl_predict.probe_backing(os.path.dirname(big), 50, 2, piece=4096)
         self.assertEqual((p["objects"], p["bytes"]), (10, 10 * 4096))
 
 

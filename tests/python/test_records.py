@@ -1,5 +1,5 @@
-"""clairfs.records without a mount: record-range manifest lines and the byte ranges of records
-in real files (tar shards, TFRecord, LMDB, .npy, fixed-size records).
+"""The record formats and clairfs.records without a mount: record-range manifest lines and the
+byte ranges of records in real files (tar shards, TFRecord, LMDB, .npy, fixed-size records).
 
 Every range returned is checked against the bytes the format's own reader returns: tarfile's
 member data, this package's TFRecord reader (CRCs checked), py-lmdb's values located in its
@@ -18,7 +18,7 @@ import unittest
 import harness
 
 import clairfs
-from clairfs import records, tfrecord
+from clairfs import npy, tfrecord
 
 try:
     import lmdb
@@ -331,7 +331,7 @@ class NpyTest(harness.ClairfsCase):
             path = os.path.join(d, name + ".npy")
             numpy.save(path, arr)
             self.check(path, arr)
-            self.assertEqual(records.npy_header(path)[4], arr.dtype.itemsize, name)
+            self.assertEqual(npy.npy_header(path)[4], arr.dtype.itemsize, name)
         self.assertEqual(clairfs.npy_records(os.path.join(d, "none.npy")), [])
         for version in [(1, 0), (2, 0), (3, 0)]:
             path = os.path.join(d, f"v{version[0]}.npy")

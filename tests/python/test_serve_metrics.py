@@ -1,4 +1,4 @@
-"""clairfs-ctl serve-metrics (clairfs/metrics.py) on real mounts: the HTTP endpoint scraped
+"""clairfs-ctl serve-metrics (clairfs/ctl/metrics.py) on real mounts: the HTTP endpoint scraped
 with urllib and parsed with prometheus_client's parser, one label per mount, clairfs_up 0 for
 a mount that is gone (the server keeps serving); the textfile for node_exporter written whole."""
 import os

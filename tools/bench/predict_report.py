@@ -4,19 +4,19 @@
   predict_report.py [--scenarios DIR] [--records DIR] --bps B [--iops N]
                     [--probe-tier NAME=DIR] [--json FILE]
   predict_report.py probe DIR --objects N --piece BYTES [--threads T]
-      prints the JSON of clairfs.predict_cli.probe_backing (what `clairfs-ctl plan --predict
+      prints the JSON of clairfs.ctl.predict.probe_backing (what `clairfs-ctl plan --predict
       --probe N --backing DIR` measures): the benches run it inside the throttled groups.
 
 DIR: what scenarios.sh --keep and records_bench.sh --keep wrote. For every clairfs run kept,
-the epochs are predicted by clairfs.predict_cli.build (what `clairfs-ctl plan --predict`
+the epochs are predicted by clairfs.ctl.predict.build (what `clairfs-ctl plan --predict`
 computes) from the plan as the daemon gave it right after registration (its per_epoch), a cold
 start (the tiers hold nothing: the job reads right after registering), the compute rate of the
 run's lower bound (samples per second of the --compute-only epoch) and the backing store's
 given bandwidth and IOPS (the emulated PFS's throttle, shared by the ranks of scenario 3: each
 node gets 1/N); the page cache holding what it held of the SSD tiers' files at the end of the
 run (fincore, kept by the bench; --page-cache BYTES instead); a tier named in --probe-tier at what its directory's device gave a cold read in
-pieces of the run's mean object in that tier (predict_cli.probe_dir, as `plan --predict
---probe-tier` measures it), other tiers and peers at predict_cli's defaults. Prints the
+pieces of the run's mean object in that tier (clairfs.ctl.predict.probe_dir, as `plan --predict
+--probe-tier` measures it), other tiers and peers at its defaults. Prints the
 markdown tables: per run
 and epoch the measured and predicted time and stall and their ratio, and per run the capacity
 the model says would remove the stall of epochs 2+.
@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 from clairfs.predict import Compute, Rates  # noqa: E402
-from clairfs.predict_cli import (DEFAULT_TIER_BW, build, object_size, parse_tier_dirs,  # noqa: E402
+from clairfs.ctl.predict import (DEFAULT_TIER_BW, build, object_size, parse_tier_dirs,  # noqa: E402
                                  probe_backing, probe_dir)
 
 TOLERANCE = 0.15

@@ -28,7 +28,9 @@ With torch (imported on first use of these names):
 
 docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
 clairfs.__version__ is the package's version, the same as the daemon's (`clairfs --version`).
+The commands of clairfs-ctl (and `python3 -m clairfs`) are the subpackage clairfs.ctl.
 """
+import importlib
 from typing import TYPE_CHECKING
 
 from ._version import __version__
@@ -50,31 +52,34 @@ __all__ = ["ManifestError", "check_stream_name", "control_path", "default_stream
            "write_compact_manifest", "write_manifest", *_RECORDS_NAMES, *_HDF5_NAMES, *_TORCH_NAMES]
 
 if TYPE_CHECKING:  # what __getattr__ returns, for type checkers (nothing imported at run time)
-    from .records import (Record, fixed_records, iter_tfrecord, lmdb_data_path,
-                          lmdb_ranges_for_keys, lmdb_records, npy_records, range_manifest_lines,
-                          read_tfrecord_at, register_records, tar_members, tfrecord_records,
-                          write_tfrecord)
+    from ._record import Record
+    from .fixed import fixed_records
     from .hdf5 import (HDF5Layout, hdf5_layout, hdf5_metadata_ranges, hdf5_ranges_for_indices,
                        hdf5_records, register_hdf5)
+    from .lmdb_pages import lmdb_data_path, lmdb_ranges_for_keys, lmdb_records
     from .locality import LocalitySampler
+    from .npy import npy_records
+    from .records import range_manifest_lines, register_records
+    from .tar import tar_members
+    from .tfrecord import iter_tfrecord, read_tfrecord_at, tfrecord_records, write_tfrecord
     from .torch_order import (ResumeSampler, dataset_paths, loader_orders, register_dataset,
                               register_loader, sampler_orders)
 
+# The module defining each name of the three groups above, imported when the name is first
+# used: torch takes seconds to import, and a job registering whole files needs neither
+# tarfile, mmap nor h5py (clairfs.hdf5 itself imports h5py only when a function of it runs).
+_HOME = {**dict.fromkeys(_TORCH_NAMES, "torch_order"), "LocalitySampler": "locality",
+         **dict.fromkeys(_HDF5_NAMES, "hdf5"),
+         "Record": "_record", "tar_members": "tar", "fixed_records": "fixed",
+         "npy_records": "npy", "iter_tfrecord": "tfrecord", "read_tfrecord_at": "tfrecord",
+         "tfrecord_records": "tfrecord", "write_tfrecord": "tfrecord",
+         "lmdb_data_path": "lmdb_pages", "lmdb_ranges_for_keys": "lmdb_pages",
+         "lmdb_records": "lmdb_pages", "range_manifest_lines": "records",
+         "register_records": "records"}
+
 
 def __getattr__(name: str) -> object:
-    # Lazy: importing torch takes seconds and a job listing paths by itself does not need it.
-    if name == "LocalitySampler":
-        from . import locality
-        return locality.LocalitySampler
-    if name in _TORCH_NAMES:
-        from . import torch_order
-        return getattr(torch_order, name)
-    if name in _RECORDS_NAMES:
-        # Lazy too: a job registering whole files needs neither tarfile nor mmap.
-        from . import records
-        return getattr(records, name)
-    if name in _HDF5_NAMES:
-        # clairfs.hdf5 itself imports h5py only when a function of it runs.
-        from . import hdf5
-        return getattr(hdf5, name)
-    raise AttributeError(f"module 'clairfs' has no attribute {name!r}")
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clairfs' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -1,6 +1,6 @@
-"""`python3 -m clairfs ...`: the same tool as clairfs-ctl (clairfs/cli.py)."""
+"""`python3 -m clairfs ...`: the same tool as clairfs-ctl (clairfs/ctl/)."""
 import sys
 
-from .cli import main
+from .ctl import main
 
 sys.exit(main())

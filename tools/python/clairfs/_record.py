@@ -1,4 +1,5 @@
-"""The Record type shared by clairfs.records, clairfs.tfrecord and clairfs.lmdb_pages."""
+"""The Record type: one record of a big file, as each record-format module gives it (tar,
+tfrecord, lmdb_pages, fixed, npy, hdf5) and clairfs.records registers it."""
 import collections
 
 Record = collections.namedtuple("Record", ["name", "offset", "length"])

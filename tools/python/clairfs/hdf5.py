@@ -41,6 +41,11 @@ dataspaces (no axis 0), rows of 0 bytes, and ranges past the end of the file.
 
 The ranges describe the file as it is when scanned: a file written to afterwards (or while
 this runs) can move everything; compute them on a file that is no longer being written.
+
+hdf5_layout() finds all of it in one scan (an HDF5Layout); hdf5_records,
+hdf5_metadata_ranges and hdf5_ranges_for_indices are its parts. register_hdf5() registers a
+job's reads of rows, each epoch the metadata ranges and then each row's, through
+clairfs.records.register_records.
 """
 from __future__ import annotations
 

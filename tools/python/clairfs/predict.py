@@ -4,7 +4,7 @@ A pure model (no I/O): `loads(plan)` takes the `plan` control file's `per_epoch`
 epoch reads from each tier, the backing store and peers: docs/control-interface.md), and
 `predict` turns it into epoch times with the sources' bandwidths and a compute rate.
 `capacity_for_no_stall` searches the tier capacity at which the predicted stall goes away.
-The inputs (probe, stats, options) and the table are clairfs/predict_cli.py's.
+The inputs (probe, stats, options) and the table are clairfs/ctl/predict.py's.
 
 The model, per epoch e (docs/benchmarks.md, "Predicted epochs (issue 29)"), with w(x) the
 backing store's time for reads x: max(bytes / backing_bw, reads / backing_iops):

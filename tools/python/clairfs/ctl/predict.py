@@ -1,4 +1,4 @@
-"""`clairfs-ctl plan --predict MOUNT`: the inputs of clairfs/predict.py and its table.
+"""`clairfs-ctl plan --predict MOUNT`: the inputs of clairfs.predict and its table.
 
 The plan and the tiers' state come from the mount's `plan` and `stats`; the backing store's
 bandwidth from --backing-bw/--backing-iops or from a probe (--probe N --backing DIR: N objects
@@ -20,8 +20,8 @@ import threading
 import time
 from typing import Any
 
-from . import control
-from .predict import (Compute, Rates, capacity_for_no_stall, loads, page_cache_share, predict,
+from .. import control
+from ..predict import (Compute, Rates, capacity_for_no_stall, loads, page_cache_share, predict,
                       stalls)
 
 # Tier bandwidths when not given: a RAM tier served through FUSE, an SSD tier (RocksDB).

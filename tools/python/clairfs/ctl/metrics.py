@@ -28,7 +28,7 @@ import time
 from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from . import control
+from .. import control
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -139,7 +139,7 @@ def write_textfile(path: str, text: str) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    """Adds the serve-metrics subcommand to cli.py's subparsers."""
+    """Adds the serve-metrics subcommand to clairfs-ctl's subparsers."""
     m = sub.add_parser("serve-metrics",
                        help="export mounts' metrics to Prometheus (HTTP or a textfile)")
     m.add_argument("mounts", nargs="+", metavar="MNT")
