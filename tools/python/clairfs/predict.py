@@ -6,7 +6,7 @@ epoch reads from each tier, the backing store and peers: docs/control-interface.
 `capacity_for_no_stall` searches the tier capacity at which the predicted stall goes away.
 The inputs (probe, stats, options) and the table are clairfs/ctl/predict.py's.
 
-The model, per epoch e (docs/benchmarks.md, "Predicted epochs (issue 29)"), with w(x) the
+The model, per epoch e (docs/benchmarks.md, "Predicted epochs"), with w(x) the
 backing store's time for reads x: max(bytes / backing_bw, reads / backing_iops):
 
     compute_e = samples_e / samples_per_s              (or bytes_e / bytes_per_s)
