@@ -53,7 +53,7 @@ std::optional<int> WaitChild(pid_t pid, std::chrono::milliseconds timeout) {
     }
     close(pidfd);
   }
-  // With pidfd: the child has ended. Without (old kernel): a blocking wait, as before.
+  // With pidfd: the child has ended. Without (old kernel): a blocking wait.
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return std::nullopt;

@@ -3,7 +3,7 @@
 // An exception derived from std::exception is logged as "<what> failed: <message>" and the
 // request, when it still expects a reply (a non-null req: forget and forget_multi pass
 // nullptr, as they have none), gets the errno of an I/O error (ToErrno, kIoError). Anything else
-// thrown propagates (as before).
+// thrown propagates.
 #pragma once
 
 #define FUSE_USE_VERSION 314
