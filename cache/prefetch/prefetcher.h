@@ -12,7 +12,9 @@
 // - KeepWriter (keep_writer.h): writes the kept copies (kept_copies.h) into the persistent
 //   tier in the background, so that a remount starts warm.
 // The Prefetcher owns the published plan state, the tier-fill and staging threads, and
-// adopting objects other nodes push.
+// adopting objects other nodes push. Its code is in three files by job: publishing plans,
+// progress and the peer entry points (prefetcher.cc), the read path (prefetcher_read.cc: Open,
+// ReadChunk, Serve, Upcoming, Sighted) and the fill threads (prefetcher_fill.cc).
 //
 // Threads: per tier, `tier_threads[t]` fill it in first-reference order; `staging_threads`
 // fill the staging window in exact read order (with tune_staging_threads, tune_max_threads of
@@ -34,6 +36,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,8 +55,8 @@
 #include "cache/prefetch/prefetch_options.h"
 #include "cache/prefetch/read_watch.h"
 #include "cache/prefetch/staging_window.h"
-#include "cache/tiers/tier.h"
 #include "cache/prefetch/tier_stack.h"
+#include "cache/tiers/tier.h"
 
 namespace clairfs {
 
@@ -208,14 +211,38 @@ class Prefetcher {
   // Removes the streams idle for options_.stream_idle, until Stop.
   void ReapLoop();
   // An object read of key at version (Open, ReadChunk); `chunk`: of a chunked file. An open
-  // (!chunk) of a chunked file the plan holds answers kChunked, under the same lock.
+  // (!chunk) of a chunked file the plan holds answers kChunked, under the same lock. In three
+  // steps: what the plan says of the read (ClaimRead, under mu_), then the fastest source
+  // holding the object: a local tier (FromTier), the staging window (the claim's staged
+  // copy), else a demand fetch (OnDemand: peers, slower tiers, the backing store).
   Result<OpenResult> Serve(const std::string& key, const FileVersion& version, bool consume,
                            bool chunk);
+  // What the plan says of one object read, decided under mu_: the read consumed (consume: its
+  // position in the stream Attribute picks), shown to the read watch, its staged copy taken.
+  struct Claim {
+    std::optional<OpenResult> answer;  // set: answered already (chunked, unplanned, stale, direct)
+    Placement place = kDirect;
+    StagingWindow::Hit staged;  // the staged copy, or the flight that fetches it
+    bool freed = false;         // the window has room again: staging threads to wake
+    bool consumed = false;      // a planned position was consumed: consumed_hook_ to call
+  };
+  Claim ClaimRead(const std::string& key, const FileVersion& version, bool consume, bool chunk);
+  // The fastest local tier holding key at version serves *out (a copy below place's tier is
+  // promoted there); false if none holds it. consume: counted in served_tier.
+  bool FromTier(const std::string& key, const FileVersion& version, Placement place, bool consume,
+                OpenResult* out);
+  // A demand fetch (FetchPool), joined with a fill's flight if one runs, stored in place's tier.
+  Result<OpenResult> OnDemand(const std::string& key, const FileVersion& version, Placement place,
+                              bool consume);
   // key's backing file is not at the version the plan cached: counted and logged
   // (rate-limited); it is read from the backing store, never from a tier.
   void Stale(std::string_view key);
   // Shows read to watch_ and logs the warning it raises, if any. Under mu_.
   void Watch(const ReadWatch::Read& read);
+  // The staging window's capacity at start: the configured one, or with tuning the tuner's
+  // start (at least the largest object: a chunk); and the tuner's limits (prefetcher_fill.cc).
+  static uint64_t StagingStartCapacity(const PrefetchOptions& o);
+  static TunerLimits TunerLimitsOf(const PrefetchOptions& o);
   void TierLoop(size_t tier);
   // Staging thread `index` (from 0): parked while index >= staging_target_.
   void StagingLoop(int index);
