@@ -6,7 +6,7 @@
 
 namespace clairfs::cluster {
 
-ClusterNode::ClusterNode(Transport& transport, PeerOptions options, Stats* stats)
+ClusterNode::ClusterNode(Transport& transport, PeerOptions options, ClusterStats* stats)
     : transport_(transport),
       options_(options),
       stats_(stats),

@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "cache/base/stats.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/cluster_hooks.h"
+#include "cluster/cluster_stats.h"
 #include "cluster/peer_bytes.h"
 #include "cluster/peer_directory.h"
 #include "cluster/peer_liveness.h"
@@ -45,7 +45,7 @@ class ClusterNode {
 
   // transport and stats must outlive the node; failed transport calls are counted in
   // Stats::mpi_errors.
-  ClusterNode(Transport& transport, PeerOptions options, Stats* stats);
+  ClusterNode(Transport& transport, PeerOptions options, ClusterStats* stats);
   ~ClusterNode();
 
   // Starts the threads. replan re-places the active plan (Prefetcher::Replan); it is called
@@ -84,7 +84,7 @@ class ClusterNode {
 
   Transport& transport_;
   const PeerOptions options_;
-  Stats* const stats_;
+  ClusterStats* const stats_;
   std::function<void()> replan_;
 
   PeerLiveness liveness_;

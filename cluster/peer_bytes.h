@@ -9,7 +9,7 @@
 
 #include "cache/base/log_limit.h"
 #include "cache/base/object.h"
-#include "cache/base/stats.h"
+#include "cluster/cluster_stats.h"
 
 namespace clairfs::cluster {
 
@@ -22,13 +22,13 @@ BlobPtr CheckedBlob(std::string_view key, const FileVersion& version, const char
 // its log lines are rate-limited together).
 class PeerDamage {
  public:
-  explicit PeerDamage(Stats* stats) : stats_(stats) {}
+  explicit PeerDamage(ClusterStats* stats) : stats_(stats) {}
   // Data of key from rank r failed its version, size or hash check: counted in
   // Stats::peer_errors, logged (rate-limited).
   void Report(int r, std::string_view key);
 
  private:
-  Stats* const stats_;
+  ClusterStats* const stats_;
   LogLimit log_;
 };
 

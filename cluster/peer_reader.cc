@@ -7,7 +7,8 @@ Status Miss() { return Status::Error(Code::kNotFound, "no peer holds it"); }
 }  // namespace
 
 PeerReader::PeerReader(Transport& transport, PeerDirectory& directory, PeerLiveness& liveness,
-                       std::chrono::milliseconds peer_timeout, Stats* stats, PeerDamage& damage)
+                       std::chrono::milliseconds peer_timeout, ClusterStats* stats,
+                       PeerDamage& damage)
     : transport_(transport),
       directory_(directory),
       liveness_(liveness),

@@ -23,8 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/base/stats.h"
 #include "cache/prefetch/cluster_hooks.h"
+#include "cluster/cluster_stats.h"
 #include "cluster/peer_bytes.h"
 #include "cluster/peer_directory.h"
 #include "cluster/peer_liveness.h"
@@ -36,7 +36,7 @@ class PeerReader final : public PeerSource {
  public:
   // Everything given must outlive the reader.
   PeerReader(Transport& transport, PeerDirectory& directory, PeerLiveness& liveness,
-             std::chrono::milliseconds peer_timeout, Stats* stats, PeerDamage& damage);
+             std::chrono::milliseconds peer_timeout, ClusterStats* stats, PeerDamage& damage);
 
   static constexpr int kFetchWaitFactor = 4;
   // The live rank the active placement gives key to, if another node; set before any read.
@@ -46,6 +46,9 @@ class PeerReader final : public PeerSource {
   bool Contains(std::string_view key, const FileVersion& version) override;
   Result<BlobPtr> Get(std::string_view key, const FileVersion& version) override;
   Result<BlobPtr> GetFromHolder(std::string_view key, const FileVersion& version) override;
+  void CountMismatch() override {
+    stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
+  }
 
   // A kReply (its header checked): handed to the Get waiting for it, dropped if that one gave
   // up.
@@ -68,7 +71,7 @@ class PeerReader final : public PeerSource {
   PeerDirectory& directory_;
   PeerLiveness& liveness_;
   const std::chrono::milliseconds peer_timeout_;
-  Stats* const stats_;
+  ClusterStats* const stats_;
   PeerDamage& damage_;
   HolderOf holder_of_;
 

@@ -6,7 +6,7 @@
 
 namespace clairfs::cluster {
 
-PeerServer::PeerServer(Transport& transport, Stats* stats, PeerDamage& damage)
+PeerServer::PeerServer(Transport& transport, ClusterStats* stats, PeerDamage& damage)
     : transport_(transport), stats_(stats), damage_(damage) {}
 
 PeerServer::~PeerServer() { Stop(); }

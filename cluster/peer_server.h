@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "cache/base/object.h"
-#include "cache/base/stats.h"
 #include "cache/base/status.h"
+#include "cluster/cluster_stats.h"
 #include "cluster/message_queue.h"
 #include "cluster/peer_bytes.h"
 #include "cluster/transport.h"
@@ -38,7 +38,7 @@ class PeerServer {
   static constexpr int kFetchThreads = 2;
 
   // Everything given must outlive the server.
-  PeerServer(Transport& transport, Stats* stats, PeerDamage& damage);
+  PeerServer(Transport& transport, ClusterStats* stats, PeerDamage& damage);
   ~PeerServer();
 
   // Starts `threads` (at least one) serving threads, and the fetch threads. Called once,
@@ -56,7 +56,7 @@ class PeerServer {
   void Keep(const Message& m);  // a kPush
 
   Transport& transport_;
-  Stats* const stats_;
+  ClusterStats* const stats_;
   PeerDamage& damage_;
   LocalLookup lookup_;
   Adopt adopt_;

@@ -19,7 +19,7 @@ std::string RankList(const std::vector<int>& ranks) {
 }  // namespace
 
 PlacementCoordinator::PlacementCoordinator(Transport& transport, PeerLiveness& liveness,
-                                           const PeerOptions& options, Stats* stats,
+                                           const PeerOptions& options, ClusterStats* stats,
                                            std::function<void()> wake)
     : transport_(transport),
       liveness_(liveness),

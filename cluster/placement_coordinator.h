@@ -41,9 +41,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/base/stats.h"
 #include "cache/base/string_map.h"
 #include "cache/plan/plan.h"
+#include "cluster/cluster_stats.h"
 #include "cluster/coordinator_ring.h"
 #include "cluster/holders.h"
 #include "cluster/peer_liveness.h"
@@ -58,7 +58,7 @@ class PlacementCoordinator {
   // wake: tells the planner thread to look again (Coordinate, ReplanDue) without waiting for
   // its tick. transport, liveness and stats must outlive the coordinator.
   PlacementCoordinator(Transport& transport, PeerLiveness& liveness, const PeerOptions& options,
-                       Stats* stats, std::function<void()> wake);
+                       ClusterStats* stats, std::function<void()> wake);
 
   // ClusterHooks::place: see the header comment. Returns false while the first placement of a
   // registration waits for the coordinators.
@@ -105,7 +105,7 @@ class PlacementCoordinator {
   Transport& transport_;
   PeerLiveness& liveness_;
   const PeerOptions options_;
-  Stats* const stats_;
+  ClusterStats* const stats_;
   const std::function<void()> wake_;
   const int rank_, size_;
 

@@ -193,9 +193,9 @@ std::optional<Message> SealedTransport::Receive(std::chrono::milliseconds wait) 
 
 void SealedTransport::Refuse(Refusal why, int source, int tag) {
   refused_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
-  if (Stats::PeerRefused* s = stats_.load()) {
-    Stats::Counter* const by_reason[] = {&s->unsealed, &s->other_cluster, &s->other_session,
-                                         &s->forged, &s->replayed};  // Refusal's order
+  if (ClusterStats::PeerRefused* s = stats_.load()) {
+    ClusterStats::Counter* const by_reason[] = {&s->unsealed, &s->other_cluster, &s->other_session,
+                                                &s->forged, &s->replayed};  // Refusal's order
     by_reason[static_cast<size_t>(why)]->fetch_add(1, std::memory_order_relaxed);
   }
   uint64_t suppressed = 0;

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "cache/base/log_limit.h"
-#include "cache/base/stats.h"
 #include "cluster/cluster_key.h"
+#include "cluster/cluster_stats.h"
 #include "cluster/transport.h"
 
 namespace clairfs::cluster {
@@ -41,7 +41,7 @@ namespace clairfs::cluster {
 inline constexpr size_t kSealBytes = 4 + 8 + 8 + 8 + kMacBytes;
 inline constexpr size_t kHelloBytes = 8 + kNonceBytes;  // the key's id, then the nonce
 
-// In the order of Stats::PeerRefused's counters.
+// In the order of ClusterStats::PeerRefused's counters.
 enum class Refusal { kUnsealed, kOtherCluster, kOtherSession, kForged, kReplayed };
 const char* RefusalName(Refusal r);
 
@@ -64,7 +64,7 @@ class SealedTransport : public Transport {
   void Shutdown() override { inner_.Shutdown(); }
   void CountErrorsIn(std::atomic<uint64_t>* counter) override { inner_.CountErrorsIn(counter); }
   // Where to count refused messages besides refused() (the daemon's Stats); null: nowhere.
-  void CountRefusedIn(Stats::PeerRefused* counters) { stats_.store(counters); }
+  void CountRefusedIn(ClusterStats::PeerRefused* counters) { stats_.store(counters); }
   uint64_t refused(Refusal r) const { return refused_[static_cast<size_t>(r)].load(); }
 
  private:
@@ -82,7 +82,7 @@ class SealedTransport : public Transport {
   std::mutex receive_mu_;                            // guards accepted_; leaf
   std::unordered_map<uint64_t, uint64_t> accepted_;  // (src, tag) -> the last counter accepted
   std::array<std::atomic<uint64_t>, 5> refused_{};
-  std::atomic<Stats::PeerRefused*> stats_{nullptr};
+  std::atomic<ClusterStats::PeerRefused*> stats_{nullptr};
   LogLimit log_;
 };
 

@@ -46,8 +46,9 @@ Readiness ComputeReadiness(const PlanSummary* summary, const std::vector<uint64_
   return r;
 }
 
-json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* summary) {
-  const auto get = [](const Stats::Counter& c) { return c.load(std::memory_order_relaxed); };
+json StatsObject(const NodeStats& node, Prefetcher& prefetcher, const PlanSummary* summary) {
+  const auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  const Stats& stats = node.cache;
   json served = json::object();
   json tiers = json::array();
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_kind = {{"ram", {0, 0}}};
@@ -89,8 +90,8 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
   const uint64_t stall_ns = get(stats.stall_ns);
   json j = {
       {"file_reads", get(stats.file_reads)},
-      {"bytes_read", get(stats.bytes_read)},
-      {"read_requests", get(stats.read_requests)},
+      {"bytes_read", get(node.fs.bytes_read)},
+      {"read_requests", get(node.fs.read_requests)},
       {"served", served},
       {"object_reads", reads},
       {"hit_rates", hit_rates},
@@ -102,19 +103,19 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
       {"chunk_reads", get(stats.chunk_reads)},
       {"unplanned_chunk_reads", get(stats.unplanned_chunk_reads)},
       {"peer_fetched", get(stats.peer_fetched)},
-      {"peer_bytes_in", get(stats.peer_bytes_in)},
-      {"peer_bytes_out", get(stats.peer_bytes_out)},
-      {"peer_errors", get(stats.peer_errors)},
+      {"peer_bytes_in", get(node.cluster.peer_bytes_in)},
+      {"peer_bytes_out", get(node.cluster.peer_bytes_out)},
+      {"peer_errors", get(node.cluster.peer_errors)},
       {"peer_adopted", get(stats.peer_adopted)},
-      {"served_unverified", get(stats.served_unverified)},
-      {"peer_protocol_errors", get(stats.peer_protocol_errors)},
-      {"mpi_errors", get(stats.mpi_errors)},
+      {"served_unverified", get(node.fs.served_unverified)},
+      {"peer_protocol_errors", get(node.cluster.peer_protocol_errors)},
+      {"mpi_errors", get(node.cluster.mpi_errors)},
       {"peer_refused",
-       {{"unsealed", get(stats.peer_refused.unsealed)},
-        {"other_cluster", get(stats.peer_refused.other_cluster)},
-        {"other_session", get(stats.peer_refused.other_session)},
-        {"forged", get(stats.peer_refused.forged)},
-        {"replayed", get(stats.peer_refused.replayed)}}},
+       {{"unsealed", get(node.cluster.peer_refused.unsealed)},
+        {"other_cluster", get(node.cluster.peer_refused.other_cluster)},
+        {"other_session", get(node.cluster.peer_refused.other_session)},
+        {"forged", get(node.cluster.peer_refused.forged)},
+        {"replayed", get(node.cluster.peer_refused.replayed)}}},
       {"kept",
        {{"queued", get(stats.kept.queued)},
         {"written", get(stats.kept.written)},
@@ -124,13 +125,13 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
         {"failed", get(stats.kept.failed)},
         {"pending", prefetcher.KeepPending()}}},
       {"access",
-       {{"open_denied", get(stats.open_denied)}, {"control_denied", get(stats.control_denied)}}},
+       {{"open_denied", get(node.fs.open_denied)}, {"control_denied", get(node.fs.control_denied)}}},
       {"watch",
-       {{"directories", get(stats.watch.directories)},
-        {"events", get(stats.watch.events)},
-        {"invalidations", get(stats.watch.invalidations)},
-        {"refused", get(stats.watch.refused)},
-        {"overflows", get(stats.watch.overflows)}}},
+       {{"directories", get(node.watch.directories)},
+        {"events", get(node.watch.events)},
+        {"invalidations", get(node.watch.invalidations)},
+        {"refused", get(node.watch.refused)},
+        {"overflows", get(node.watch.overflows)}}},
       {"stat_ahead",
        {{"batches", get(stats.stat_ahead.batches)},
         {"stats", get(stats.stat_ahead.stats)},
@@ -139,12 +140,12 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
         {"signposts", get(stats.stat_ahead.signposts)},
         {"reached", get(stats.stat_ahead.reached)}}},
       {"fresh",
-       {{"checked", get(stats.fresh.checked)},
-        {"swept", get(stats.fresh.swept)},
-        {"rounds", get(stats.fresh.rounds)},
-        {"invalidated", get(stats.fresh.invalidated)},
-        {"entries", get(stats.fresh.entries)},
-        {"failed", get(stats.fresh.failed)}}},
+       {{"checked", get(node.fresh.checked)},
+        {"swept", get(node.fresh.swept)},
+        {"rounds", get(node.fresh.rounds)},
+        {"invalidated", get(node.fresh.invalidated)},
+        {"entries", get(node.fresh.entries)},
+        {"failed", get(node.fresh.failed)}}},
       {"prefetch",
        {{"planned_files", p.planned_files},
         {"planned_objects", p.planned_objects},
@@ -176,10 +177,10 @@ json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* 
         {"checksum", checksum_errors},
         {"timeout", get(stats.errors.timeout)},
         {"stale", get(stats.errors.stale)},
-        {"stale_node", get(stats.errors.stale_node)},
+        {"stale_node", get(node.fs.errors.stale_node)},
         {"tier_full", get(stats.errors.tier_full)},
         {"manifest_rejected", get(stats.errors.manifest_rejected)},
-        {"access_check", get(stats.errors.access_check)},
+        {"access_check", get(node.fs.errors.access_check)},
         {"backing_timeout", get(stats.errors.backing_timeout)}}},
   };
   // What the job does wrong, as ReadWatch (cache/prefetch/read_watch.h) sees it; [] when nothing.

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/base/stats.h"
+#include "control/node_stats.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 
@@ -28,6 +28,7 @@ Readiness ComputeReadiness(const PlanSummary* summary, const std::vector<uint64_
 
 // The stats object. summary: of the active plan (null without one). Reads counters relaxed,
 // one at a time: values are each current, not a consistent cut. Thread-safe.
-nlohmann::json StatsObject(const Stats& stats, Prefetcher& prefetcher, const PlanSummary* summary);
+nlohmann::json StatsObject(const NodeStats& stats, Prefetcher& prefetcher,
+                           const PlanSummary* summary);
 
 }  // namespace clairfs

@@ -11,7 +11,8 @@ namespace clairfs {
 
 using nlohmann::json;
 
-ControlViews::ControlViews(const Registrar& registrar, Prefetcher& prefetcher, const Stats& stats)
+ControlViews::ControlViews(const Registrar& registrar, Prefetcher& prefetcher,
+                           const NodeStats& stats)
     : registrar_(registrar), prefetcher_(prefetcher), stats_(stats) {}
 
 std::shared_ptr<const PlanSummary> ControlViews::Summary(

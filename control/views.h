@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cache/base/stats.h"
+#include "control/node_stats.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "control/counts_view.h"
@@ -26,7 +26,7 @@ namespace clairfs {
 class ControlViews {
  public:
   // All references must outlive this object.
-  ControlViews(const Registrar& registrar, Prefetcher& prefetcher, const Stats& stats);
+  ControlViews(const Registrar& registrar, Prefetcher& prefetcher, const NodeStats& stats);
 
   // A JSON object text shown as "cluster" in the plan (cluster/ provides it). Before serving.
   void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
@@ -53,7 +53,7 @@ class ControlViews {
 
   const Registrar& registrar_;
   Prefetcher& prefetcher_;
-  const Stats& stats_;
+  const NodeStats& stats_;
   std::function<std::string()> cluster_info_;
   mutable std::mutex summary_mu_;  // leaf
   mutable std::weak_ptr<const Plan> summary_plan_;

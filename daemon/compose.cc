@@ -34,7 +34,7 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
   const bool beneath_mount =
       data_abs == mount_abs || data_abs.rfind(mount_abs == "/" ? "/" : mount_abs + "/", 0) == 0;
   auto backing = PosixBacking::Open(
-      data_abs, config.cache.io, &d->stats_,
+      data_abs, config.cache.io, &d->stats_.cache,
       beneath_mount ? PosixBacking::OnDisconnect::kKeep : PosixBacking::OnDisconnect::kReopen);
   if (!backing.ok()) return fail(ExitCode::kNoInput, backing.status().message());
   d->backing_ = std::move(backing.value());
@@ -83,21 +83,24 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
   if (config.fuse.open_mode == OpenMode::kNone) {
     popts.consumption_lag = std::min(popts.consumption_lag, config.cache.page_cache_lag);
   }
-  d->prefetcher_ = std::make_unique<Prefetcher>(*d->backing_, d->tier_ptrs_, popts, &d->stats_);
+  d->prefetcher_ =
+      std::make_unique<Prefetcher>(*d->backing_, d->tier_ptrs_, popts, &d->stats_.cache);
   std::vector<std::string> aliases = {data_abs};
   if (mount_abs != data_abs) aliases.push_back(mount_abs);
-  d->registrar_ = std::make_unique<Registrar>(*d->backing_, *d->prefetcher_, d->stats_, aliases);
+  d->registrar_ =
+      std::make_unique<Registrar>(*d->backing_, *d->prefetcher_, d->stats_.cache, aliases);
   d->views_ = std::make_unique<ControlViews>(*d->registrar_, *d->prefetcher_, d->stats_);
-  d->access_ = std::make_unique<AccessPolicy>(*d->backing_, config.fuse, d->stats_);
-  d->fs_ = std::make_unique<ClairFs>(*d->backing_, *d->prefetcher_, *d->registrar_, *d->access_,
-                                     d->stats_, config.fuse, aliases, start.control);
+  d->access_ = std::make_unique<AccessPolicy>(*d->backing_, config.fuse, d->stats_.fs);
+  d->fs_ =
+      std::make_unique<ClairFs>(*d->backing_, *d->prefetcher_, *d->registrar_, *d->access_,
+                                d->stats_.cache, d->stats_.fs, config.fuse, aliases, start.control);
   d->control_fs_ =
       std::make_unique<ControlFs>(*d->registrar_, *d->views_, *d->access_, config.fuse);
   if (transport) {
     DaemonParts* p = d.get();
-    start.sealed->CountRefusedIn(&p->stats_.peer_refused);
-    p->peer_ =
-        std::make_unique<cluster::ClusterNode>(*start.sealed, config.cluster.peer, &p->stats_);
+    start.sealed->CountRefusedIn(&p->stats_.cluster.peer_refused);
+    p->peer_ = std::make_unique<cluster::ClusterNode>(*start.sealed, config.cluster.peer,
+                                                      &p->stats_.cluster);
     p->prefetcher_->SetCluster(p->peer_->Hooks(config.cluster.backing_advantage));
     p->views_->SetClusterInfo([p] { return p->peer_->InfoJson(); });
     spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());

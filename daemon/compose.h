@@ -23,6 +23,7 @@
 #include "cache/tiers/ssd_tier.h"
 #include "cluster/cluster_node.h"
 #include "conf/config.h"
+#include "control/node_stats.h"
 #include "control/registrar.h"
 #include "control/views.h"
 #include "daemon/command_line.h"
@@ -102,7 +103,7 @@ class DaemonParts {
   void StartFreshness();  // StartThreads's first step
 
   Config config_;
-  Stats stats_;
+  NodeStats stats_;  // every counter, each part given its own group
   std::unique_ptr<PosixBacking> backing_;
   std::vector<std::unique_ptr<Tier>> tiers_;
   std::vector<Tier*> tier_ptrs_;

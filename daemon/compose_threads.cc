@@ -68,7 +68,7 @@ void DaemonParts::StartFreshness() {
       };
       ah.sighted = [&prefetcher](const Signpost& post) { return prefetcher.Sighted(post); };
     }
-    ahead_ = std::make_unique<StatAhead>(*backing_, std::move(ah), ao, stats_.stat_ahead);
+    ahead_ = std::make_unique<StatAhead>(*backing_, std::move(ah), ao, stats_.cache.stat_ahead);
   }
   if (options.watch_backing) {
     BackingWatch::Hooks hooks;

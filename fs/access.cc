@@ -48,7 +48,7 @@ void ReplyXattr(fuse_req_t req, const std::string& bytes, size_t size) {
   }
 }
 
-AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options, Stats& stats)
+AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options, FsStats& stats)
     : rules_(backing, options, stats, OwnCredentials(), geteuid() == 0 && CanSwitchIdentity()) {
   if (geteuid() == 0 && !CanSwitchIdentity() && options.access_check == AccessCheck::kOpen) {
     spdlog::warn(

@@ -14,10 +14,10 @@
 #include <string>
 
 #include "cache/backing/backing.h"
-#include "cache/base/stats.h"
 #include "fs/core/access_rules.h"
 #include "fs/core/caller.h"
 #include "fs/core/fs_options.h"
+#include "fs/core/fs_stats.h"
 
 namespace clairfs {
 
@@ -33,7 +33,7 @@ void ReplyXattr(fuse_req_t req, const std::string& bytes, size_t size);
 class AccessPolicy {
  public:
   // backing and stats must outlive this object. Records the daemon's own credentials.
-  AccessPolicy(const PosixBacking& backing, const FsOptions& options, Stats& stats);
+  AccessPolicy(const PosixBacking& backing, const FsOptions& options, FsStats& stats);
 
   // Called from the FUSE init: enables kernel-side POSIX ACL enforcement when the kernel can.
   void Init(fuse_conn_info* conn);

@@ -43,11 +43,11 @@ using FileHandle = OpenContents;
 struct ClairFs::DirHandle : DatasetCore::Dir {};
 
 ClairFs::ClairFs(PosixBacking& backing, Prefetcher& prefetcher, Registrar& control,
-                 AccessPolicy& access, Stats& stats, FsOptions options,
+                 AccessPolicy& access, Stats& stats, FsStats& fs_stats, FsOptions options,
                  std::vector<std::string> root_aliases, std::string control_target)
     : options_(options),
       access_(access),
-      core_(backing, prefetcher, access.rules(), stats, options_, std::move(root_aliases),
+      core_(backing, prefetcher, access.rules(), stats, fs_stats, options_, std::move(root_aliases),
             std::move(control_target), *this, [&control] { control.AwaitReleases(); }) {}
 
 void ClairFs::Init(fuse_conn_info* conn) {

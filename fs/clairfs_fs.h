@@ -21,6 +21,7 @@
 #include "fs/access.h"
 #include "fs/core/dataset_core.h"
 #include "fs/core/fs_options.h"
+#include "fs/core/fs_stats.h"
 #include "fs/core/kernel_cache.h"
 
 namespace clairfs {
@@ -31,7 +32,7 @@ class ClairFs final : public KernelCache {
   // dataset root (dataset and mountpoint), for symlink checks. control_target: the absolute
   // path `.clairfs` leads to (the control mount, daemon/control_mount.h).
   ClairFs(PosixBacking& backing, Prefetcher& prefetcher, Registrar& control, AccessPolicy& access,
-          Stats& stats, FsOptions options, std::vector<std::string> root_aliases,
+          Stats& stats, FsStats& fs_stats, FsOptions options, std::vector<std::string> root_aliases,
           std::string control_target);
   // The operation table; the session's userdata must be this object.
   static const fuse_lowlevel_ops& Ops();

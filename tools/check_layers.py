@@ -23,7 +23,7 @@ LAYERS = {
     "cache/prefetch": ["cache/base", "cache/backing", "cache/plan", "cache/tiers"],
     "fs/core": ["cache/prefetch"],
     "fs/fresh": ["fs/core"],
-    "control": ["cache/prefetch"],
+    "control": ["cache/prefetch", "fs/fresh", "cluster"],
     "fs": ["fs/core", "control"],
     "cluster": ["cache/prefetch"],
     "conf": ["cache/prefetch", "fs", "cluster"],

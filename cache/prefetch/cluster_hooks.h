@@ -37,6 +37,9 @@ class PeerSource {
     (void)version;
     return Status::Error(Code::kNotFound, "no holder");
   }
+  // The caller found an object Get or GetFromHolder returned not of the size or version asked
+  // for (their contract broken): the source counts it with the peers' protocol errors.
+  virtual void CountMismatch() {}
 };
 
 struct ClusterHooks {

@@ -26,7 +26,7 @@ Result<BlobPtr> Fetcher::Read(const std::string& key, const FileVersion& version
     auto r = cluster_.peer->Contains(key, version) ? cluster_.peer->Get(key, version)
                                                    : cluster_.peer->GetFromHolder(key, version);
     if (r.ok() && (r.value()->size() != bytes || r.value()->version() != version)) {
-      stats_->peer_protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      cluster_.peer->CountMismatch();
     } else if (r.ok()) {
       RecordRate(true, r.value()->size(), Clock::now() - start);
       stats_->peer_fetched.fetch_add(1, std::memory_order_relaxed);

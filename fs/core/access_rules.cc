@@ -28,7 +28,7 @@ Status NoAttribute(const char* name) { return Status::FromErrno(ENODATA, name); 
 
 }  // namespace
 
-AccessRules::AccessRules(const PosixBacking& backing, const FsOptions& options, Stats& stats,
+AccessRules::AccessRules(const PosixBacking& backing, const FsOptions& options, FsStats& stats,
                          Credentials self, bool can_switch)
     : backing_(backing),
       check_(options.access_check),

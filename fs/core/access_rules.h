@@ -26,9 +26,9 @@
 
 #include "cache/backing/backing.h"
 #include "cache/backing/identity.h"
-#include "cache/base/stats.h"
 #include "fs/core/caller.h"
 #include "fs/core/fs_options.h"
+#include "fs/core/fs_stats.h"
 
 namespace clairfs {
 
@@ -37,8 +37,8 @@ class AccessRules {
   // backing and stats must outlive this object. self: the daemon's own credentials;
   // can_switch: the daemon runs as root with CAP_SETUID/CAP_SETGID, so it can check as a
   // caller (the daemon passes OwnCredentials() and geteuid() == 0 && CanSwitchIdentity()).
-  AccessRules(const PosixBacking& backing, const FsOptions& options, Stats& stats, Credentials self,
-              bool can_switch);
+  AccessRules(const PosixBacking& backing, const FsOptions& options, FsStats& stats,
+              Credentials self, bool can_switch);
 
   // May caller open the dataset file at path with flags? kPermissionDenied (counted in
   // open_denied) when its access was revoked; a failure of the check itself is its own error.
@@ -90,7 +90,7 @@ class AccessRules {
   std::atomic<bool> unreachable_logged_{false};  // this unreachable episode was logged
   std::atomic<bool> writer_view_logged_{false};  // a refused WriterView was logged
   const std::optional<gid_t> control_gid_;
-  Stats& stats_;
+  FsStats& stats_;
   const Credentials self_;  // the daemon's, restored after every check made as a caller
   const bool root_;         // the daemon can check as a caller
 };

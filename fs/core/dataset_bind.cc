@@ -182,7 +182,7 @@ Result<DatasetCore::Binding> DatasetCore::BindUnverified(uint64_t node,
   }
   h->path = info.path;
   h->blob = std::move(blob.value());
-  stats_.served_unverified.fetch_add(1, std::memory_order_relaxed);
+  fs_stats_.served_unverified.fetch_add(1, std::memory_order_relaxed);
   return b;
 }
 
@@ -207,7 +207,7 @@ Status DatasetCore::ReadNode(uint64_t node, size_t size, uint64_t off, uint32_t 
     node_reads_.Bind(node, fresh);
     c = std::move(fresh);
   }
-  Status s = ReadContents(*c, backing_, prefetcher_, stats_, size, off, out, &first);
+  Status s = ReadContents(*c, backing_, prefetcher_, stats_, fs_stats_, size, off, out, &first);
   if (!s.ok()) {
     // The file is not the version bound any more: the next READ binds the one it has now.
     if (NotTheVersionBound(s)) node_reads_.Release(node, c.get());

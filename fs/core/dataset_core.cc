@@ -23,13 +23,14 @@ std::string Child(const std::string& dir, std::string_view name) {
 }  // namespace
 
 DatasetCore::DatasetCore(PosixBacking& backing, Prefetcher& prefetcher, AccessRules& access,
-                         Stats& stats, const FsOptions& options,
+                         Stats& stats, FsStats& fs_stats, const FsOptions& options,
                          std::vector<std::string> root_aliases, std::string control_target,
                          KernelCache& kernel, std::function<void()> await_releases)
     : backing_(backing),
       prefetcher_(prefetcher),
       access_(access),
       stats_(stats),
+      fs_stats_(fs_stats),
       options_(options),
       aliases_(std::move(root_aliases)),
       control_target_(std::move(control_target)),
@@ -67,7 +68,7 @@ Result<InodeTable::NodeInfo> DatasetCore::NodeOf(uint64_t node) const {
 Status DatasetCore::CheckIdentity(uint64_t node, const InodeTable::NodeInfo& info,
                                   const struct stat& st) {
   if (node == InodeTable::kRootId || info.Names(st)) return Status::Ok();
-  stats_.errors.stale_node.fetch_add(1, std::memory_order_relaxed);
+  fs_stats_.errors.stale_node.fetch_add(1, std::memory_order_relaxed);
   return Status::Error(Code::kStale, info.path + ": another object than the node's");
 }
 
@@ -77,7 +78,7 @@ Status DatasetCore::PathError(Status s) {
   const bool gone =
       s.code() == Code::kNotFound || s.code() == Code::kSymlink || s.code() == Code::kOutsideRoot;
   if (!gone) return s;
-  stats_.errors.stale_node.fetch_add(1, std::memory_order_relaxed);
+  fs_stats_.errors.stale_node.fetch_add(1, std::memory_order_relaxed);
   return Status::Error(Code::kStale, s.message());
 }
 

@@ -50,6 +50,7 @@
 #include "fs/core/caller.h"
 #include "fs/core/file_read.h"
 #include "fs/core/fs_options.h"
+#include "fs/core/fs_stats.h"
 #include "fs/core/inode_table.h"
 #include "fs/core/kernel_cache.h"
 #include "fs/core/node_reads.h"
@@ -74,7 +75,7 @@ class DatasetCore {
   // READ binds a node, so that a plan whose writer's close() just returned counts for it
   // (Registrar::AwaitReleases); null: nothing to wait for.
   DatasetCore(PosixBacking& backing, Prefetcher& prefetcher, AccessRules& access, Stats& stats,
-              const FsOptions& options, std::vector<std::string> root_aliases,
+              FsStats& fs_stats, const FsOptions& options, std::vector<std::string> root_aliases,
               std::string control_target, KernelCache& kernel,
               std::function<void()> await_releases = nullptr);
 
@@ -186,7 +187,7 @@ class DatasetCore {
       stats_.errors.stale.fetch_add(1, std::memory_order_relaxed);
       return Status::Error(Code::kStale, h.path + ": another version was opened since");
     }
-    return ReadContents(h, backing_, prefetcher_, stats_, size, off, out);
+    return ReadContents(h, backing_, prefetcher_, stats_, fs_stats_, size, off, out);
   }
 
   // The kernel's caches of node must be dropped (the watch or the revalidation saw a change):
@@ -246,6 +247,7 @@ class DatasetCore {
   Prefetcher& prefetcher_;
   AccessRules& access_;
   Stats& stats_;
+  FsStats& fs_stats_;
   const FsOptions options_;
   const std::vector<std::string> aliases_;
   const std::string control_target_;

@@ -92,10 +92,10 @@ Status ReadChunked(OpenContents& f, const PosixBacking& backing, Prefetcher& pre
 }  // namespace
 
 Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,
-                    Stats& stats, size_t size, uint64_t off, ReadReply* out,
+                    Stats& stats, FsStats& fs_stats, size_t size, uint64_t off, ReadReply* out,
                     std::optional<PosixBacking::Bytes>* first) {
   Status s = Status::Ok();
-  if (f.dataset) stats.read_requests.fetch_add(1, std::memory_order_relaxed);
+  if (f.dataset) fs_stats.read_requests.fetch_add(1, std::memory_order_relaxed);
   if (f.chunked) {
     s = ReadChunked(f, backing, prefetcher, stats, size, off, out);
   } else if (!f.store) {
@@ -105,7 +105,7 @@ Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& pr
     auto n = ReadDirect(f, backing, stats, size, off, out, first);
     if (!n.ok()) return n.status();
   }
-  if (s.ok() && f.dataset) stats.bytes_read.fetch_add(out->bytes, std::memory_order_relaxed);
+  if (s.ok() && f.dataset) fs_stats.bytes_read.fetch_add(out->bytes, std::memory_order_relaxed);
   return s;
 }
 

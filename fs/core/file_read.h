@@ -20,6 +20,7 @@
 #include "cache/base/stats.h"
 #include "cache/base/status.h"
 #include "cache/prefetch/prefetcher.h"
+#include "fs/core/fs_stats.h"
 
 namespace clairfs {
 
@@ -73,7 +74,7 @@ inline bool NotTheVersionBound(const Status& s) { return s.code() == Code::kStal
 // first: bytes [off, off+size) read with f's open (DatasetCore::Bind), used instead of a read
 // of f's descriptor when present.
 Status ReadContents(OpenContents& f, const PosixBacking& backing, Prefetcher& prefetcher,
-                    Stats& stats, size_t size, uint64_t off, ReadReply* out,
+                    Stats& stats, FsStats& fs_stats, size_t size, uint64_t off, ReadReply* out,
                     std::optional<PosixBacking::Bytes>* first = nullptr);
 
 }  // namespace clairfs

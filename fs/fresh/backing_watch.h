@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
-#include "cache/base/stats.h"
+#include "fs/fresh/fresh_stats.h"
 
 namespace clairfs {
 
@@ -64,7 +64,7 @@ class BackingWatch {
     std::function<void()> lost;
   };
 
-  using Counters = Stats::Watch;
+  using Counters = WatchStats;
   // Creates the inotify instance and starts the thread (after any daemonizing fork), watching
   // the root directory (node id root_id). backing, counters and the hooks' targets must outlive
   // Stop().

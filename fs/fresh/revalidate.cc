@@ -25,7 +25,7 @@ bool Gone(const Status& s) {
 }  // namespace
 
 Revalidator::Revalidator(const Backing& backing, InodeTable& inodes, Notify notify,
-                         RevalidateOptions options, Stats::Fresh& counters)
+                         RevalidateOptions options, FreshStats& counters)
     : backing_(backing),
       inodes_(inodes),
       notify_(std::move(notify)),

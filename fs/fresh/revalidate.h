@@ -46,8 +46,8 @@
 #include <vector>
 
 #include "cache/backing/backing.h"
-#include "cache/base/stats.h"
 #include "fs/core/inode_table.h"
+#include "fs/fresh/fresh_stats.h"
 
 namespace clairfs {
 
@@ -77,7 +77,7 @@ class Revalidator {
 
   // backing, inodes and counters must outlive this.
   Revalidator(const Backing& backing, InodeTable& inodes, Notify notify, RevalidateOptions options,
-              Stats::Fresh& counters);
+              FreshStats& counters);
   ~Revalidator();  // Stop()
   Revalidator(const Revalidator&) = delete;
   Revalidator& operator=(const Revalidator&) = delete;
@@ -115,7 +115,7 @@ class Revalidator {
   InodeTable& inodes_;
   const Notify notify_;
   const RevalidateOptions options_;
-  Stats::Fresh& counters_;
+  FreshStats& counters_;
   std::atomic<bool> failing_logged_{false};  // this episode of failing stats was logged
 
   // Lock order: a leaf. Guards stop_ and the thread's start.

@@ -133,7 +133,7 @@ class BackingWatchTest : public ::testing::Test {
   testing::TempDir tmp_;
   std::unique_ptr<PosixBacking> backing_;
   Recorder rec_;
-  Stats::Watch counters_;
+  WatchStats counters_;
   std::unique_ptr<BackingWatch> watch_;
 };
 

@@ -131,7 +131,7 @@ class PeerReaderTest : public ::testing::Test {
   }
 
   LoopbackNetwork net_{2};
-  Stats stats_;
+  ClusterStats stats_;
   PeerLiveness live_;
   PeerDirectory dir_;
   PeerDamage damage_;
@@ -185,7 +185,7 @@ TEST_F(PeerReaderTest, AHolderThatDoesNotAnswerIsMarkedDown) {
 
 TEST(PeerServerTest, AnswersFromTheLocalTiersAndKeepsCheckedPushes) {
   LoopbackNetwork net(2);
-  Stats stats;
+  ClusterStats stats;
   PeerDamage damage(&stats);
   PeerServer server(net.at(0), &stats, damage);
   const BlobPtr blob = MakeBlob("bytes");

@@ -12,11 +12,11 @@
 #include <mutex>
 #include <thread>
 
-#include "cache/base/stats.h"
 #include "cluster/cluster_key.h"
 #include "cluster/loopback_transport.h"
 #include "cluster/protocol.h"
 #include "cluster/sealed_transport.h"
+#include "control/node_stats.h"
 #include "tests/unit/cluster_node_util.h"
 #include "tests/unit/cluster_test_util.h"
 #include "tests/unit/mem_backing.h"
@@ -107,7 +107,7 @@ class SealTest : public ::testing::Test {
   std::vector<std::string> nonces_, hellos_;
   std::unique_ptr<Tap> tap_;
   std::unique_ptr<SealedTransport> a_, b_;
-  Stats stats_;
+  ClusterStats stats_;
 };
 
 TEST_F(SealTest, HonestMessagesArriveWholeInOrderWithoutTheirSeal) {
@@ -332,12 +332,12 @@ TEST(SealedClusterTest, AnOutsiderGetsNoBytesWhileTheNodesShareTheirs) {
   std::vector<std::string> nonces = {Nonce(), Nonce(), Nonce()}, hellos;
   for (const std::string& n : nonces) hellos.push_back(SealedTransport::Hello(*key, n));
   std::vector<std::unique_ptr<SealedTransport>> sealed;
-  std::vector<Stats> stats(2);
+  std::vector<NodeStats> stats(2);
   for (int r = 0; r < 2; ++r) {
     auto s = SealedTransport::Create(net.at(r), key, nonces[r], hellos);
     ASSERT_TRUE(s.ok()) << s.status().message();
     sealed.push_back(std::move(s.value()));
-    sealed.back()->CountRefusedIn(&stats[r].peer_refused);
+    sealed.back()->CountRefusedIn(&stats[r].cluster.peer_refused);
   }
   PeerOptions po;
   po.plan_timeout = 200ms;  // rank 2 never registers a plan
@@ -365,8 +365,8 @@ TEST(SealedClusterTest, AnOutsiderGetsNoBytesWhileTheNodesShareTheirs) {
     net.at(2).Send(1, kFetch, req);
   }
   ASSERT_TRUE(wait_for([&] {
-    return stats[0].peer_refused.unsealed.load() == kFiles &&
-           stats[1].peer_refused.unsealed.load() == kFiles;
+    return stats[0].cluster.peer_refused.unsealed.load() == kFiles &&
+           stats[1].cluster.peer_refused.unsealed.load() == kFiles;
   }));
   for (int r = 0; r < 2; ++r) {
     for (int i = 0; i < kFiles; ++i) {
@@ -376,11 +376,13 @@ TEST(SealedClusterTest, AnOutsiderGetsNoBytesWhileTheNodesShareTheirs) {
                 std::string(kSize, static_cast<char>('a' + i % 26)));
     }
   }
-  EXPECT_GT(stats[0].peer_bytes_out.load() + stats[1].peer_bytes_out.load(), 0u);
+  EXPECT_GT(stats[0].cluster.peer_bytes_out.load() + stats[1].cluster.peer_bytes_out.load(), 0u);
   // Whatever reached the outsider is sealed for rank 2's session, and none of it is a reply.
   while (auto m = net.at(2).Receive(0ms)) EXPECT_NE(m->tag, kReply) << "a reply to the outsider";
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(stats[r].peer_refused.forged.load() + stats[r].peer_refused.replayed.load(), 0u);
+    EXPECT_EQ(
+        stats[r].cluster.peer_refused.forged.load() + stats[r].cluster.peer_refused.replayed.load(),
+        0u);
   }
   nodes.clear();
 }

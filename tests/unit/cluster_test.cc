@@ -153,7 +153,7 @@ class ClusterTest : public ::testing::Test {
   }
   void StartNodes(int n, uint64_t ram, PeerOptions po, uint64_t staging = 64 << 10) {
     net_ = std::make_unique<LoopbackNetwork>(n);
-    stats_ = std::vector<Stats>(n);
+    stats_ = std::vector<NodeStats>(n);
     for (int r = 0; r < n; ++r) {
       nodes_.push_back(std::make_unique<Node>(backing_, net_->at(r), ram, po, &stats_[r], staging));
     }
@@ -166,7 +166,7 @@ class ClusterTest : public ::testing::Test {
     }
     return true;
   }
-  uint64_t TierFetched(int r) { return stats_[r].tier_fetched[0].load(); }
+  uint64_t TierFetched(int r) { return stats_[r].cache.tier_fetched[0].load(); }
   void ReadAll(int r, const std::vector<std::vector<int>>& epochs) {
     for (const auto& e : epochs) {
       for (int i : e) {
@@ -182,7 +182,7 @@ class ClusterTest : public ::testing::Test {
   MemBacking backing_;
   std::unique_ptr<LoopbackNetwork> net_;
   std::unique_ptr<Transport> wrapper_;  // between a node and net_, when a test needs one
-  std::vector<Stats> stats_;
+  std::vector<NodeStats> stats_;
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
@@ -208,9 +208,10 @@ TEST_F(ClusterTest, BackingStoreIsReadOnceAcrossTheCluster) {
   for (auto& t : readers) t.join();
   EXPECT_EQ(backing_.reads(), static_cast<uint64_t>(kFiles));
   uint64_t from_peers = 0;
-  for (int r = 0; r < n; ++r) from_peers += stats_[r].peer_fetched + stats_[r].served_peer;
+  for (int r = 0; r < n; ++r)
+    from_peers += stats_[r].cache.peer_fetched + stats_[r].cache.served_peer;
   EXPECT_GT(from_peers, 0u);
-  EXPECT_EQ(stats_[0].peer_errors.load(), 0u);
+  EXPECT_EQ(stats_[0].cluster.peer_errors.load(), 0u);
   auto info = nodes_[0]->peer.InfoJson();
   EXPECT_NE(info.find("\"state\":\"placed\""), std::string::npos) << info;
 }
@@ -236,7 +237,7 @@ TEST_F(ClusterTest, ACoordinatorThatNeverAnswersIsMarkedDownAndItsObjectsMove) {
   PeerOptions po;
   po.plan_timeout = 200ms;
   net_ = std::make_unique<LoopbackNetwork>(3);  // rank 2 never runs: it died before answering
-  stats_ = std::vector<Stats>(3);
+  stats_ = std::vector<NodeStats>(3);
   for (int r = 0; r < 2; ++r) {
     nodes_.push_back(std::make_unique<Node>(backing_, net_->at(r), kFiles * kSize, po, &stats_[r]));
   }
@@ -274,13 +275,13 @@ TEST_F(ClusterTest, ADeadPeerIsMarkedDownAndReadsFallBackToTheBackingStore) {
   ReadAll(0, all);  // correct bytes although half the files were held by the dead node
   // One request waited for the deadline; after that the node was skipped.
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
-  EXPECT_GE(stats_[0].peer_errors.load(), 1u);
+  EXPECT_GE(stats_[0].cluster.peer_errors.load(), 1u);
   EXPECT_NE(nodes_[0]->peer.InfoJson().find("\"unreachable\":[1]"), std::string::npos);
 }
 
 TEST_F(ClusterTest, FilesReadBeforeTheirHolderHadThemAreFetchedByItOnce) {
   net_ = std::make_unique<LoopbackNetwork>(2);
-  stats_ = std::vector<Stats>(2);
+  stats_ = std::vector<NodeStats>(2);
   // Node 1 never fills its tier itself: whatever it holds it fetched because node 0 asked.
   nodes_.push_back(
       std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, PeerOptions{}, &stats_[0]));
@@ -296,8 +297,8 @@ TEST_F(ClusterTest, FilesReadBeforeTheirHolderHadThemAreFetchedByItOnce) {
   ReadAll(0, all);  // half of these are node 1's: node 1 reads them for node 0
   EXPECT_EQ(backing_.reads(), static_cast<uint64_t>(kFiles));  // each file once
   EXPECT_EQ(TierFetched(1), static_cast<uint64_t>(kFiles / 2));
-  EXPECT_EQ(stats_[1].peer_adopted.load(), 0u);  // nothing pushed: node 0 read none of them
-  EXPECT_EQ(stats_[0].peer_fetched.load(), static_cast<uint64_t>(kFiles / 2));
+  EXPECT_EQ(stats_[1].cache.peer_adopted.load(), 0u);  // nothing pushed: node 0 read none of them
+  EXPECT_EQ(stats_[0].cache.peer_fetched.load(), static_cast<uint64_t>(kFiles / 2));
   ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.directory().bytes() == kFiles / 2 * kSize; }));
   ReadAll(1, all);  // all from its own tier or node 0's: no backing read
   EXPECT_EQ(backing_.reads(), static_cast<uint64_t>(kFiles));
@@ -305,7 +306,7 @@ TEST_F(ClusterTest, FilesReadBeforeTheirHolderHadThemAreFetchedByItOnce) {
 
 TEST_F(ClusterTest, FilesReadBeforeTheirOwnerHadThemArePushedToIt) {
   net_ = std::make_unique<LoopbackNetwork>(2);
-  stats_ = std::vector<Stats>(2);
+  stats_ = std::vector<NodeStats>(2);
   // Node 1 never fills its tier itself, nor fetches for node 0: whatever it holds was pushed
   // by node 0.
   nodes_.push_back(
@@ -321,7 +322,7 @@ TEST_F(ClusterTest, FilesReadBeforeTheirOwnerHadThemArePushedToIt) {
     return nodes_[1]->peer.InfoJson().find("\"state\":\"placed\"") != std::string::npos;
   }));
   ReadAll(0, all);  // half of these are node 1's: read from the backing store, then pushed
-  ASSERT_TRUE(WaitFor([&] { return stats_[1].peer_adopted.load() == kFiles / 2; }));
+  ASSERT_TRUE(WaitFor([&] { return stats_[1].cache.peer_adopted.load() == kFiles / 2; }));
   const uint64_t reads = backing_.reads();
   EXPECT_EQ(reads, static_cast<uint64_t>(kFiles));
   // Node 0's announcements, and node 1's of what it adopted.
@@ -329,12 +330,12 @@ TEST_F(ClusterTest, FilesReadBeforeTheirOwnerHadThemArePushedToIt) {
   ASSERT_TRUE(WaitFor([&] { return nodes_[0]->peer.directory().bytes() == kFiles / 2 * kSize; }));
   ReadAll(1, all);  // all from its own tier or node 0's: no backing read
   EXPECT_EQ(backing_.reads(), reads);
-  EXPECT_GE(stats_[1].peer_bytes_in.load(), uint64_t{kFiles / 2 * kSize});  // the pushes
+  EXPECT_GE(stats_[1].cluster.peer_bytes_in.load(), uint64_t{kFiles / 2 * kSize});  // the pushes
 }
 
 TEST_F(ClusterTest, DamagedRepliesAreNeverServed) {
   net_ = std::make_unique<LoopbackNetwork>(2);
-  stats_ = std::vector<Stats>(2);
+  stats_ = std::vector<NodeStats>(2);
   wrapper_ = std::make_unique<CorruptingTransport>(net_->at(0));
   nodes_.push_back(std::make_unique<Node>(backing_, *wrapper_, kFiles * kSize / 2, PeerOptions{},
                                           &stats_[0], 2 * kSize));
@@ -347,8 +348,8 @@ TEST_F(ClusterTest, DamagedRepliesAreNeverServed) {
   ASSERT_TRUE(
       WaitFor([&] { return nodes_[0]->peer.directory().bytes() == TierFetched(1) * kSize; }));
   ReadAll(0, all);
-  EXPECT_GE(stats_[0].peer_errors.load(), 1u);
-  EXPECT_EQ(stats_[0].peer_bytes_in.load(), 0u);
+  EXPECT_GE(stats_[0].cluster.peer_errors.load(), 1u);
+  EXPECT_EQ(stats_[0].cluster.peer_bytes_in.load(), 0u);
 }
 
 TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
@@ -363,7 +364,7 @@ TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
     po.plan_timeout = 5s;  // rank 1 never counts as registered: placement must not wait for it
     po.peer_timeout = 200ms;
     net_ = std::make_unique<LoopbackNetwork>(2);
-    stats_ = std::vector<Stats>(2);
+    stats_ = std::vector<NodeStats>(2);
     wrapper_ = std::make_unique<OtherVersionTransport>(net_->at(1), other);
     nodes_.push_back(std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, po,
                                             &stats_[0], 2 * kSize));
@@ -378,9 +379,9 @@ TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
     }));
     EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
     ReadAll(0, all);  // right bytes, none of them from the refused peer
-    EXPECT_GE(stats_[0].peer_protocol_errors.load(), 1u);
-    EXPECT_EQ(stats_[0].peer_bytes_in.load(), 0u);
-    EXPECT_EQ(stats_[0].served_peer.load() + stats_[0].peer_fetched.load(), 0u);
+    EXPECT_GE(stats_[0].cluster.peer_protocol_errors.load(), 1u);
+    EXPECT_EQ(stats_[0].cluster.peer_bytes_in.load(), 0u);
+    EXPECT_EQ(stats_[0].cache.served_peer.load() + stats_[0].cache.peer_fetched.load(), 0u);
     const std::string info = nodes_[0]->peer.InfoJson();
     EXPECT_NE(info.find("\"unreachable\":[1]"), std::string::npos) << info;
     EXPECT_NE(info.find("\"placed_with\":[0]"), std::string::npos) << info;
@@ -410,7 +411,7 @@ class PartTruncatingTransport : public ForwardingTransport {
 TEST_F(ClusterTest, EachRankIsSentOnlyThePartItCoordinates) {
   const int n = 3;
   net_ = std::make_unique<LoopbackNetwork>(n);
-  Stats stats;
+  ClusterStats stats;
   ClusterNode peer(net_->at(0), PeerOptions{}, &stats);  // not started: Place() alone sends
   const PlacementLimits limits{{"ram"}, {kFiles * kSize}, 64 << 10};
   const CoordinatorRing ring({0, 1, 2});
@@ -460,7 +461,7 @@ TEST_F(ClusterTest, EachRankIsSentOnlyThePartItCoordinates) {
 
 TEST_F(ClusterTest, WhenARankLeavesOrComesBackOnlyTheObjectsThatMoveTravel) {
   net_ = std::make_unique<LoopbackNetwork>(3);
-  Stats stats;
+  ClusterStats stats;
   PeerOptions po;
   PeerLiveness liveness(0, 3, po);
   PlacementCoordinator coordinator(net_->at(0), liveness, po, &stats, [] {});
@@ -530,7 +531,7 @@ TEST_F(ClusterTest, AMalformedPartIsRefusedAndItsRankLeftUnplaced) {
   PeerOptions po;
   po.plan_timeout = 300ms;
   net_ = std::make_unique<LoopbackNetwork>(2);
-  stats_ = std::vector<Stats>(2);
+  stats_ = std::vector<NodeStats>(2);
   wrapper_ = std::make_unique<PartTruncatingTransport>(net_->at(1));
   nodes_.push_back(
       std::make_unique<Node>(backing_, net_->at(0), kFiles * kSize / 2, po, &stats_[0], 2 * kSize));
@@ -539,7 +540,7 @@ TEST_F(ClusterTest, AMalformedPartIsRefusedAndItsRankLeftUnplaced) {
   auto all = Order(0, 1, 1);
   nodes_[1]->prefetcher->Install(PlanOf(all));
   nodes_[1]->prefetcher->Install(PlanOf(Order(0, 1, 2)));  // refused again: logged once
-  ASSERT_TRUE(WaitFor([&] { return stats_[0].peer_protocol_errors.load() >= 2; }));
+  ASSERT_TRUE(WaitFor([&] { return stats_[0].cluster.peer_protocol_errors.load() >= 2; }));
   nodes_[0]->prefetcher->Install(PlanOf(all));
   ASSERT_TRUE(WaitFor([&] {
     return nodes_[0]->peer.InfoJson().find("\"state\":\"placed\"") != std::string::npos;

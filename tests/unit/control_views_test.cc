@@ -193,9 +193,9 @@ class ControlViewsThroughTheRegistrar : public ::testing::Test {
   testing::MemBacking backing_;
   RamTier ram_{"ram", 1 << 20};
   PrefetchOptions o_;
-  Stats stats_;
-  Prefetcher prefetcher_{backing_, {&ram_}, o_, &stats_};
-  Registrar control_{backing_, prefetcher_, stats_, {"/data/set"}};
+  NodeStats stats_;
+  Prefetcher prefetcher_{backing_, {&ram_}, o_, &stats_.cache};
+  Registrar control_{backing_, prefetcher_, stats_.cache, {"/data/set"}};
   ControlViews views_{control_, prefetcher_, stats_};
 };
 

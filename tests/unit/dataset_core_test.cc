@@ -63,10 +63,11 @@ class DatasetCoreTest : public ::testing::Test {
     po.staging_capacity = 1 << 20;
     prefetcher_ =
         std::make_unique<Prefetcher>(*backing_, std::vector<Tier*>{ram_.get()}, po, &stats_);
-    access_ = std::make_unique<AccessRules>(*backing_, options_, stats_, OwnCredentials(),
+    access_ = std::make_unique<AccessRules>(*backing_, options_, fs_stats_, OwnCredentials(),
                                             geteuid() == 0 && CanSwitchIdentity());
-    core_ = std::make_unique<DatasetCore>(*backing_, *prefetcher_, *access_, stats_, options_,
-                                          std::vector<std::string>{dir_.path()}, "/ctl", kernel_);
+    core_ = std::make_unique<DatasetCore>(*backing_, *prefetcher_, *access_, stats_, fs_stats_,
+                                          options_, std::vector<std::string>{dir_.path()}, "/ctl",
+                                          kernel_);
   }
   void TearDown() override {
     core_.reset();
@@ -117,6 +118,7 @@ class DatasetCoreTest : public ::testing::Test {
 
   testing::TempDir dir_;
   Stats stats_;
+  FsStats fs_stats_;
   FsOptions options_;
   RecordingKernel kernel_;
   std::unique_ptr<PosixBacking> backing_;
@@ -142,7 +144,7 @@ TEST_F(DatasetCoreTest, FileReplacedByAnotherInodeAtItsPathIsStale) {
   auto opened = OpenAsSelf(a);
   EXPECT_EQ(opened.status().code(), Code::kStale) << opened.status().ToString();
   EXPECT_EQ(core_->ReadLink(a).status().code(), Code::kStale);
-  EXPECT_GE(stats_.errors.stale_node.load(), 2u);
+  EXPECT_GE(fs_stats_.errors.stale_node.load(), 2u);
   // A fresh lookup of the name gets a node for the new object, which opens.
   const uint64_t again = Look(kRoot, "a");
   EXPECT_NE(again, a);
@@ -232,7 +234,7 @@ TEST_F(DatasetCoreTest, ModeNarrowedByAnotherOwnerDeniesOtherUsers) {
   const Status denied = core_->MayOpen(a, O_RDONLY, As(kOther), &info);
   EXPECT_EQ(denied.code(), Code::kPermissionDenied) << denied.ToString();
   EXPECT_EQ(ToErrno(denied), EACCES);
-  EXPECT_EQ(stats_.open_denied.load(), 1u);
+  EXPECT_EQ(fs_stats_.open_denied.load(), 1u);
   EXPECT_TRUE(core_->MayOpen(a, O_RDONLY, As(kOwner), &info).ok());
   EXPECT_TRUE(core_->MayOpen(a, O_RDONLY, Self(), &info).ok());  // the daemon's own user
   // A member of the owner's group through a supplementary group: still 0600, refused.
@@ -383,10 +385,10 @@ TEST_F(DatasetCoreTest, UnreachableStoreServesTheLastReportedVersionOnlyFromATie
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   ASSERT_NE(opened.value().contents->blob, nullptr);
   EXPECT_EQ(ReadAll(held, *opened.value().contents, 100), "in the tier");
-  EXPECT_EQ(stats_.served_unverified.load(), 1u);
+  EXPECT_EQ(fs_stats_.served_unverified.load(), 1u);
   auto failed = OpenAsSelf(absent);
   EXPECT_TRUE(StoreUnreachable(failed.status())) << failed.status().ToString();
-  EXPECT_EQ(stats_.served_unverified.load(), 1u);
+  EXPECT_EQ(fs_stats_.served_unverified.load(), 1u);
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ class RevalidateTest : public ::testing::Test {
 
   testing::MemBacking mem_;
   InodeTable inodes_;
-  Stats::Fresh counters_;
+  FreshStats counters_;
   std::mutex mu_;
   std::vector<std::string> told_;
   uint64_t dir_ = 0, a_ = 0, b_ = 0;
