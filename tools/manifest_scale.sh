@@ -16,7 +16,7 @@ EPOCHS=${2:-8}
 FORM=${3:-text}
 case "$FORM" in text|compact|loader) ;; *) echo "FORM must be text, compact or loader" >&2; exit 2;; esac
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-CLAIRFS=${CLAIRFS:-$(cd "$(dirname "$0")/.." && pwd)/build/tools/clairfs}
+CLAIRFS=${CLAIRFS:-$(cd "$(dirname "$0")/.." && pwd)/build/daemon/clairfs}
 work=$(mktemp -d /var/tmp/clairfs-scale.XXXXXX)
 data=${CLAIRFS_SCALE_DATA:-$work/data}
 pid=""

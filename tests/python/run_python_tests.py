@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of the clairfs Python package (tools/python/clairfs) on real mounts.
 
-Usage: CLAIRFS_BIN=/abs/build/tools/clairfs /usr/bin/python3 tests/python/run_python_tests.py [FILTER...]
+Usage: CLAIRFS_BIN=/abs/build/daemon/clairfs /usr/bin/python3 tests/python/run_python_tests.py [FILTER...]
 
 Mounts, daemons and temp dirs are managed by tests/fs/harness.py, so nothing outlives the run.
 The torch tests are skipped when torch or torchvision cannot be imported, the LMDB and .npy

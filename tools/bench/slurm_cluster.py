@@ -56,7 +56,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--tier", choices=("ssd", "ram"), default="ssd",
                     help="the daemons' tier: on node-local disk, kept per user and dataset (cluster_ssd=), or RAM")
-    ap.add_argument("--clairfs-bin", default=os.path.join(REPO, "build", "tools", "clairfs"))
+    ap.add_argument("--clairfs-bin", default=os.path.join(REPO, "build", "daemon", "clairfs"))
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--tmp", default="/var/tmp")
     a = ap.parse_args()
