@@ -95,7 +95,7 @@ if [ "$FORM" = loader ]; then
   bytes=0
   # The dataset object is built first (as a job has it before registering); the clock runs
   # for register_loader alone: the orders, the compact text, the write and its close().
-  start=$(PYTHONPATH="$REPO/tools/python" /usr/bin/python3 - "$work/mnt" "$FILES" "$EPOCHS" <<'PY'
+  start=$(PYTHONPATH="$REPO/python" /usr/bin/python3 - "$work/mnt" "$FILES" "$EPOCHS" <<'PY'
 import os, sys, time
 import torch, clairfs
 from torch.utils.data import DataLoader, Dataset, DistributedSampler

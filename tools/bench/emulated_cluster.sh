@@ -127,7 +127,7 @@ DATA_BYTES=$(find "$DATA" -type f -printf '%s\n' | awk '{s += $1} END {printf "%
 # Each node's manifest (all epochs), its per-epoch lists, and each list's XXH3 sum read from the
 # PFS before it is throttled (page cache warm: cheap).
 for ((r = 0; r < NODES; r++)); do
-  PYTHONPATH=$REPO/tools/python "$PYTHON" "$REPO/tools/make_manifest.py" "$DATA" \
+  PYTHONPATH=$REPO/python "$PYTHON" "$REPO/tools/make_manifest.py" "$DATA" \
     --epochs "$EPOCHS" --seed 1 --rank "$r" --world "$NODES" --sampler "$SAMPLER" \
     --batch "$BATCH" --ranks-per-node "$RANKS_PER_NODE" >"$WORK/lists/n$r.manifest"
   awk -v p="$WORK/lists/n$r.e" '/^#epoch/ {f = p (e++); printf "" > f; next} {print > f}' \

@@ -92,7 +92,7 @@ def run(a, tmp, helper, plugin, bench):
     dataset_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(data) for f in fs)
     lists = os.path.join(tmp, "lists")
     os.mkdir(lists)
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tools", "python"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     sums = {}
     for r in range(k):
         with open(os.path.join(lists, f"r{r}.manifest"), "w") as f:
@@ -169,7 +169,7 @@ def job(cluster, a, data, lists, out_dir, bench, sums, nodes, tag):
     k = len(nodes)
     script = f"""#!/bin/bash
 set -eu
-export PYTHONPATH={REPO}/tools/python
+export PYTHONPATH={REPO}/python
 t0=$EPOCHREALTIME
 srun --overlap --ntasks-per-node=1 bash -c 'cat "$0/r$SLURM_PROCID.manifest" > "$CLAIRFS_MOUNT/.clairfs/manifest" &&
   {PYTHON} -m clairfs wait "$CLAIRFS_MOUNT" --timeout 600 > /dev/null' {lists}
