@@ -33,7 +33,7 @@ PACKAGES=(
   # clairfs-ctl serve-metrics: the Prometheus export (python/clairfs/ctl/metrics.py), and
   # the parser the metrics tests read .clairfs/metrics with
   python3-prometheus-client
-  # the Slurm SPANK plugin (tools/slurm) builds against slurm/spank.h; without it the plugin is
+  # the Slurm SPANK plugin (slurm/) builds against slurm/spank.h; without it the plugin is
   # left out and the rest builds
   libslurm-dev
 )

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Slurm integration against a real Slurm on this machine (tools/slurm, docs/slurm.md).
+"""The Slurm integration against a real Slurm on this machine (slurm/, docs/slurm.md).
 
 Starts munged, slurmctld and slurmd (one node, localhost) with the clairfs SPANK plugin in
 plugstack.conf, submits real jobs with sbatch as the unprivileged user nobody, and checks:

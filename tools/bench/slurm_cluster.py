@@ -62,8 +62,8 @@ def main():
     a = ap.parse_args()
     if a.nodes < 2:
         sys.exit("--nodes: at least 2")
-    helper = os.path.join(a.build, "tools", "slurm", "clairfs-slurm")
-    plugin = os.path.join(a.build, "tools", "slurm", "clairfs_spank.so")
+    helper = os.path.join(a.build, "slurm", "clairfs-slurm")
+    plugin = os.path.join(a.build, "slurm", "clairfs_spank.so")
     bench = os.path.join(a.build, "tools", "bench", "clairfs-bench")
     for path in (a.clairfs_bin, helper, plugin, bench):
         if not os.path.exists(path):
