@@ -1,6 +1,6 @@
 // The plan's reads per epoch and where each comes from, for the `plan` control file's
 // `per_epoch` (docs/control-interface.md): what a prediction of epoch times needs
-// (tools/python/clairfs/predict.py) and the placement summary does not say.
+// (python/clairfs/predict.py) and the placement summary does not say.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/check_layers.py (run by every build) accepts the repository and refuses a planted
 wrong-way include in a copy of a small tree: a cache/base file including a cache/plan header, an
-fs file including a conf header, a cache file including a tools header. Usage:
+fs file including a conf header, a cache file including a daemon header, a cluster file including
+a header of the Slurm integration. Usage:
 check_layers_test.py PATH/TO/check_layers.py"""
 import os
 import subprocess
@@ -27,8 +28,9 @@ failures = []
 got = run(root)
 if got.returncode != 0:
     failures.append(f"the repository itself is refused:\n{got.stderr}")
-for rel, include in (("cache/base/x.h", "cache/plan/plan.h"), ("fs/x.cc", "conf/config.h"),
-                     ("cache/tiers/x.cc", "daemon/command_line.h")):
+PLANTED = (("cache/base/x.h", "cache/plan/plan.h"), ("fs/x.cc", "conf/config.h"),
+           ("cache/tiers/x.cc", "daemon/command_line.h"), ("cluster/x.cc", "slurm/settings.h"))
+for rel, include in PLANTED:
     with tempfile.TemporaryDirectory() as tree:
         plant(tree, "cache/plan/plan.h", "#pragma once\n")
         plant(tree, "cache/base/ok.h", '#pragma once\n#include "cache/base/ok2.h"\n')
@@ -42,6 +44,6 @@ for rel, include in (("cache/base/x.h", "cache/plan/plan.h"), ("fs/x.cc", "conf/
                             f"{bad.stderr!r}")
 for f in failures:
     print("FAIL:", f)
-print(f"layers: {3 - len([f for f in failures if 'was not refused' in f])} of 3 planted "
-      f"wrong-way includes refused")
+print(f"layers: {len(PLANTED) - len([f for f in failures if 'was not refused' in f])} of "
+      f"{len(PLANTED)} planted wrong-way includes refused")
 sys.exit(1 if failures else 0)

@@ -44,7 +44,7 @@ mkdir -p "$src"
 # The working tree as it is (uncommitted changes included), without build directories (nor
 # OUT, when it lies inside the tree).
 excludes=(--exclude=./.git --exclude='./build*' --exclude='./obj-*' --exclude=./debian/clairfs
-  --exclude=__pycache__ --exclude='*.egg-info' --exclude=./tools/python/build)
+  --exclude=__pycache__ --exclude='*.egg-info' --exclude=./python/build)
 case "$out/" in "$root/"*) excludes+=("--exclude=./${out#"$root/"}") ;; esac
 tar -C "$root" "${excludes[@]}" -cf - . | tar -C "$src" -xf -
 version=$(cd "$src" && dpkg-parsechangelog -S Version)

@@ -3,9 +3,10 @@
 the project's headers only from its own unit and from the units below it.
 
 LAYERS names each unit (a folder) and the units it stands on directly; what those stand on is
-allowed too. A folder not named here (tools/, daemon/, tests/) may include anything. The build
-runs this script (meson.build, target `layers`) and fails on the first wrong-way include, with
-the file, the line and the rule it breaks.
+allowed too. The folders ABOVE (daemon/, slurm/, tools/, tests/: the programs on top of the
+layers, and the tests) may include anything, and no layer may include them. The build runs
+this script (meson.build, target `layers`) and fails on the first wrong-way include, with the
+file, the line and the rule it breaks.
 
 Usage: check_layers.py ROOT [--stamp FILE --depfile FILE]"""
 import argparse
@@ -28,6 +29,9 @@ LAYERS = {
     "cluster": ["cache/prefetch"],
     "conf": ["cache/prefetch", "fs", "cluster"],
 }
+# Above every layer: the daemon, the Slurm integration, the development tools and benchmarks,
+# and the tests.
+ABOVE = ("daemon", "slurm", "tools", "tests")
 SOURCE = (".h", ".cc")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -80,7 +84,7 @@ def check(root):
                             problems.append(f"{rel}:{n}: includes {m.group(1)}, but {unit} may "
                                             f"include only {', '.join(sorted(ok))}")
                         elif target is None and "/" in m.group(1) and \
-                                m.group(1).split("/")[0] in ("tools", "daemon", "tests"):
+                                m.group(1).split("/")[0] in ABOVE:
                             problems.append(f"{rel}:{n}: includes {m.group(1)}, above every "
                                             f"layer ({unit} may include only "
                                             f"{', '.join(sorted(ok))})")

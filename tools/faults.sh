@@ -12,8 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || meson setup build --buildtype=release >/dev/null
-ninja -C build tools/clairfs tests/faultfs >/dev/null
+ninja -C build daemon/clairfs tests/faultfs >/dev/null
 out=build/fault-matrix
 for arg in "$@"; do [ "$arg" = "--out" ] && out=""; done
-export CLAIRFS_BIN="$PWD/build/tools/clairfs" FAULTFS_BIN="$PWD/build/tests/faultfs"
+export CLAIRFS_BIN="$PWD/build/daemon/clairfs" FAULTFS_BIN="$PWD/build/tests/faultfs"
 exec /usr/bin/python3 tests/fault/fault_matrix.py ${out:+--out "$out"} "$@"

@@ -16,7 +16,7 @@ EPOCHS=${2:-8}
 FORM=${3:-text}
 case "$FORM" in text|compact|loader) ;; *) echo "FORM must be text, compact or loader" >&2; exit 2;; esac
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-CLAIRFS=${CLAIRFS:-$(cd "$(dirname "$0")/.." && pwd)/build/tools/clairfs}
+CLAIRFS=${CLAIRFS:-$(cd "$(dirname "$0")/.." && pwd)/build/daemon/clairfs}
 work=$(mktemp -d /var/tmp/clairfs-scale.XXXXXX)
 data=${CLAIRFS_SCALE_DATA:-$work/data}
 pid=""
@@ -95,7 +95,7 @@ if [ "$FORM" = loader ]; then
   bytes=0
   # The dataset object is built first (as a job has it before registering); the clock runs
   # for register_loader alone: the orders, the compact text, the write and its close().
-  start=$(PYTHONPATH="$REPO/tools/python" /usr/bin/python3 - "$work/mnt" "$FILES" "$EPOCHS" <<'PY'
+  start=$(PYTHONPATH="$REPO/python" /usr/bin/python3 - "$work/mnt" "$FILES" "$EPOCHS" <<'PY'
 import os, sys, time
 import torch, clairfs
 from torch.utils.data import DataLoader, Dataset, DistributedSampler

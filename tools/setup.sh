@@ -20,7 +20,7 @@ done
 PACKAGES=(
   meson ninja-build pkg-config g++ python3
   ccache  # meson compiles through it when installed: a second build of the same sources is fast
-  # pip-installing tools/python into a venv or another Python offline (docs/pytorch.md,
+  # pip-installing python/ into a venv or another Python offline (docs/pytorch.md,
   # "Installing"): venv and pip, and the setuptools and wheel that --no-build-isolation uses
   python3-venv python3-pip python3-setuptools python3-wheel
   libfuse3-dev fuse3 libmount-dev libyaml-cpp-dev libxxhash-dev librocksdb-dev libgtest-dev libgmock-dev
@@ -30,10 +30,10 @@ PACKAGES=(
   mergerfs bindfs  # the FUSE peers the benchmarks compare against
   python3-matplotlib  # the benchmark figures (tools/bench/plot_scenarios.py)
   util-linux-extra  # fincore: what the page cache holds of the SSD tier (tools/bench/lib.sh)
-  # clairfs-ctl serve-metrics: the Prometheus export (tools/python/clairfs/ctl/metrics.py), and
+  # clairfs-ctl serve-metrics: the Prometheus export (python/clairfs/ctl/metrics.py), and
   # the parser the metrics tests read .clairfs/metrics with
   python3-prometheus-client
-  # the Slurm SPANK plugin (tools/slurm) builds against slurm/spank.h; without it the plugin is
+  # the Slurm SPANK plugin (slurm/) builds against slurm/spank.h; without it the plugin is
   # left out and the rest builds
   libslurm-dev
 )

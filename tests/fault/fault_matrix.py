@@ -2,7 +2,7 @@
 """The clairfs fault matrix: one injected fault per row, on real mounts, under readers that
 check every byte (docs/reliability.md).
 
-Usage: CLAIRFS_BIN=build/tools/clairfs FAULTFS_BIN=build/tests/faultfs \
+Usage: CLAIRFS_BIN=build/daemon/clairfs FAULTFS_BIN=build/tests/faultfs \
            python3 tests/fault/fault_matrix.py [--quick] [--only ROW[,ROW]] [--out DIR]
 
 Each row mounts clairfs over a small generated dataset (for the backend faults, over a

@@ -10,8 +10,8 @@ import sys
 import harness
 from harness import ClairfsCase, config
 
-sys.path.insert(0, os.path.join(harness.REPO, "tools", "python"))
-import clairfs  # noqa: E402  (the package under tools/python)
+sys.path.insert(0, os.path.join(harness.REPO, "python"))
+import clairfs  # noqa: E402  (the package under python/)
 
 CHUNK = 64 << 10
 

@@ -19,7 +19,7 @@ import time
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ.get("CLAIRFS_BIN") or os.path.join(REPO, "build", "tools", "clairfs")
+BIN = os.environ.get("CLAIRFS_BIN") or os.path.join(REPO, "build", "daemon", "clairfs")
 MOUNT_TIMEOUT = 10.0     # seconds for a daemon to get its mount up
 TEST_TIMEOUT = float(os.environ.get("CLAIRFS_TEST_TIMEOUT", "150"))  # watchdog: kill daemons of a hung test
 

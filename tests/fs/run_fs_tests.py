@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """clairfs real-mount test suite.
 
-Usage: CLAIRFS_BIN=/abs/build/tools/clairfs python3 tests/fs/run_fs_tests.py [FILTER...]
+Usage: CLAIRFS_BIN=/abs/build/daemon/clairfs python3 tests/fs/run_fs_tests.py [FILTER...]
 
 FILTERs select tests like unittest's -k (substring of module.Class.method, or a glob).
 Exit status: 0 all passed, 1 a failure, 77 skipped (no usable /dev/fuse or fusermount3, or

@@ -20,7 +20,7 @@ NOBODY = 65534
 MEMBER = 64123          # played with control.group as a supplementary group
 SECRET_OWNER = 64124    # owns secretdir (0700): nobody else may search it
 
-PKG = os.path.join(harness.REPO, "tools", "python")
+PKG = os.path.join(harness.REPO, "python")
 FILES = ("stats", "plan", "errors", "metrics")
 
 # Run as another user: prints a JSON object {file: its bytes as text, or "ERRNO n"}.

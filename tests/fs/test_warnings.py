@@ -93,7 +93,7 @@ class WarningsTest(_Mounted):
         out = subprocess.run(
             [sys.executable, "-m", "clairfs", "status", self.mnt], capture_output=True,
             text=True, check=True,
-            env=dict(os.environ, PYTHONPATH=os.path.join(harness.REPO, "tools", "python"))).stdout
+            env=dict(os.environ, PYTHONPATH=os.path.join(harness.REPO, "python"))).stdout
         self.assertIn("WARNING (out_of_order): ", out)
         # And the metrics, for alerts.
         metrics = self.control_read(self.mnt, "metrics").splitlines()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """clairfs MPI test suite: several daemons under mpiexec on one machine, real mounts.
 
-Usage: CLAIRFS_BIN=/abs/build/tools/clairfs python3 tests/mpi/run_mpi_tests.py [FILTER...]
+Usage: CLAIRFS_BIN=/abs/build/daemon/clairfs python3 tests/mpi/run_mpi_tests.py [FILTER...]
 Exit status: 0 all passed, 1 a failure, 77 skipped (no /dev/fuse, or no mpiexec).
 Uses the real-mount harness of tests/fs; prints "mpi: N passed, N failed, N skipped".
 """

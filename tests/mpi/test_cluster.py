@@ -13,7 +13,7 @@ import time
 
 import harness
 
-sys.path.insert(0, os.path.join(harness.REPO, "tools", "python"))
+sys.path.insert(0, os.path.join(harness.REPO, "python"))
 import clairfs  # noqa: E402
 
 REPO = harness.REPO
@@ -249,7 +249,7 @@ class ClusterTest(harness.ClairfsCase):
         # clairfs-ctl status names it too.
         out = subprocess.run([sys.executable, "-m", "clairfs", "status", c.mounts[0]],
                              capture_output=True, text=True, check=True,
-                             env=dict(os.environ, PYTHONPATH=os.path.join(TOOLS, "python"))).stdout
+                             env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))).stdout
         self.assertIn("no plan from rank 1", out)
 
     def test_two_ranks_read_the_backing_store_once(self):
@@ -331,7 +331,7 @@ class ClusterTest(harness.ClairfsCase):
         except ImportError as e:
             self.skipTest(f"torch or numpy not importable: {e}")
         ranks, epochs = 4, 4
-        env = dict(os.environ, PYTHONPATH=os.path.join(harness.REPO, "tools", "python"))
+        env = dict(os.environ, PYTHONPATH=os.path.join(harness.REPO, "python"))
         manifests = [subprocess.run(
             [sys.executable, os.path.join(TOOLS, "make_manifest.py"), "--epochs", str(epochs),
              "--seed", "7", "--rank", str(r), "--world", str(ranks), "--sampler", "locality",

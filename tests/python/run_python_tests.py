@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Tests of the clairfs Python package (tools/python/clairfs) on real mounts.
+"""Tests of the clairfs Python package (python/clairfs) on real mounts.
 
-Usage: CLAIRFS_BIN=/abs/build/tools/clairfs /usr/bin/python3 tests/python/run_python_tests.py [FILTER...]
+Usage: CLAIRFS_BIN=/abs/build/daemon/clairfs /usr/bin/python3 tests/python/run_python_tests.py [FILTER...]
 
 Mounts, daemons and temp dirs are managed by tests/fs/harness.py, so nothing outlives the run.
 The torch tests are skipped when torch or torchvision cannot be imported, the LMDB and .npy
@@ -14,7 +14,7 @@ the test; the orders computed with tensor ops against torch's own iteration). te
 runs several processes (DistributedSampler ranks, jobs) as streams of one mount. test_resume
 (no mount) resumes jobs part-way through an epoch against the same jobs run through.
 test_imports (no mount) checks the package's modules import each other without a cycle.
-test_packaging pip-installs tools/python into fresh venvs offline (skipped without
+test_packaging pip-installs python/ into fresh venvs offline (skipped without
 python3-venv, python3-pip, python3-setuptools, python3-wheel).
 Exit status: 0 all passed, 1 a failure, 77 skipped (no usable /dev/fuse or fusermount3).
 Ends with the line "python: N passed, N failed, N skipped".
@@ -27,7 +27,7 @@ os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # in the Python processes the tests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [HERE, os.path.join(REPO, "tests", "fs"), os.path.join(REPO, "tools", "python")]
+sys.path[:0] = [HERE, os.path.join(REPO, "tests", "fs"), os.path.join(REPO, "python")]
 
 import run_fs_tests  # noqa: E402
 

@@ -16,7 +16,7 @@ import time
 import harness
 
 REPO = harness.REPO
-PKG = os.path.join(REPO, "tools", "python")
+PKG = os.path.join(REPO, "python")
 CACHE_BIN = os.path.join(os.path.dirname(harness.BIN), "clairfs-cache")
 NFILES = 40
 FILE_SIZE = 1 << 20  # 40 MiB in all: more than a RocksDB memtable, so blob files are written

@@ -10,12 +10,12 @@ import harness
 import clairfs
 
 REPO = harness.REPO
-PKG = os.path.join(REPO, "tools", "python")
+PKG = os.path.join(REPO, "python")
 
 
 def ctl(*args, stdin=None, launcher=False):
     """Runs the tool; returns (exit status, stdout, stderr)."""
-    argv = ([sys.executable, os.path.join(REPO, "tools", "clairfs-ctl")] if launcher
+    argv = ([sys.executable, os.path.join(REPO, "python", "clairfs-ctl")] if launcher
             else [sys.executable, "-m", "clairfs"])
     env = dict(os.environ, PYTHONPATH=PKG)
     r = subprocess.run(argv + list(args), input=stdin, capture_output=True, env=env,

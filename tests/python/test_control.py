@@ -92,7 +92,7 @@ class ControlTest(harness.ClairfsCase):
                 "    os.kill(os.getpid(), signal.SIGKILL)\n"
                 "    yield []\n"
                 "clairfs.write_manifest(sys.argv[1], epochs())\n")
-        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tools", "python"))
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
         r = subprocess.run([sys.executable, "-c", code, self.data], env=env, timeout=120)
         self.assertEqual(r.returncode, -signal.SIGKILL)
         deadline = time.monotonic() + 10
@@ -133,7 +133,7 @@ class ImportTest(harness.ClairfsCase):
     def test_importing_the_package_does_not_import_torch(self):
         code = ("import sys; import clairfs; clairfs.manifest_line('x'); "
                 "sys.exit('torch' in sys.modules)")
-        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tools", "python"))
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
         r = subprocess.run([sys.executable, "-c", code], env=env, timeout=60,
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, f"torch was imported, or: {r.stderr}")

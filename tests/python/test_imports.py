@@ -1,4 +1,4 @@
-"""The package's import structure, without a mount: the modules of tools/python/clairfs import
+"""The package's import structure, without a mount: the modules of python/clairfs import
 one another without a cycle, each imports alone in a fresh interpreter, and every public name
 of `clairfs` resolves.
 
@@ -14,7 +14,7 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "python", "clairfs")
+PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python", "clairfs")
 PACKAGE = "clairfs"
 
 try:

@@ -1,4 +1,4 @@
-"""tools/python as a pip-installable package, offline: installed into fresh venvs in a temp dir
+"""python/ as a pip-installable package, offline: installed into fresh venvs in a temp dir
 the ways docs/pytorch.md ("Installing") gives, then imported by the venv's own interpreter.
 
   - a venv with --system-site-packages (Debian's torch visible), installed from the source
@@ -25,7 +25,7 @@ import tempfile
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SOURCE = os.path.join(REPO, "tools", "python")
+SOURCE = os.path.join(REPO, "python")
 
 # Run by the venv's interpreter, from the temp dir: where clairfs came from and what it says.
 PROBE = r"""
@@ -187,13 +187,13 @@ class PackagingTest(unittest.TestCase):
 
 
 class InstallListTest(unittest.TestCase):
-    """tools/meson.build installs every file of the package (its modules and py.typed), each
+    """python/meson.build installs every file of the package (its modules and py.typed), each
     into the directory of the package it belongs to, and pyproject.toml names every package (a
     file missing there imports from the source tree in these tests and fails only where the
     package is installed)."""
 
     def present(self):
-        """The package's files, relative to tools/python ("clairfs/ctl/cache.py", ...)."""
+        """The package's files, relative to python/ ("clairfs/ctl/cache.py", ...)."""
         found = set()
         for d, dirs, names in os.walk(os.path.join(SOURCE, "clairfs")):
             dirs[:] = [n for n in dirs if n != "__pycache__"]
@@ -202,13 +202,13 @@ class InstallListTest(unittest.TestCase):
         return found
 
     def test_meson_installs_every_file_in_its_package(self):
-        with open(os.path.join(REPO, "tools", "meson.build")) as f:
+        with open(os.path.join(SOURCE, "meson.build")) as f:
             text = f.read()
         listed = set()
-        for files, into in re.findall(r"install_data\(((?:\s*'python/clairfs/[^']+',)+)\s*"
+        for files, into in re.findall(r"install_data\(((?:\s*'clairfs/[^']+',)+)\s*"
                                       r"install_dir : python_dir((?: / '[^']+')+)\)", text):
             into = "/".join(re.findall(r"'([^']+)'", into))
-            for path in re.findall(r"'python/([^']+)'", files):
+            for path in re.findall(r"'(clairfs/[^']+)'", files):
                 self.assertEqual(os.path.dirname(path), into, f"{path} is installed into {into}")
                 listed.add(path)
         self.assertEqual(listed, self.present())

@@ -20,7 +20,7 @@ try:
 except ImportError as e:
     TORCH_MISSING = f"torch not importable: {e}"
 
-PYTHONPATH = os.path.join(harness.REPO, "tools", "python")
+PYTHONPATH = os.path.join(harness.REPO, "python")
 FILES = 101  # not divisible by 8: DistributedSampler pads
 
 EPOCHS = 3

@@ -2,7 +2,7 @@
 registered orders against the orders DataLoaders really read in, and the cache hit rate of a
 multi-worker loader.
 
-The dataset is a few hundred small real JPEGs (tools/python/examples/make_images.py), one
+The dataset is a few hundred small real JPEGs (python/examples/make_images.py), one
 class directory named '#sharp' so its paths need the manifest's './' escape.
 """
 import os
@@ -26,7 +26,7 @@ except ImportError as e:  # Debian: apt-get install python3-torch python3-torchv
 # torch 1.13 warns when num_workers exceeds the cores (2 here); the test uses 4 on purpose.
 warnings.filterwarnings("ignore", message="This DataLoader will create")
 
-EXAMPLES = os.path.join(harness.REPO, "tools", "python", "examples")
+EXAMPLES = os.path.join(harness.REPO, "python", "examples")
 sys.path.insert(0, EXAMPLES)
 IMAGES = 320
 

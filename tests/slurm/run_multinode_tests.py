@@ -50,7 +50,7 @@ CLAIRFS = os.environ.get("CLAIRFS_BIN", "")
 HELPER = os.environ.get("CLAIRFS_SLURM_HELPER", "")
 PLUGIN = os.environ.get("CLAIRFS_SPANK_PLUGIN", "")
 VERIFY = os.path.join(HERE, "verify_dataset.py")
-PKG = os.path.realpath(os.path.join(HERE, "..", "..", "tools", "python"))  # clairfs-ctl's package
+PKG = os.path.realpath(os.path.join(HERE, "..", "..", "python"))  # clairfs-ctl's package
 
 
 def skip_reason():

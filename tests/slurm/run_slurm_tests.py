@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Slurm integration against a real Slurm on this machine (tools/slurm, docs/slurm.md).
+"""The Slurm integration against a real Slurm on this machine (slurm/, docs/slurm.md).
 
 Starts munged, slurmctld and slurmd (one node, localhost) with the clairfs SPANK plugin in
 plugstack.conf, submits real jobs with sbatch as the unprivileged user nobody, and checks:
@@ -38,7 +38,7 @@ CLAIRFS = os.environ.get("CLAIRFS_BIN", "")
 HELPER = os.environ.get("CLAIRFS_SLURM_HELPER", "")
 PLUGIN = os.environ.get("CLAIRFS_SPANK_PLUGIN", "")
 VERIFY = os.path.join(HERE, "verify_dataset.py")
-PKG = os.path.realpath(os.path.join(HERE, "..", "..", "tools", "python"))  # clairfs-ctl's package
+PKG = os.path.realpath(os.path.join(HERE, "..", "..", "python"))  # clairfs-ctl's package
 
 
 def skip_reason():
@@ -332,7 +332,7 @@ class SlurmIntegration(unittest.TestCase):
         """clairfs-slurm register names the job's stream in a text with a #begin trailer and
         in a compact manifest, keeps a stream the file names, and reports a compact
         manifest's faults at the file's own byte offsets."""
-        sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
         from clairfs import compact  # noqa: E402 (the package in this source tree)
         r = subprocess.run([HELPER, "acquire", "4343", self.dataset] + self.settings,
                            capture_output=True, text=True, timeout=90)

@@ -44,7 +44,7 @@ SETTINGS=25000000:400,200000000:4000,0:0 THREADS=1,2,4,8,16 CAPS=16,64,256 REPEA
 FILES=4000 MEAN_KB=110 WORKERS=8 MEM_MIB=1024 EPOCH_S=6 TMPBASE=/var/tmp OUT="" QUICK=0 LOGS=""
 CONFIRM=0
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
+CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/daemon/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
 PYTHON=${PYTHON:-/usr/bin/python3}
 COMMAND="tools/bench/autotune_bench.sh $*"

@@ -7,7 +7,7 @@ import os
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLAIRFS_BIN = os.path.join(REPO, "build", "tools", "clairfs")  # this checkout's build/
+CLAIRFS_BIN = os.path.join(REPO, "build", "daemon", "clairfs")  # this checkout's build/
 BENCH_BIN = os.path.join(REPO, "build", "tools", "bench", "clairfs-bench")
 
 

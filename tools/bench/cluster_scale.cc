@@ -130,7 +130,7 @@ uint64_t SplitMix64(uint64_t x) {
 // sample from r) or as clairfs.locality.LocalitySampler does (R ranks per node, b samples per
 // rank and batch: a global batch's samples go to the nodes that hold them, splitmix64(index)
 // mod N, up to R * b each, the rest to the free places in node order; the same function as
-// tools/python/clairfs/locality.py's assign), or the manifests given.
+// python/clairfs/locality.py's assign), or the manifests given.
 struct Sampler {
   Sampler(const Options& o, uint64_t files) : nodes(o.nodes), epochs(o.epochs), files(files) {
     per_rank = (files + nodes - 1) / nodes;

@@ -57,7 +57,7 @@
 #   /var/tmp. --warm waits until every node holds its share before the first epoch (otherwise
 #   the first epoch is the cold one, reading the PFS while the owners fill their tiers).
 #   --link-mbit 0: uncapped links.
-# Env: CLAIRFS_BIN, BENCH_BIN (default build/tools/clairfs, build/tools/bench/clairfs-bench),
+# Env: CLAIRFS_BIN, BENCH_BIN (default build/daemon/clairfs, build/tools/bench/clairfs-bench),
 #   PYTHON (default /usr/bin/python3), PLAN_TIMEOUT (seconds to wait for the placement, 120).
 # Report on stdout (--out FILE: also to FILE), progress on stderr. Root only. Everything set up
 # (namespaces, veths, bridge, mounts, daemons, cgroups, loop device, files) is torn down on exit,
@@ -68,7 +68,7 @@ NODES=8 FILES=2000 MEAN_KB=32 SIGMA=0.5 EPOCHS=3 LINK_MBIT=100 BPS=20000000 IOPS
 RAM="" STAGING=4 THREADS=2 PAGECACHE=32 OVERHEAD=64 WARM=0 TMPBASE=/var/tmp OUT=""
 SAMPLER=distributed BATCH=32 RANKS_PER_NODE=1
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
+CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/daemon/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PLAN_TIMEOUT=${PLAN_TIMEOUT:-120}
@@ -127,7 +127,7 @@ DATA_BYTES=$(find "$DATA" -type f -printf '%s\n' | awk '{s += $1} END {printf "%
 # Each node's manifest (all epochs), its per-epoch lists, and each list's XXH3 sum read from the
 # PFS before it is throttled (page cache warm: cheap).
 for ((r = 0; r < NODES; r++)); do
-  PYTHONPATH=$REPO/tools/python "$PYTHON" "$REPO/tools/make_manifest.py" "$DATA" \
+  PYTHONPATH=$REPO/python "$PYTHON" "$REPO/tools/make_manifest.py" "$DATA" \
     --epochs "$EPOCHS" --seed 1 --rank "$r" --world "$NODES" --sampler "$SAMPLER" \
     --batch "$BATCH" --ranks-per-node "$RANKS_PER_NODE" >"$WORK/lists/n$r.manifest"
   awk -v p="$WORK/lists/n$r.e" '/^#epoch/ {f = p (e++); printf "" > f; next} {print > f}' \

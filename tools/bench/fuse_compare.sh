@@ -5,7 +5,7 @@
 #   ceiling  build/tools/bench/clairfs-fuse-ceiling over the dataset: the smallest FUSE file
 #            system, serving the dataset from memory with clairfs's mount options and threads;
 #            the limit of a FUSE READ here, and the "ratio to ceiling" of every FUSE row
-#   clairfs  build/tools/clairfs over the dataset, RAM tier filled from a manifest of one epoch
+#   clairfs  build/daemon/clairfs over the dataset, RAM tier filled from a manifest of one epoch
 #            per pass below (warm-up, then R per thread count), each in the read order
 #            (one row group per --clairfs-bin entry and --clairfs-variants entry)
 #   mergerfs one-branch mergerfs over the dataset
@@ -29,9 +29,9 @@
 #          [--sources native,ceiling,clairfs,mergerfs,bindfs] [--clairfs-variants "default,..."]
 #          [--drop-caches 0|1|3] [--tmp DIR] [--out FILE] [--clairfs-bin PATH|LABEL=PATH,...]
 #          [--ceiling-bin PATH] [--bench-bin PATH]
-# --clairfs-bin: one binary, or several as LABEL=PATH (e.g. main=build/tools/clairfs,
-#   before=../old/build/tools/clairfs): each is measured in turn, its rows named by its label.
-# Env: CLAIRFS_BIN (default build/tools/clairfs), BENCH_BIN (default
+# --clairfs-bin: one binary, or several as LABEL=PATH (e.g. main=build/daemon/clairfs,
+#   before=../old/build/daemon/clairfs): each is measured in turn, its rows named by its label.
+# Env: CLAIRFS_BIN (default build/daemon/clairfs), BENCH_BIN (default
 #   build/tools/bench/clairfs-bench), CEILING_BIN (default build/tools/bench/clairfs-fuse-ceiling),
 #   all relative to this checkout, CEILING_ARGS (more arguments for the ceiling, e.g.
 #   "--threads 4 --no-clone-fd"; split on spaces), PYTHON (default
@@ -59,7 +59,7 @@ DROP=0
 TMPBASE=/var/tmp
 OUT=""
 REPO=$(cd "$(dirname "$0")/../.." && pwd)  # default binaries: build/ of this checkout
-CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
+CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/daemon/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
 CEILING_BIN=${CEILING_BIN:-$REPO/build/tools/bench/clairfs-fuse-ceiling}
 PYTHON=${PYTHON:-/usr/bin/python3}

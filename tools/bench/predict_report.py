@@ -29,7 +29,7 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 from clairfs.predict import Compute, Rates  # noqa: E402
 from clairfs.ctl.predict import (DEFAULT_TIER_BW, build, object_size, parse_tier_dirs,  # noqa: E402

@@ -44,7 +44,7 @@ SIZE_MB=1500 SHARDS=8 MEAN_KB=110 EPOCHS=3 WORKERS=4 PF=2 BATCH=16 COMPUTE_MS=1.
 BPS=25000000 IOPS=400 CHUNKS="4MiB 256KiB" RAM="" SSD="" STAGING=64 PAGECACHE=64 OVERHEAD=192 TIER_THREADS=2
 READER_MIB=64 TMPBASE=/var/tmp OUT="" DIRECT=1 KEEP=""
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
+CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/daemon/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
 PYTHON=${PYTHON:-/usr/bin/python3}
 REPLAY_PY=$REPO/tools/bench/records_replay.py

@@ -28,7 +28,7 @@
   report --index FILE --lb JSON --run LABEL=JSON...
       The markdown tables of records_bench.sh from the replays' outputs.
 
-Only the standard library and the clairfs package (tools/python) are needed; python3-crcmod,
+Only the standard library and the clairfs package (python/) are needed; python3-crcmod,
 when installed, makes writing the shards about 20 times faster (CRC-32C in C).
 """
 import argparse
@@ -42,7 +42,7 @@ import threading
 import time
 import zlib
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python"))
 import clairfs  # noqa: E402
 from clairfs import tfrecord  # noqa: E402

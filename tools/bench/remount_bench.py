@@ -13,7 +13,7 @@ dataset file's bytes. Everything created (mounts, daemons, the temp dir) is remo
 also on an error or Ctrl-C.
 
 Usage: tools/bench/remount_bench.py [--files 6000] [--mean-kb 110] [--ram 42MiB] [--ssd 1GiB]
-         [--staging 64MiB] [--tmp /var/tmp] [--clairfs-bin build/tools/clairfs]
+         [--staging 64MiB] [--tmp /var/tmp] [--clairfs-bin build/daemon/clairfs]
 """
 import argparse
 import json

@@ -13,7 +13,7 @@
 #   lower bound  the consumer alone (--compute-only), one epoch (all epochs have the same
 #                samples, so the same compute)
 #   direct       reading the emulated PFS itself, what the job does without clairfs
-#   clairfs      build/tools/clairfs -f over the dataset, tiers [ram, ssd] (SSD tier in a fresh
+#   clairfs      build/daemon/clairfs -f over the dataset, tiers [ram, ssd] (SSD tier in a fresh
 #                RocksDB dir under --tmp), the E-epoch manifest registered right before reading
 # Direct and clairfs runs start from a cold cache (the image is remounted); both run inside the
 # same blkio group (the PFS's bandwidth) and a memory group capped at the processes' memory
@@ -58,7 +58,7 @@ RAM=256 SSD=512 STAGING=64 PAGECACHE=64 OVERHEAD=192 MEAN_KB=110 TMPBASE=/var/tm
 OUT="" DOCS="" PLOTS="" KEEP="" S4_MIB=""
 BENCH_MIB=16  # a reader's own memory (10 MiB measured for 20k entries)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
+CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/daemon/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PLOT_FORMAT=${PLOT_FORMAT:-svg}

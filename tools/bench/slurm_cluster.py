@@ -56,14 +56,14 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--tier", choices=("ssd", "ram"), default="ssd",
                     help="the daemons' tier: on node-local disk, kept per user and dataset (cluster_ssd=), or RAM")
-    ap.add_argument("--clairfs-bin", default=os.path.join(REPO, "build", "tools", "clairfs"))
+    ap.add_argument("--clairfs-bin", default=os.path.join(REPO, "build", "daemon", "clairfs"))
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--tmp", default="/var/tmp")
     a = ap.parse_args()
     if a.nodes < 2:
         sys.exit("--nodes: at least 2")
-    helper = os.path.join(a.build, "tools", "slurm", "clairfs-slurm")
-    plugin = os.path.join(a.build, "tools", "slurm", "clairfs_spank.so")
+    helper = os.path.join(a.build, "slurm", "clairfs-slurm")
+    plugin = os.path.join(a.build, "slurm", "clairfs_spank.so")
     bench = os.path.join(a.build, "tools", "bench", "clairfs-bench")
     for path in (a.clairfs_bin, helper, plugin, bench):
         if not os.path.exists(path):
@@ -92,7 +92,7 @@ def run(a, tmp, helper, plugin, bench):
     dataset_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(data) for f in fs)
     lists = os.path.join(tmp, "lists")
     os.mkdir(lists)
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tools", "python"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     sums = {}
     for r in range(k):
         with open(os.path.join(lists, f"r{r}.manifest"), "w") as f:
@@ -169,7 +169,7 @@ def job(cluster, a, data, lists, out_dir, bench, sums, nodes, tag):
     k = len(nodes)
     script = f"""#!/bin/bash
 set -eu
-export PYTHONPATH={REPO}/tools/python
+export PYTHONPATH={REPO}/python
 t0=$EPOCHREALTIME
 srun --overlap --ntasks-per-node=1 bash -c 'cat "$0/r$SLURM_PROCID.manifest" > "$CLAIRFS_MOUNT/.clairfs/manifest" &&
   {PYTHON} -m clairfs wait "$CLAIRFS_MOUNT" --timeout 600 > /dev/null' {lists}

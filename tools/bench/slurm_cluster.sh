@@ -13,7 +13,7 @@ set -euo pipefail
 
 NODES=4 SAMPLER=distributed EPOCHS=3 FILES=2000 MEAN_KB=32 LINK_MBIT=100 BATCH=32 TIER=ssd
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CLAIRFS_BIN=$REPO/build/tools/clairfs BUILD=$REPO/build TMPBASE=/var/tmp
+CLAIRFS_BIN=$REPO/build/daemon/clairfs BUILD=$REPO/build TMPBASE=/var/tmp
 PYTHON=${PYTHON:-/usr/bin/python3}
 
 NAME=slurm_cluster

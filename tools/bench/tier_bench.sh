@@ -2,7 +2,7 @@
 # tier_bench.sh: three shuffled epochs over a dataset larger than clairfs's RAM tier but smaller
 # than RAM + SSD, read through clairfs (RAM tier, SSD tier, staging window) and natively.
 #   native   the dataset directory itself, page cache warm (read once before the measured run)
-#   clairfs  build/tools/clairfs over the dataset with tiers [ram, ssd] (SSD tier in a fresh
+#   clairfs  build/daemon/clairfs over the dataset with tiers [ram, ssd] (SSD tier in a fresh
 #            RocksDB directory under --tmp), the 3-epoch manifest registered, tiers filled
 # Both are read by one `clairfs-bench --list MANIFEST --threads T --verify --json` run, which
 # reads each '#epoch' section as one epoch; the per-epoch XXH3 sums must be equal.
@@ -18,7 +18,7 @@
 #   keep_cache false (every epoch's bytes come from clairfs's tiers, not the kernel's page
 #   cache of the mount), tmp /var/tmp. --no-warm starts reading right after the manifest is
 #   registered instead of waiting until the RAM and SSD tiers are filled.
-# Env: CLAIRFS_BIN, BENCH_BIN (default build/tools/clairfs, build/tools/bench/clairfs-bench of
+# Env: CLAIRFS_BIN, BENCH_BIN (default build/daemon/clairfs, build/tools/bench/clairfs-bench of
 #   this checkout), PYTHON (default /usr/bin/python3), WARM_TIMEOUT (seconds, default 600).
 # Report (markdown) on stdout, progress on stderr; --out FILE also writes the report to FILE.
 # Everything set up (the mount, the daemon, the temp dir) is torn down on exit, error, INT, TERM.
@@ -36,7 +36,7 @@ WARM=1
 TMPBASE=/var/tmp
 OUT=""
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/tools/clairfs}
+CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/daemon/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
 PYTHON=${PYTHON:-/usr/bin/python3}
 WARM_TIMEOUT=${WARM_TIMEOUT:-600}

@@ -14,7 +14,7 @@
 //   to the task's stderr ("clairfs: ...") and fails the task, so the job fails with exit
 //   status 1 and its output says why, and the node stays in service.
 // - a job on several nodes with the cluster cache (multinode=cluster in plugstack.conf, or
-//   --clairfs-cache=cluster) gets one cache for all its nodes instead (tools/slurm/job_cluster.h):
+//   --clairfs-cache=cluster) gets one cache for all its nodes instead (slurm/job_cluster.h):
 //   each step prepares its node (clairfs-slurm cluster-prepare, as root); the batch step, or a
 //   step on all the job's nodes when there is none, starts the daemons' step once; then each
 //   step waits, as the user, until its node's mount answers (clairfs-slurm cluster-wait).
@@ -39,7 +39,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#include "tools/slurm/spawn.h"
+#include "slurm/spawn.h"
 
 extern "C" {
 extern const char plugin_name[] = "clairfs";

@@ -22,7 +22,7 @@ struct Settings {
   std::string cgroup = "/";  // where the daemon goes, under every cgroup hierarchy; "none": stays
   std::string helper;        // clairfs-slurm (the plugin's; default: set by the build)
   std::chrono::seconds timeout{120};  // the whole acquire (lock, mount, registration)
-  // Multi-node jobs (tools/slurm/job_cluster.h). multinode= is the default a job may override
+  // Multi-node jobs (slurm/job_cluster.h). multinode= is the default a job may override
   // with --clairfs-cache; a cluster needs cluster_secret, a root-only file with the same bytes
   // on every node (each job's key is derived from it).
   MultiNode multinode = MultiNode::kNode;
@@ -30,7 +30,7 @@ struct Settings {
   std::string cluster_config;            // -c FILE for a job cluster's daemons; empty: none
   std::string srun = "/usr/bin/srun";    // starts the daemons' step
   std::vector<std::string> cluster_env;  // NAME=value for the daemons' step (cluster_env=)
-  // A node-local directory for the job clusters' disk tiers (tools/slurm/job_cluster.h), kept
+  // A node-local directory for the job clusters' disk tiers (slurm/job_cluster.h), kept
   // per user and dataset across jobs so that a requeued job finds them; empty: none. The tier
   // is cluster_config's tier number cluster_ssd_tier (a kind: ssd entry), its dir replaced.
   std::string cluster_ssd;

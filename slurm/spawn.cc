@@ -1,4 +1,4 @@
-#include "tools/slurm/spawn.h"
+#include "slurm/spawn.h"
 
 #include <fcntl.h>
 #include <grp.h>

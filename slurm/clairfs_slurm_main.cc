@@ -1,5 +1,5 @@
 // clairfs-slurm: the node-side work of the Slurm integration, run by the SPANK plugin
-// (tools/slurm/clairfs_spank.cc) with an argv, never through a shell. Also usable from
+// (slurm/clairfs_spank.cc) with an argv, never through a shell. Also usable from
 // Prolog/Epilog scripts and by hand (docs/slurm.md).
 //
 //   clairfs-slurm acquire JOB DATASET [SETTING...]   as root: mount DATASET for JOB (or join
@@ -15,14 +15,14 @@
 //       node are removed. JOB 0: only drop jobs that are gone. Exit 0, or 1 when something
 //       could not be cleaned up (said on stderr).
 //   clairfs-slurm cluster-prepare JOB USER DATASET step|launch|daemons NODES [SETTING...]
-//       as root: prepares this node for the job's cluster cache (tools/slurm/job_cluster.h);
+//       as root: prepares this node for the job's cluster cache (slurm/job_cluster.h);
 //       USER is UID:GID[:GROUP,GROUP...]. `launch` also starts the daemons' step on NODES nodes
 //       when no step of the job did on this node. Prints the mountpoint, then `new` (the job's
 //       first step here: register its manifest) or `known`.
 //   clairfs-slurm cluster-wait JOB DATASET [SETTING...]  as the job's user: waits until the
 //       job's cluster cache answers on this node. Exit 0, or 1 with the reason on stderr.
 //
-// SETTINGs are plugstack.conf's `key=value` arguments (tools/slurm/settings.h).
+// SETTINGs are plugstack.conf's `key=value` arguments (slurm/settings.h).
 #include <dirent.h>
 #include <unistd.h>
 
@@ -34,11 +34,11 @@
 #include <string>
 #include <vector>
 
-#include "tools/slurm/job_cluster.h"
-#include "tools/slurm/manifest_copy.h"
-#include "tools/slurm/mount_ops.h"
-#include "tools/slurm/node_state.h"
-#include "tools/slurm/settings.h"
+#include "slurm/job_cluster.h"
+#include "slurm/manifest_copy.h"
+#include "slurm/mount_ops.h"
+#include "slurm/node_state.h"
+#include "slurm/settings.h"
 
 namespace clairfs::slurm {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/slurm/mount_ops.h"
+#include "slurm/mount_ops.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <sstream>
 #include <thread>
 
-#include "tools/slurm/node_state.h"
-#include "tools/slurm/spawn.h"
+#include "slurm/node_state.h"
+#include "slurm/spawn.h"
 
 namespace clairfs::slurm {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/slurm/job_cluster.h"
+#include "slurm/job_cluster.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "tools/slurm/mount_ops.h"
-#include "tools/slurm/node_state.h"
+#include "slurm/mount_ops.h"
+#include "slurm/node_state.h"
 
 namespace clairfs::slurm {
 namespace {

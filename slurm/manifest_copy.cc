@@ -1,4 +1,4 @@
-#include "tools/slurm/manifest_copy.h"
+#include "slurm/manifest_copy.h"
 
 #include <fcntl.h>
 #include <unistd.h>

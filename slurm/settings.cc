@@ -1,4 +1,4 @@
-#include "tools/slurm/settings.h"
+#include "slurm/settings.h"
 
 #include <sys/stat.h>
 

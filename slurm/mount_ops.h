@@ -1,12 +1,12 @@
 // Starting and stopping one dataset's clairfs daemon on the node (as root, called with the
-// dataset's lock held: tools/slurm/node_state.h).
+// dataset's lock held: slurm/node_state.h).
 #pragma once
 
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "tools/slurm/settings.h"
+#include "slurm/settings.h"
 
 namespace clairfs::slurm {
 

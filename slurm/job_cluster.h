@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <string>
 
-#include "tools/slurm/settings.h"
-#include "tools/slurm/spawn.h"
+#include "slurm/settings.h"
+#include "slurm/spawn.h"
 
 namespace clairfs::slurm {
 

@@ -1,4 +1,4 @@
-#include "tools/slurm/node_state.h"
+#include "slurm/node_state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
