@@ -15,14 +15,14 @@ namespace clairfs {
 using nlohmann::json;
 
 Registrar::Registrar(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
-                           std::vector<std::string> root_aliases)
+                     std::vector<std::string> root_aliases)
     : backing_(backing),
       prefetcher_(prefetcher),
       stats_(stats),
       aliases_(std::move(root_aliases)) {}
 
-std::unique_ptr<Registrar::Writer> Registrar::OpenWriter(
-    bool append, bool truncate, std::shared_ptr<const Backing> view) {
+std::unique_ptr<Registrar::Writer> Registrar::OpenWriter(bool append, bool truncate,
+                                                         std::shared_ptr<const Backing> view) {
   return std::make_unique<Writer>(append, truncate, std::move(view));
 }
 

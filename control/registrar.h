@@ -65,7 +65,7 @@ class Registrar {
   };
 
   Registrar(const Backing& backing, Prefetcher& prefetcher, Stats& stats,
-               std::vector<std::string> root_aliases);
+            std::vector<std::string> root_aliases);
 
   // view: the dataset as the writer may see it (AccessPolicy::WriterView; null: this plane's
   // backing, for the daemon's own user).

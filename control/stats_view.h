@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/node_stats.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
+#include "control/node_stats.h"
 
 namespace clairfs {
 

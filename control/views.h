@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "control/node_stats.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "control/counts_view.h"
+#include "control/node_stats.h"
 #include "control/registrar.h"
 
 namespace clairfs {

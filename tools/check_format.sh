@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "check_format: clang-format is missing (tools/setup.sh --with-tests installs it)" >&2; exit 1; }
 # The project's own sources: every .h/.cc of the source folders (build trees are not inside them).
-mapfile -t files < <(find cache cluster conf daemon fs slurm tests tools -name '*.h' -o -name '*.cc' 2>/dev/null | sort)
+mapfile -t files < <(find cache cluster conf control daemon fs slurm tests tools -name '*.h' -o -name '*.cc' 2>/dev/null | sort)
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"
   echo "check_format: ${#files[@]} files formatted"
