@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cache/base/stats.h"
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/cluster_hooks.h"
 #include "cluster/peer_bytes.h"

@@ -43,6 +43,7 @@
 
 #include "cache/base/stats.h"
 #include "cache/base/string_map.h"
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cluster/coordinator_ring.h"
 #include "cluster/holders.h"

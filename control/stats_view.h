@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/base/stats.h"
-#include "cache/plan/plan.h"
+#include "cache/plan/summary.h"
 #include "cache/prefetch/prefetcher.h"
 
 namespace clairfs {

@@ -17,6 +17,7 @@
 
 #include "cache/base/stats.h"
 #include "cache/plan/plan.h"
+#include "cache/plan/summary.h"
 #include "cache/prefetch/prefetcher.h"
 #include "control/counts_view.h"
 #include "control/registrar.h"

@@ -7,6 +7,8 @@
 #include <unordered_set>
 
 #include "cache/plan/kept_copies.h"
+#include "cache/plan/merge.h"
+#include "cache/plan/place.h"
 
 namespace clairfs {
 

@@ -43,6 +43,7 @@
 #include "cache/base/log_limit.h"
 #include "cache/base/stats.h"
 #include "cache/plan/consumption.h"
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/autotune.h"
 #include "cache/prefetch/cluster_hooks.h"
@@ -52,8 +53,8 @@
 #include "cache/prefetch/prefetch_options.h"
 #include "cache/prefetch/read_watch.h"
 #include "cache/prefetch/staging_window.h"
-#include "cache/tiers/tier.h"
 #include "cache/prefetch/tier_stack.h"
+#include "cache/tiers/tier.h"
 
 namespace clairfs {
 

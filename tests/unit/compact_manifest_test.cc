@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "cache/plan/merge.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"

@@ -9,10 +9,12 @@
 #include <chrono>
 #include <thread>
 
+#include "cache/plan/place.h"
+#include "cache/plan/summary.h"
 #include "cache/prefetch/keep_writer.h"
 #include "cache/prefetch/prefetcher.h"
-#include "cache/tiers/ram_tier.h"
 #include "cache/prefetch/tier_stack.h"
+#include "cache/tiers/ram_tier.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cache/manifest/compact_manifest.h"
+#include "cache/plan/merge.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"

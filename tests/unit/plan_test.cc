@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "cache/plan/merge.h"
+#include "cache/plan/place.h"
+#include "cache/plan/resolve.h"
+#include "cache/plan/summary.h"
 #include "tests/unit/mem_backing.h"
 
 namespace clairfs {

@@ -17,6 +17,7 @@
 #include "cache/backing/resolver.h"
 #include "cache/base/object.h"
 #include "cache/manifest/manifest.h"
+#include "cache/plan/merge.h"
 #include "cache/plan/plan.h"
 
 namespace clairfs::testing {
