@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "cache/manifest/manifest.h"
+
 namespace clairfs {
 
 namespace {
@@ -271,14 +273,6 @@ std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name) {
   plan->Finalize();
   if (plan->dead_objects() > plan->objects.size() / 2) plan->DropDeadObjects();
   return plan;
-}
-
-Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base, StreamChange change, uint64_t chunk_size,
-                                        uint64_t record_chunk_size) {
-  auto resolved = ResolveManifest(m, resolver);
-  if (!resolved.ok()) return resolved.status();
-  return MergePlan(base, std::move(resolved.value()), change, chunk_size, record_chunk_size);
 }
 
 }  // namespace clairfs

@@ -10,10 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "cache/backing/resolver.h"
 #include "cache/base/status.h"
 #include "cache/manifest/key_index.h"
-#include "cache/manifest/manifest.h"
 #include "cache/plan/plan.h"
 #include "cache/plan/resolve.h"
 
@@ -52,9 +50,5 @@ Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange chan
                   uint32_t max_streams, std::span<const std::string_view> reserved = {});
 // A copy of base without the stream named name; null if base has no such stream.
 std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name);
-// ResolveManifest then MergePlan.
-Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base, StreamChange change, uint64_t chunk_size,
-                                        uint64_t record_chunk_size = 0);
 
 }  // namespace clairfs

@@ -23,6 +23,7 @@ namespace clairfs {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::BuildPlan;
 using testing::MemBacking;
 using testing::WaitFor;
 

@@ -17,10 +17,12 @@
 #include "control/registrar.h"
 #include "tests/unit/compact_encode.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
 
+using testing::BuildPlan;
 using testing::CompactManifest;
 using testing::CompactOf;
 using testing::EncodeCompact;

@@ -22,6 +22,7 @@
 #include "tests/unit/fuzz_budget.h"
 #include "tests/unit/manifest_model.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
@@ -33,6 +34,7 @@ const PositionList& Positions(const Plan& p) {
   return s < 0 ? kNone : p.streams[s].sequence;
 }
 
+using testing::BuildPlan;
 using testing::MemBacking;
 using namespace manifest_model;  // NOLINT: the model the test compares with
 

@@ -7,10 +7,12 @@
 #include "cache/plan/resolve.h"
 #include "cache/plan/summary.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
 
+using testing::BuildPlan;
 using testing::MemBacking;
 
 ParsedManifest Parse(std::string_view text) {

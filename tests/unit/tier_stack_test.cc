@@ -21,6 +21,7 @@ namespace clairfs {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::BuildPlan;
 constexpr size_t kSize = 1000;
 
 std::string Content(int i) {
