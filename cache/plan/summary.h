@@ -32,6 +32,8 @@ struct PlanSummary {
   // direct position each time it is read, nothing for objects other nodes hold.
   uint64_t predicted_backing_bytes = 0;
 };
+// The summary of plan as placed (PlaceObjects) under limits, which name the tiers and give
+// their capacities. Objects no stream reads are left out.
 PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits);
 
 }  // namespace clairfs
