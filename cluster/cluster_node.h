@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/cluster_hooks.h"
 #include "cluster/cluster_stats.h"

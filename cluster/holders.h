@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cluster/coordinator_ring.h"
 #include "cluster/plan_parts.h"

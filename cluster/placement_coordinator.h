@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "cache/base/string_map.h"
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cluster/cluster_stats.h"
 #include "cluster/coordinator_ring.h"

@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "cache/backing/resolver.h"
+#include "cache/plan/merge.h"
+#include "cache/plan/resolve.h"
 
 namespace clairfs {
 

@@ -20,7 +20,7 @@
 #include "cache/base/stats.h"
 #include "cache/manifest/compact_manifest.h"
 #include "cache/plan/path_check.h"
-#include "cache/plan/plan.h"
+#include "cache/plan/resolve.h"
 #include "cache/prefetch/prefetcher.h"
 
 namespace clairfs {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/plan/plan.h"
+#include "cache/plan/summary.h"
 #include "cache/prefetch/prefetcher.h"
 #include "control/node_stats.h"
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cache/plan/plan.h"
+#include "cache/plan/summary.h"
 #include "cache/prefetch/prefetcher.h"
 #include "control/counts_view.h"
 #include "control/node_stats.h"

@@ -11,6 +11,7 @@
 // - Staged, peer and direct objects are never kept: only what a tier held survives a restart.
 #pragma once
 
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 
 namespace clairfs {

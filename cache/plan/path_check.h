@@ -1,7 +1,7 @@
 // Checking a manifest's distinct paths against the dataset: each must name a regular file
 // inside the root (symlinks followed). The outcome is kept per path, compactly (48 bytes), so
 // that a million paths can be checked in batches, each write() of a manifest checking the
-// paths it brought (Registrar::Write), before ResolveManifest (cache/plan/plan.h) turns them
+// paths it brought (Registrar::Write), before ResolveManifest (cache/plan/resolve.h) turns them
 // into files.
 #pragma once
 

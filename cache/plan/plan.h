@@ -1,23 +1,29 @@
-// Plan: a validated manifest, its objects and where each object is placed. Immutable once
-// published to the prefetcher; a new manifest makes a new Plan.
+// Plan: the node's plan, the data every planning step shares: its objects (whole files and
+// chunks), its streams (each one's access string over those objects) and where each object is
+// placed. Immutable once published to the prefetcher; a new manifest makes a new Plan.
+//
+// A plan is made in steps, each in a file of its own:
+// - resolve.h: ResolveManifest checks a parsed manifest's paths and ranges against the dataset
+//   (the only step that does I/O: stats through a PathResolver);
+// - merge.h: MergePlan makes the plan of a base with one stream changed by a resolved manifest;
+//   StreamRoom, RemoveStream (objects, grids and positions: no I/O);
+// - place.h: PlaceObjects puts each object in a tier, the staging window or direct reads;
+//   kept_copies.h then marks the copies a persistent tier keeps;
+// - summary.h: Summarize counts a placed plan for the `plan` file.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
-#include "cache/backing/resolver.h"
 #include "cache/base/object.h"
 #include "cache/base/object_key.h"
-#include "cache/base/status.h"
 #include "cache/base/string_arena.h"
 #include "cache/manifest/key_index.h"
-#include "cache/manifest/manifest.h"
-#include "cache/plan/path_check.h"
+#include "cache/manifest/position_list.h"
 
 namespace clairfs {
 
@@ -165,115 +171,5 @@ class Plan {
   uint64_t whole_files_ = 0;
   uint64_t entries_ = 0, range_entries_ = 0, positions_ = 0, span_ = 0, dead_ = 0;
 };
-
-// A manifest whose every path was resolved against the dataset: its own distinct files (by
-// canonical path, with the version they had when resolved), what its entries read, and its
-// epochs. What a validated manifest becomes; MergePlan turns it into a plan over any base
-// without resolving again.
-struct ResolvedManifest {
-  using File = CheckedPath;  // path: canonical, in one of arenas
-  struct Target {
-    uint32_t file = 0;  // index into files
-    ByteRange range;    // inside the file (checked)
-  };
-  std::string stream;  // the stream it registers ("" for "default")
-  // Hold the files' paths: the parser's arena (a path written canonically is not copied) and
-  // one for the canonical forms of the others.
-  std::vector<std::shared_ptr<const StringArena>> arenas;
-  std::vector<File> files;
-  std::vector<Target> targets;
-  PositionList sequence;              // index into targets, one per entry
-  std::vector<uint32_t> epoch_begin;  // index into sequence
-  uint64_t lines = 0;                 // of the text, for the report of MergePlan
-  uint64_t range_entries = 0;
-  // Every path was written canonically and names a file: files[i].path is the parsed
-  // manifest's paths[i], so the parser's index of its paths indexes files (MergePlan).
-  bool files_as_written = false;
-};
-
-// Checks every path of m against the dataset, and every range against its file's size. All or
-// nothing: on any error returns kInvalidArgument whose message is the report
-// (docs/control-interface.md): the error count and the first errors as "line N: ...", every
-// byte of user input escaped (EscapeForReport).
-// checks: the outcomes of m's first paths if they were checked already (CheckPaths, by the
-// writes of the manifest).
-Result<std::shared_ptr<const ResolvedManifest>> ResolveManifest(const ParsedManifest& m,
-                                                                PathResolver& resolver,
-                                                                PathChecks checks = {});
-// How a manifest changes the stream it names.
-enum class StreamChange : uint8_t {
-  kReplace,  // the stream becomes the manifest's epochs (no entries: the stream is removed)
-  kAppend,   // the manifest's epochs are added after the stream's (created if absent)
-};
-
-// The plan of base (may be null) with m's stream changed by m; every other stream of base is
-// kept as it is (its positions, serial and object ids). Objects base has are base's (same
-// ids); a replaced stream's objects no other stream reads stay as dead objects until they
-// outnumber the live ones, then ids are renumbered. A file larger than its grid is cut into
-// chunks: the grid is record_chunk_size (0: chunk_size) for a file some range entry of m
-// names, so that a record costs a small chunk to fetch and serve, else chunk_size; a file base
-// has chunks of keeps base's grid, a file base holds whole stays whole. Fails
-// (kInvalidArgument, a report) only when the stream would have more than
-// ManifestParser::kMaxEntries positions. base is untouched. m is released before the
-// positions are written, so that when the caller held the last reference its storage is
-// reused in place. files_index (optional): an index of m's files' paths by file id (the
-// parser's, when m.files_as_written); taken as the plan's own index when the plan's objects
-// are m's files in order (no base; every target a whole file no larger than its grid), which
-// saves hashing every key again.
-Result<std::shared_ptr<Plan>> MergePlan(const Plan* base, std::shared_ptr<const ResolvedManifest> m,
-                                        StreamChange change, uint64_t chunk_size,
-                                        uint64_t record_chunk_size = 0,
-                                        KeyIndex* files_index = nullptr);
-// Whether base (may be null) has room for m's stream: kInvalidArgument (a report naming
-// cache.max_streams) when m would add a stream to a base that holds max_streams already. A
-// replacement of a stream base has, and a removal, always fit. reserved: names of streams
-// promised to manifests accepted but not installed yet (Registrar's reservations): each
-// one base lacks takes a place too, and m's own name among them fits.
-Status StreamRoom(const Plan* base, const ResolvedManifest& m, StreamChange change,
-                  uint32_t max_streams, std::span<const std::string_view> reserved = {});
-// A copy of base without the stream named name; null if base has no such stream.
-std::shared_ptr<Plan> RemoveStream(const Plan& base, std::string_view name);
-// ResolveManifest then MergePlan.
-Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
-                                        const Plan* base, StreamChange change, uint64_t chunk_size,
-                                        uint64_t record_chunk_size = 0);
-
-// Capacities the planner fills, fastest tier first.
-struct PlacementLimits {
-  std::vector<std::string> tier_names;
-  std::vector<uint64_t> tier_capacity;
-  uint64_t staging_capacity = 0;
-  // The tier that keeps copies of the faster tiers' objects across restarts (the fastest
-  // persistent tier below a volatile one: the SSD tier under the RAM tier), in the room the
-  // placement leaves it; kNotKept: none.
-  uint8_t keep_tier = kNotKept;
-};
-
-// HDMLP placement over objects: by frequency (descending, ties by first reference) each goes
-// to the fastest tier it still fits in; the rest are staged in read order, or read directly
-// when larger than the staging window. Fills plan.tier_order in first-reference order.
-void PlaceObjects(Plan& plan, const PlacementLimits& limits);
-
-struct PlanSummary {
-  struct Part {
-    std::string name;
-    uint64_t objects = 0;
-    uint64_t bytes = 0;
-    uint64_t capacity = 0;
-    // Copies of faster tiers' objects kept here as well (PlaceKeptCopies), not in objects/bytes.
-    uint64_t kept_objects = 0;
-    uint64_t kept_bytes = 0;
-  };
-  uint64_t epochs = 0;  // of the stream with the most
-  uint64_t streams = 0, entries = 0, range_entries = 0, positions = 0;
-  uint64_t files = 0, chunked_files = 0, objects = 0, chunks = 0, bytes = 0;
-  uint64_t chunk_size = 0, record_chunk_size = 0;
-  std::vector<Part> tiers;
-  Part staging{"staging"}, direct{"direct"}, peer{"peer"};  // peer: staged from other nodes
-  // Bytes the plan will read from the backing store: each tier object once, every staged or
-  // direct position each time it is read, nothing for objects other nodes hold.
-  uint64_t predicted_backing_bytes = 0;
-};
-PlanSummary Summarize(const Plan& plan, const PlacementLimits& limits);
 
 }  // namespace clairfs

@@ -8,6 +8,7 @@
 
 #include "cache/base/object.h"
 #include "cache/base/status.h"
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetch_options.h"
 
@@ -43,7 +44,7 @@ class PeerSource {
 };
 
 struct ClusterHooks {
-  // Places the plan instead of PlaceObjects (cache/plan/plan.h): sets every object's
+  // Places the plan instead of PlaceObjects (cache/plan/place.h): sets every object's
   // PlanObject::place and fills plan.tier_order, keeping plan.objects as they are. It returns false
   // while the placement is not known yet: the prefetch threads then hold until Replan(), and
   // readers are still served on demand. `replan`: called from Replan(), not for a new plan.

@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "cache/plan/kept_copies.h"
+#include "cache/plan/merge.h"
+#include "cache/plan/place.h"
 
 namespace clairfs {
 

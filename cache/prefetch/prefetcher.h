@@ -46,6 +46,7 @@
 #include "cache/base/log_limit.h"
 #include "cache/base/stats.h"
 #include "cache/plan/consumption.h"
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/autotune.h"
 #include "cache/prefetch/cluster_hooks.h"

@@ -9,7 +9,10 @@
 #include "cache/base/object_key.h"
 #include "cache/manifest/manifest.h"
 #include "cache/plan/consumption.h"
+#include "cache/plan/merge.h"
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
+#include "cache/plan/summary.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/prefetch/staging_window.h"
 #include "cache/tiers/ram_tier.h"
@@ -20,6 +23,7 @@ namespace clairfs {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::BuildPlan;
 using testing::MemBacking;
 using testing::WaitFor;
 

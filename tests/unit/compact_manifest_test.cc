@@ -10,16 +10,19 @@
 #include <optional>
 #include <random>
 
+#include "cache/plan/merge.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
 #include "control/registrar.h"
 #include "tests/unit/compact_encode.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
 
+using testing::BuildPlan;
 using testing::CompactManifest;
 using testing::CompactOf;
 using testing::EncodeCompact;

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <thread>
 
+#include "cache/plan/place.h"
+#include "cache/plan/summary.h"
 #include "cache/prefetch/keep_writer.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/prefetch/tier_stack.h"

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cache/manifest/compact_manifest.h"
+#include "cache/plan/merge.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
@@ -21,6 +22,7 @@
 #include "tests/unit/fuzz_budget.h"
 #include "tests/unit/manifest_model.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
@@ -32,6 +34,7 @@ const PositionList& Positions(const Plan& p) {
   return s < 0 ? kNone : p.streams[s].sequence;
 }
 
+using testing::BuildPlan;
 using testing::MemBacking;
 using namespace manifest_model;  // NOLINT: the model the test compares with
 

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "cache/manifest/manifest.h"
-#include "cache/plan/plan.h"
+#include "cache/plan/resolve.h"
 #include "tests/unit/mem_backing.h"
 
 namespace clairfs {

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/plan/place.h"
+#include "cache/plan/summary.h"
+
 namespace clairfs {
 namespace {
 

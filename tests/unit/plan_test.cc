@@ -2,11 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include "cache/plan/merge.h"
+#include "cache/plan/place.h"
+#include "cache/plan/resolve.h"
+#include "cache/plan/summary.h"
 #include "tests/unit/mem_backing.h"
+#include "tests/unit/test_util.h"
 
 namespace clairfs {
 namespace {
 
+using testing::BuildPlan;
 using testing::MemBacking;
 
 ParsedManifest Parse(std::string_view text) {

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/plan/merge.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
 #include "cache/tiers/ssd_tier.h"

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "cache/plan/place.h"
 #include "cache/tiers/ram_tier.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"

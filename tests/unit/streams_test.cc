@@ -6,6 +6,8 @@
 #include <set>
 
 #include "cache/plan/consumption.h"
+#include "cache/plan/merge.h"
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/prefetch/staging_window.h"

@@ -17,7 +17,9 @@
 #include "cache/backing/resolver.h"
 #include "cache/base/object.h"
 #include "cache/manifest/manifest.h"
+#include "cache/plan/merge.h"
 #include "cache/plan/plan.h"
+#include "cache/plan/resolve.h"
 
 namespace clairfs::testing {
 
@@ -39,6 +41,17 @@ inline BlobPtr MakeBlob(const std::string& data, int64_t mtime = 1) {
   std::copy(data.begin(), data.end(), b->mutable_data());
   b->Seal();
   return b;
+}
+
+// ResolveManifest then MergePlan: the plan of m over base, as the Registrar makes it (without
+// its check of the room for streams).
+inline Result<std::shared_ptr<Plan>> BuildPlan(const ParsedManifest& m, PathResolver& resolver,
+                                               const Plan* base, StreamChange change,
+                                               uint64_t chunk_size,
+                                               uint64_t record_chunk_size = 0) {
+  auto resolved = ResolveManifest(m, resolver);
+  if (!resolved.ok()) return resolved.status();
+  return MergePlan(base, std::move(resolved.value()), change, chunk_size, record_chunk_size);
 }
 
 // The plan of a manifest with an "#epoch" section per element of epochs, whose entries are

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "cache/plan/merge.h"
+#include "cache/plan/place.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
 #include "cache/tiers/ssd_tier.h"
@@ -19,6 +21,7 @@ namespace clairfs {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::BuildPlan;
 constexpr size_t kSize = 1000;
 
 std::string Content(int i) {

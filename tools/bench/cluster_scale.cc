@@ -36,6 +36,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cache/plan/place.h"
 #include "cache/plan/plan.h"
 #include "cluster/coordinator_ring.h"
 #include "cluster/holders.h"
