@@ -1,7 +1,8 @@
-// FileRead: what an open file of the mount holds, and the bytes a READ of it gets: from a whole
-// object (a cached file), from the backing descriptor, or chunk
-// by chunk through the prefetcher for a chunked file (cache/base/object_key.h). No FUSE types: the
-// adapter (fs/clairfs_fs.cc) turns a ReadReply into one fuse_reply_iov.
+// OpenContents and ReadContents: what an open file of the mount holds (as Bind bound it,
+// fs/core/dataset_core.h), and the bytes a READ of it gets: from a whole object (a cached file),
+// from the backing descriptor, or chunk by chunk through the prefetcher for a chunked file
+// (cache/base/object_key.h). No FUSE types: the adapter (fs/clairfs_fs.cc) turns a ReadReply
+// into one fuse_reply_iov.
 #pragma once
 
 #include <sys/stat.h>
