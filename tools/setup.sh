@@ -50,7 +50,8 @@ PACKAGES=(
 # which tests/package/test_deb.py builds, installs and purges.
 TEST_PACKAGES=(python3-torch python3-torchvision python3-pil python3-lmdb python3-numpy acl mypy
   clang-format iproute2 util-linux python3-h5py slurmctld slurmd slurm-client munge dpkg-dev
-  debhelper dh-python)
+  debhelper dh-python
+  strace)  # tests/python/test_loaders.py: which ioctls a Python open() makes
 if [ "$with_tests" -eq 1 ]; then
   PACKAGES+=("${TEST_PACKAGES[@]}")
 fi

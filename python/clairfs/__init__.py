@@ -26,6 +26,9 @@ With torch (imported on first use of these names):
                                                       # their node holds (clairfs.locality)
     register_loader(..., skip_batches=B)              # a plan that starts at batch B
 
+Reading files without a request to the daemon per warm file (standard library; PIL for images):
+    open_file(path), read_file(path), pil_loader(path) # as open(path, "rb"), no isatty probe
+
 docs/pytorch.md has a worked example; docs/control-interface.md the contract underneath.
 clairfs.__version__ is the package's version, the same as the daemon's (`clairfs --version`).
 The commands of clairfs-ctl (and `python3 -m clairfs`) are the subpackage clairfs.ctl.
@@ -34,6 +37,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from ._version import __version__
+from .loaders import open_file, pil_loader, read_file
 from .control import (ManifestError, check_stream_name, control_path, default_stream_name, errors,
                       manifest_line, plan, register_paths, relative_path, stats, unregister,
                       write_compact_manifest, write_manifest)
@@ -49,7 +53,8 @@ _HDF5_NAMES = ("HDF5Layout", "hdf5_layout", "hdf5_metadata_ranges", "hdf5_ranges
 
 __all__ = ["ManifestError", "check_stream_name", "control_path", "default_stream_name", "errors",
            "manifest_line", "plan", "register_paths", "relative_path", "stats", "unregister",
-           "write_compact_manifest", "write_manifest", *_RECORDS_NAMES, *_HDF5_NAMES, *_TORCH_NAMES]
+           "write_compact_manifest", "write_manifest", "open_file", "pil_loader", "read_file",
+           *_RECORDS_NAMES, *_HDF5_NAMES, *_TORCH_NAMES]
 
 if TYPE_CHECKING:  # what __getattr__ returns, for type checkers (nothing imported at run time)
     from ._record import Record
