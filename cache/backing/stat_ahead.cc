@@ -148,18 +148,36 @@ bool StatAhead::Reached(const std::string& path) {
       spares_.erase(it);
     }
   }
-  std::vector<Signpost> armed;
-  for (Signpost& p : spares) {
-    p.after = after;
-    if (hooks_.post(p.path)) armed.push_back(std::move(p));
-  }
+  for (Signpost& p : spares) p.after = after;
+  Arm(std::move(spares));
   std::unique_lock lock(mu_);
-  for (Signpost& p : armed) posts_.try_emplace(p.path, std::move(p));
-  armed_.store(posts_.size(), std::memory_order_relaxed);
-  counters_.signposts.fetch_add(armed.size(), std::memory_order_relaxed);
   done_cv_.wait_for(lock, kWaitAges * options_.max_age,
                     [&] { return stop_ || batches_done_ > after; });
   return true;
+}
+
+void StatAhead::Arm(std::vector<Signpost> posts) {
+  // In posts_ before the kernel drops anything: the drop makes a reader at the file ask at
+  // once, and Reached must find the post then, or the reader passes it with fresh attributes.
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(posts, [&](const Signpost& p) { return !posts_.try_emplace(p.path, p).second; });
+    armed_.store(posts_.size(), std::memory_order_relaxed);
+  }
+  std::vector<const Signpost*> unheld;  // the kernel holds no attributes of their files
+  for (const Signpost& p : posts) {
+    if (!hooks_.post(p.path)) unheld.push_back(&p);
+  }
+  counters_.signposts.fetch_add(posts.size() - unheld.size(), std::memory_order_relaxed);
+  if (unheld.empty()) return;
+  std::lock_guard lock(mu_);
+  for (const Signpost* p : unheld) {
+    auto it = posts_.find(p->path);  // unless reached meanwhile, or replaced by a newer one
+    if (it != posts_.end() && it->second.serial == p->serial && it->second.pos == p->pos) {
+      posts_.erase(it);
+    }
+  }
+  armed_.store(posts_.size(), std::memory_order_relaxed);
 }
 
 size_t StatAhead::size() const {
@@ -270,17 +288,11 @@ void StatAhead::Batch() {
       }
     }
   }
-  std::vector<Signpost> armed;
-  for (Signpost& p : fresh) {
-    if (hooks_.post(p.path)) armed.push_back(std::move(p));
-  }
+  Arm(std::move(fresh));
   {
     std::lock_guard lock(mu_);
     batches_done_ = number;
-    for (Signpost& p : armed) posts_.insert_or_assign(p.path, std::move(p));
-    armed_.store(posts_.size(), std::memory_order_relaxed);
   }
-  counters_.signposts.fetch_add(armed.size(), std::memory_order_relaxed);
   // Counted once all of it is done (records in, posts armed), so that whoever sees the count
   // move sees what the batch did.
   if (statted) counters_.batches.fetch_add(1, std::memory_order_relaxed);

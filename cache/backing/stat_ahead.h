@@ -41,7 +41,8 @@
 // readers passed long ago. So each batch also picks a few upcoming positions (Hooks::
 // upcoming's posts: a grid in the second half of each stream's stretch) and, once the batch's
 // stats are compared, has the kernel drop their files' cached attributes (Hooks::post; pages
-// stay). A reader that reaches such a file makes the kernel ask the daemon for its attributes
+// stay; each post is armed before its drop, so that a reader the drop sends asking at once is
+// seen). A reader that reaches such a file makes the kernel ask the daemon for its attributes
 // (the permission check of its open, or the read itself: FUSE_CAP_AUTO_INVAL_DATA), and the
 // daemon calls Reached, which moves the stream's stretch there (Hooks::sighted) and wakes a
 // batch. A reader at a post in the last quarter of the stretch that chose it waits there until
@@ -177,6 +178,10 @@ class StatAhead {
   void Loop();
   void Batch();
   void Insert(const std::string& path, const struct stat& st, Clock::time_point at, bool vouched);
+  // Arms posts whose path has none armed: each is in posts_ before Hooks::post drops its
+  // file's attributes (so the reader that drop sends finds it), and is taken back out if the
+  // kernel holds no attributes of the file. Counts the armed. Called without mu_.
+  void Arm(std::vector<Signpost> posts);
 
   const Backing& backing_;
   const Hooks hooks_;

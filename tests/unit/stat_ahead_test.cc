@@ -57,6 +57,7 @@ class StatAheadTest : public ::testing::Test {
     };
     if (signposts_) {
       h.post = [this](const std::string& path) {
+        if (post_hook_) post_hook_(path);
         std::lock_guard lock(mu_);
         ++posted_[path];
         return held_.count(path) > 0;
@@ -115,7 +116,8 @@ class StatAheadTest : public ::testing::Test {
   std::set<std::string> held_;
   std::map<std::string, int> posted_;
   std::vector<std::string> sighted_;
-  std::vector<uint32_t> asked_;  // the `ahead` of each upcoming call
+  std::function<void(const std::string&)> post_hook_;  // called as the kernel is told
+  std::vector<uint32_t> asked_;                        // the `ahead` of each upcoming call
   Stats::StatAhead counters_;
   std::unique_ptr<StatAhead> ahead_;
 };
@@ -275,6 +277,38 @@ TEST_F(StatAheadTest, SignpostsAreArmedAfterTheirBatchAndReachedOnce) {
   std::lock_guard lock(mu_);
   EXPECT_EQ(sighted_, (std::vector<std::string>{"w/a", "w/b"}));
   EXPECT_EQ(posted_["w/a"], 1);  // armed posts are not dropped again by later batches
+}
+
+// The kernel drops a post's attributes and a reader at that file asks for them at once, before
+// the batch's other posts are dropped: the post is armed already when the reader's getattr
+// arrives, so the reader is seen there (were it armed after the drop, the reader would take
+// fresh attributes and pass it unseen, as would every reader after it).
+TEST_F(StatAheadTest, APostIsArmedBeforeTheKernelIsTold) {
+  signposts_ = true;
+  posts_ = {Signpost{"w/a", 1, 5, false}, Signpost{"w/b", 1, 6, false},
+            Signpost{"w/c", 1, 7, false}};
+  held_ = {"w/a", "w/b"};  // w/c: the kernel holds no attributes of it
+  std::mutex seen_mu;
+  std::map<std::string, bool> seen;  // what a reader's getattr right after the drop found
+  // Runs on StatAhead's thread, which Reached may not wait on (these posts are not in their
+  // stretch's last quarter, so it does not).
+  post_hook_ = [&](const std::string& path) {
+    {
+      std::lock_guard lock(mu_);
+      posts_.clear();  // the batches the reaches wake pick none
+    }
+    const bool found = ahead_->Reached(path);
+    std::lock_guard lock(seen_mu);
+    seen[path] = found;
+  };
+  Start(60s, true);
+  AwaitBatch();
+  ahead_->Stop();  // no batch runs the hook after this
+  std::lock_guard lock(seen_mu);
+  EXPECT_EQ(seen, (std::map<std::string, bool>{{"w/a", true}, {"w/b", true}, {"w/c", true}}));
+  EXPECT_EQ(counters_.reached.load(), 3u);
+  EXPECT_EQ(counters_.signposts.load(), 2u);  // w/c was reached, then found unheld
+  EXPECT_FALSE(ahead_->Armed());
 }
 
 // A reader that waits at a post reads faster than stretches are statted: the batches after it
