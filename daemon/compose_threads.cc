@@ -59,8 +59,7 @@ void DaemonParts::StartFreshness() {
       ah.post = [&fs, &core](const std::string& path) {
         uint64_t id = 0;
         InodeTable::Shown shown;
-        if (!core.inodes().ByPath(path, &id) || !core.inodes().ShownOf(id, &shown) ||
-            !shown.known || shown.gone) {
+        if (!core.inodes().ShownByPath(path, &id, &shown) || !shown.known || shown.gone) {
           return false;  // the kernel holds no attributes of it: its use asks anyway
         }
         fs.NotifyInode(id, false);

@@ -10,9 +10,9 @@ int64_t Ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-std::string DirOf(const std::string& path) {
+std::string_view DirOf(std::string_view path) {
   const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
 }
 
 }  // namespace
@@ -76,7 +76,6 @@ void StatAhead::ForgetAll() {
   std::lock_guard lock(mu_);
   ++forgets_;
   records_.clear();
-  order_.clear();
 }
 
 void StatAhead::Consumed() {
@@ -217,39 +216,45 @@ void StatAhead::Batch() {
     forgets = forgets_;
     number = ++batches_begun_;
   }
-  std::vector<std::string> paths;
+  std::vector<std::string> upcoming;
   std::vector<Signpost> posts;
-  hooks_.upcoming(reach_.load(std::memory_order_relaxed), &paths, hooks_.post ? &posts : nullptr);
-  std::sort(paths.begin(), paths.end());
-  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  hooks_.upcoming(reach_.load(std::memory_order_relaxed), &upcoming,
+                  hooks_.post ? &posts : nullptr);
   // Recent answers only for paths whose directory is watched from before the stat: a change
   // made before the watch began was reported to nobody. One question per directory, before the
   // stats. Paths of directories not watched are statted only for freshness (check_all).
-  std::unordered_map<std::string, bool> watched;
-  for (const auto& p : paths) {
-    auto [it, fresh] = watched.try_emplace(DirOf(p), false);
-    if (fresh) it->second = hooks_.watched(it->first);
+  std::vector<bool> in_watched(upcoming.size());
+  {
+    std::unordered_map<std::string_view, bool> watched;  // views into upcoming, by directory
+    for (size_t i = 0; i < upcoming.size(); ++i) {
+      const std::string_view dir = DirOf(upcoming[i]);
+      auto [it, fresh] = watched.try_emplace(dir, false);
+      if (fresh) it->second = hooks_.watched(std::string(dir));
+      in_watched[i] = it->second;
+    }
   }
+  // What to stat: a path whose record is young enough is kept, unless it is not vouched for
+  // while its directory is watched now (statted again, it becomes usable). A path listed twice
+  // is statted twice.
+  std::vector<std::string> paths;
+  std::vector<bool> vouched;
   size_t covered = 0;  // upcoming paths with a usable record after this batch
+  paths.reserve(upcoming.size());
   {
     std::lock_guard lock(mu_);
-    // A record young enough is kept, unless it is not vouched for while its directory is
-    // watched now: statted again, it becomes usable.
-    std::erase_if(paths, [&](const std::string& p) {
-      auto it = records_.find(p);
-      const bool keep = it != records_.end() && begin - it->second.at < options_.max_age / 2 &&
-                        (it->second.vouched || !watched[DirOf(p)]);
-      covered += keep && it->second.vouched;
-      return keep;
-    });
+    for (size_t i = 0; i < upcoming.size(); ++i) {
+      const bool w = in_watched[i];
+      auto it = records_.find(upcoming[i]);
+      if (it != records_.end() && begin - it->second.at < options_.max_age / 2 &&
+          (it->second.vouched || !w)) {
+        covered += it->second.vouched;
+        continue;
+      }
+      if (!w && !options_.check_all) continue;
+      paths.push_back(std::move(upcoming[i]));
+      vouched.push_back(w);
+    }
   }
-  std::vector<bool> vouched;
-  std::erase_if(paths, [&](const std::string& p) {
-    const bool w = watched[DirOf(p)];
-    if (!w && !options_.check_all) return true;
-    vouched.push_back(w);
-    return false;
-  });
   const bool statted = !paths.empty();
   if (statted) {
     std::vector<struct stat> st;
@@ -308,14 +313,16 @@ void StatAhead::Batch() {
 void StatAhead::Insert(const std::string& path, const struct stat& st, Clock::time_point at,
                        bool vouched) {
   records_.insert_or_assign(path, Record{st, at, vouched});
-  order_.emplace_back(at, path);
-  // The oldest insertions go first; one replaced since (a newer time) is skipped.
-  while (records_.size() > options_.capacity || order_.size() > 2 * options_.capacity) {
-    auto& [when, p] = order_.front();
-    auto it = records_.find(p);
-    if (it != records_.end() && it->second.at == when) records_.erase(it);
-    order_.pop_front();
-  }
+  if (records_.size() <= options_.capacity) return;
+  // Over capacity: the oldest go, down to three quarters of it, so that this sort of the
+  // records' times runs once per capacity / 4 insertions.
+  std::vector<std::pair<Clock::time_point, const std::string*>> by_age;
+  by_age.reserve(records_.size());
+  for (const auto& [p, r] : records_) by_age.emplace_back(r.at, &p);
+  const size_t drop = records_.size() - options_.capacity * 3 / 4;
+  std::nth_element(by_age.begin(), by_age.begin() + drop, by_age.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < drop; ++i) records_.erase(*by_age[i].second);
 }
 
 }  // namespace clairfs

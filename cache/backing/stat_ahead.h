@@ -69,10 +69,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -208,7 +208,6 @@ class StatAhead {
   // The spares of each stream's last stretch (by serial), armed when a reader waits.
   std::unordered_map<uint64_t, std::vector<Signpost>> spares_;
   std::unordered_map<std::string, Record> records_;
-  std::deque<std::pair<Clock::time_point, std::string>> order_;  // insertions, oldest first
   std::thread thread_;
 };
 

@@ -115,6 +115,27 @@ bool InodeTable::ShownOf(uint64_t id, Shown* shown) const {
   return true;
 }
 
+bool InodeTable::ShownByPath(std::string_view path, uint64_t* id, Shown* shown) const {
+  std::lock_guard lock(mu_);
+  auto by = by_path_.find(path);
+  if (by == by_path_.end()) return false;
+  auto it = nodes_.find(by->second);
+  if (it == nodes_.end()) return false;
+  const Node& n = it->second;
+  *id = by->second;
+  shown->info.path.clear();
+  shown->info.dev = n.info.dev;
+  shown->info.ino = n.info.ino;
+  shown->info.type = n.info.type;
+  shown->seen = n.seen;
+  shown->mode = n.mode;
+  shown->uid = n.uid;
+  shown->gid = n.gid;
+  shown->known = n.known;
+  shown->gone = n.gone;
+  return true;
+}
+
 void InodeTable::HeldIds(std::vector<uint64_t>* ids) const {
   std::lock_guard lock(mu_);
   ids->reserve(ids->size() + nodes_.size());

@@ -111,6 +111,8 @@ class InodeTable {
   // kernel holds it. Thread-safe.
   bool ByPath(const std::string& path, uint64_t* id) const;
   bool ShownOf(uint64_t id, Shown* shown) const;
+  // ByPath and ShownOf under one lock, but shown->info.path is left empty: the caller has it.
+  bool ShownByPath(std::string_view path, uint64_t* id, Shown* shown) const;
   // The ids of the nodes the kernel holds now (the root included), ascending.
   void HeldIds(std::vector<uint64_t>* ids) const;
   // The kernel was told to forget node id's attributes (and pages) because the store now

@@ -97,13 +97,15 @@ void Revalidator::Apply(uint64_t id, const InodeTable::Shown& shown, Change chan
 void Revalidator::Check(const std::vector<std::string>& paths, const std::vector<struct stat>& st,
                         const std::vector<Status>& status) {
   const size_t n = std::min({paths.size(), st.size(), status.size()});
+  InodeTable::Shown shown;  // one for the batch: its strings are not allocated per path
   for (size_t i = 0; i < n; ++i) {
     uint64_t id = 0;
-    InodeTable::Shown shown;
-    if (!inodes_.ByPath(paths[i], &id) || !inodes_.ShownOf(id, &shown)) continue;
+    if (!inodes_.ShownByPath(paths[i], &id, &shown)) continue;
     counters_.checked.fetch_add(1, std::memory_order_relaxed);
     const Change c = Compare(shown, id == InodeTable::kRootId, status[i], st[i]);
     if (c != Change::kUnanswered) failing_logged_.store(false, std::memory_order_relaxed);
+    if (c == Change::kNone) continue;
+    shown.info.path = paths[i];  // what Apply names (the node's own path: ByPath found it there)
     Apply(id, shown, c, status[i], st[i]);
   }
 }
