@@ -185,7 +185,7 @@ def expand_hostlist(expr: str) -> list[str]:
 
 
 def _expand_ranges(expr: str, ranges: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for part in ranges.split(","):
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip())
         if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):

@@ -60,9 +60,9 @@ struct Options {
   uint64_t files = 1281167;
   int epochs = 90;
   std::string sampler = "distributed";
-  int ranks_per_node = 1;         // locality: ranks on each node
-  uint64_t batch = 32;            // locality: samples per rank in a global batch
-  bool print_assignment = false;  // locality: epoch 0's order and nodes as JSON, then exit
+  int ranks_per_node = 1;               // locality: ranks on each node
+  uint64_t batch = 32;                  // locality: samples per rank in a global batch
+  bool print_assignment = false;        // locality: epoch 0's order and nodes as JSON, then exit
   std::vector<std::string> node_names;  // locality: holders keyed by these (then nodes = size)
   uint64_t mean_bytes = 110 * 1024;
   std::vector<uint64_t> capacity;  // per node, per tier; none: twice the dataset over the nodes
