@@ -16,17 +16,17 @@ DistributedSampler makes it. Only which rank gets which sample of a batch change
               its name's FNV-1a key plus v * 0x9E3779B97F4A7C15; sample i is held by the
               node of the first point at or after splitmix64(i). It depends on the set of
               names, not their order, and a node joining or leaving moves only the samples of
-              its own arcs: a requeue with one node of K swapped moves about 2/K - 1/K^2 of
-              the samples (the leaving node's, and what the new one takes), where numbering
-              the nodes by their place in the job moved nearly all. A node's expected share is
-              within 1/sqrt(4096) = 1.6 % (standard deviation) of 1/K: measured for K up to
-              1,024, every node within 5 %; the count of a finite dataset adds a binomial
-              spread (2.8 % at 1,250 samples a node). Finding the holders of 1.28 M samples
-              among 1,024 nodes (a ring of 4 M points) takes about 2 s on one core, building
-              the ring 1 s, once per node set. With nodes given as a number (the form before
-              names, kept): splitmix64(i) mod nodes. Nothing is exchanged to know either; the
-              daemons' placement follows, since it gives an object to the node reading it
-              most, and that node reads it in nearly every epoch.
+              its own arcs: a requeue with one node of K swapped moves the leaving node's
+              samples and what the new one takes, 2/K - 1/K^2 or a little under (0.40 at
+              K = 4), where numbering the nodes by their place in the job moved all. A node's
+              expected share is within 1/sqrt(4096) = 1.6 % (standard deviation) of 1/K:
+              measured for K up to 1,024, every node within 5 %; the count of a finite dataset
+              adds a binomial spread (2.8 % at 1,250 samples a node). Finding the holders of
+              1.28 M samples among 1,024 nodes (a ring of 4 M points, 48 MB) takes about 0.5 s,
+              building the ring 1 to 2 s, once per node set. With nodes given as a number (the
+              form before names, kept): splitmix64(i) mod nodes. Nothing is exchanged to know
+              either; the daemons' placement follows, since it gives an object to the node
+              reading it most, and that node reads it in nearly every epoch.
   node names  nodes= (LocalitySampler), else the job's from the environment (job_nodes):
               CLAIRFS_NODES (a hostlist, for torchrun or mpiexec without Slurm; or pass
               nodes=gather_node_names(R)), else Slurm's SLURM_JOB_NODELIST expanded as
@@ -43,7 +43,8 @@ binomial count around its mean): 7 % at 32, 3.5 % at 128, 2.5 % at 256. Distribu
 reads 1 - 1/nodes of them from peers.
 
 The same function is in the cluster simulator (tools/bench/cluster_scale.cc, --sampler
-locality); tests/python/test_locality.py checks the two agree.
+locality, --node-names; the ring in tools/bench/sample_holders.h); tests/python/
+test_locality.py checks the two agree.
 
 Imports torch and numpy.
 """
@@ -327,8 +328,8 @@ class LocalitySampler(DistributedSampler):
     def __init__(self, dataset: Dataset[Any], num_replicas: int | None = None,
                  rank: int | None = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, batch_size: int, ranks_per_node: int | None = None,
-                 nodes: int | Sequence[str] | None = None, mount: StrPath | None = None, epochs: int = 1, first_epoch: int = 0,
-                 stream: str | None = None) -> None:
+                 nodes: int | Sequence[str] | None = None, mount: StrPath | None = None,
+                 epochs: int = 1, first_epoch: int = 0, stream: str | None = None) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle,
                          seed=seed, drop_last=drop_last)
         if not isinstance(batch_size, int) or batch_size < 1:
