@@ -24,6 +24,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 from unittest import mock
@@ -207,7 +208,7 @@ class NodeNamesTest(unittest.TestCase):
         patch.start()
         self.addCleanup(patch.stop)
 
-    def test_a_swapped_node_moves_what_it_held_and_what_its_successor_takes(self):
+    def test_a_swap_moves_the_leaving_nodes_and_what_the_new_one_takes(self):
         idx = np.arange(self.N)
         for k in (2, 3, 4, 8, 16, 64):
             before = [f"n{i}" for i in range(k)]
@@ -343,6 +344,17 @@ class NodeNamesTest(unittest.TestCase):
             self.assertEqual(LocalitySampler(ds, 2, 1, batch_size=4, ranks_per_node=1)
                              .node_names, ["h1", "h0"])
         self.assertIsNone(locality.job_nodes({}))
+        # Under torchrun without Slurm: the host names gathered over the process group.
+        script = ("import socket, sys, torch.distributed as dist, clairfs.locality as L\n"
+                  "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=0,"
+                  " world_size=1)\n"
+                  "assert L.gather_node_names(1) == [socket.gethostname()]\n"
+                  "dist.destroy_process_group()\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run([sys.executable, "-c", script, os.path.join(tmp, "store")],
+                               capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        self.assertEqual(r.returncode, 0, r.stderr)
         with self.assertRaisesRegex(ValueError, "twice"):
             LocalitySampler(ds, 2, 0, batch_size=4, ranks_per_node=1, nodes=["a", "a"])
         with self.assertRaisesRegex(ValueError, "3 node names"):
