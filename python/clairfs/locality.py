@@ -16,9 +16,9 @@ DistributedSampler makes it. Only which rank gets which sample of a batch change
               its name's FNV-1a key plus v * 0x9E3779B97F4A7C15; sample i is held by the
               node of the first point at or after splitmix64(i). It depends on the set of
               names, not their order, and a node joining or leaving moves only the samples of
-              its own arcs: a requeue with one node of K swapped moves the leaving node's
-              samples and what the new one takes, 2/K - 1/K^2 or a little under (0.40 at
-              K = 4), where numbering the nodes by their place in the job moved all. A node's
+              its own arcs: a requeue with one node of K swapped moves the samples whose
+              first node among the K + 1 names is the leaving or the new one, 2/(K + 1)
+              (0.40 at K = 4), where numbering the nodes by their place in the job moved all. A node's
               expected share is within 1/sqrt(4096) = 1.6 % (standard deviation) of 1/K:
               measured for K up to 1,024, every node within 5 %; the count of a finite dataset
               adds a binomial spread (2.8 % at 1,250 samples a node). Finding the holders of
