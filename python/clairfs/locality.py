@@ -139,6 +139,7 @@ class NodeRing:
 
 @functools.lru_cache(maxsize=8)
 def _ring(names: tuple[str, ...]) -> NodeRing:
+    """The NodeRing of these names, built once for the last few node lists asked for."""
     return NodeRing(names)
 
 
@@ -155,8 +156,8 @@ def expand_hostlist(expr: str) -> list[str]:
     """The names of a Slurm hostlist expression, in its order, as `scontrol show hostnames`
     gives them: comma-separated items, each a name with bracketed ranges ("n[01-03,7]" is n01,
     n02, n03, n7: a range's numbers are as wide as its first one's digits; several brackets in
-    one item give every combination, the first bracket varying slowest). ValueError on a
-    malformed expression."""
+    one item give every combination, the first bracket varying slowest; text after the last
+    bracket, which Slurm refuses, is kept as a suffix). ValueError on a malformed expression."""
     items, depth, cur = [], 0, ""
     for c in expr.strip():
         depth += (c == "[") - (c == "]")
@@ -186,6 +187,7 @@ def expand_hostlist(expr: str) -> list[str]:
 
 
 def _expand_ranges(expr: str, ranges: str) -> list[str]:
+    """The numbers of one bracket's ranges ("01-03,7"), as strings in their order."""
     out: list[str] = []
     for part in ranges.split(","):
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip())
