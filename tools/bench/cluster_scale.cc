@@ -42,6 +42,7 @@
 #include "cluster/holders.h"
 #include "cluster/plan_parts.h"
 #include "cluster/protocol.h"
+#include "sample_holders.h"
 
 namespace {
 
@@ -59,9 +60,10 @@ struct Options {
   uint64_t files = 1281167;
   int epochs = 90;
   std::string sampler = "distributed";
-  int ranks_per_node = 1;         // locality: ranks on each node
-  uint64_t batch = 32;            // locality: samples per rank in a global batch
-  bool print_assignment = false;  // locality: epoch 0's order and nodes as JSON, then exit
+  int ranks_per_node = 1;               // locality: ranks on each node
+  uint64_t batch = 32;                  // locality: samples per rank in a global batch
+  bool print_assignment = false;        // locality: epoch 0's order and nodes as JSON, then exit
+  std::vector<std::string> node_names;  // locality: holders keyed by these (then nodes = size)
   uint64_t mean_bytes = 110 * 1024;
   std::vector<uint64_t> capacity;  // per node, per tier; none: twice the dataset over the nodes
   int sample_coordinators = 16;
@@ -119,21 +121,16 @@ struct Dataset {
   uint64_t bytes = 0;
 };
 
-uint64_t SplitMix64(uint64_t x) {
-  uint64_t z = x + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Every node's order: the epochs' global shuffles, shared by every node, split as
 // DistributedSampler splits them (shuffle=True; one rank per node: rank r takes every N-th
 // sample from r) or as clairfs.locality.LocalitySampler does (R ranks per node, b samples per
-// rank and batch: a global batch's samples go to the nodes that hold them, splitmix64(index)
-// mod N, up to R * b each, the rest to the free places in node order; the same function as
-// python/clairfs/locality.py's assign), or the manifests given.
+// rank and batch: a global batch's samples go to the nodes that hold them, SampleHolders:
+// keyed by --node-names, else splitmix64(index) mod N; up to R * b each, the rest to the free
+// places in node order; the same function as python/clairfs/locality.py's assign), or the
+// manifests given.
 struct Sampler {
-  Sampler(const Options& o, uint64_t files) : nodes(o.nodes), epochs(o.epochs), files(files) {
+  Sampler(const Options& o, uint64_t files)
+      : nodes(o.nodes), epochs(o.epochs), files(files), holder(o.nodes, o.node_names) {
     per_rank = (files + nodes - 1) / nodes;
     perm.resize(static_cast<size_t>(epochs) * files);
     for (int e = 0; e < epochs; ++e) {
@@ -146,7 +143,7 @@ struct Sampler {
   }
   // orders[r][e]: rank r's dataset indices in epoch e.
   explicit Sampler(std::vector<std::vector<std::vector<uint32_t>>> orders)
-      : nodes(static_cast<int>(orders.size())), given(std::move(orders)) {
+      : nodes(static_cast<int>(orders.size())), holder(nodes, {}), given(std::move(orders)) {
     for (const auto& r : given) epochs = std::max(epochs, static_cast<int>(r.size()));
   }
   // Node r's samples in epoch e.
@@ -181,7 +178,7 @@ struct Sampler {
       std::fill(count.begin(), count.end(), 0);
       over.clear();
       for (uint64_t k = k0; k < end; ++k) {
-        const auto h = static_cast<uint32_t>(SplitMix64(order[k]) % nodes);
+        const uint32_t h = holder(order[k]);
         if (count[h] < cap) {
           node[k] = h;
           ++count[h];
@@ -220,13 +217,14 @@ struct Sampler {
       for (uint64_t k = 0; e > 0 && k < total; ++k) {
         if (node[k] != 0) continue;
         ++node0_later;
-        if (SplitMix64(order[k]) % nodes != 0) ++node0_later_away;
+        if (holder(order[k]) != 0) ++node0_later_away;
       }
     }
     assigned_total = static_cast<uint64_t>(epochs) * total;
   }
   int nodes = 0, epochs = 0;
   uint64_t files = 0, per_rank = 0;
+  bench::SampleHolders holder;
   std::vector<uint32_t> perm;
   std::vector<std::vector<std::vector<uint32_t>>> given;
   // Locality: every epoch's samples grouped by node (node_begin[e * (nodes + 1) + n] where node
@@ -559,6 +557,19 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", o.dataset, "with --manifests: the directory their paths are in");
   app.add_flag("--churn", o.churn, "also what a node leaving costs node 0 (parts re-sent)");
   app.add_option("--staging", o.staging, "the staging window: larger objects are read directly");
+  app.add_option("--node-names", o.node_names,
+                 "locality: the nodes' names (node p the p-th), holders keyed by them; sets "
+                 "--nodes")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
+  if (!o.node_names.empty()) {
+    o.nodes = static_cast<int>(o.node_names.size());
+    std::vector<std::string> sorted = o.node_names;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() || sorted[0].empty()) {
+      std::fprintf(stderr, "cluster_scale: --node-names: empty or repeated name\n");
+      return 2;
+    }
+  }
   return Run(o);
 }

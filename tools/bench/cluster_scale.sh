@@ -4,7 +4,8 @@
 # of tools/bench/cluster_scale.cc, and docs/benchmarks.md, "A thousand nodes").
 #
 # Usage: tools/bench/cluster_scale.sh --nodes N [--files F] [--epochs E]
-#          [--sampler distributed|locality [--ranks-per-node R] [--batch B]]
+#          [--sampler distributed|locality [--ranks-per-node R] [--batch B]
+#           [--node-names NAME,NAME,...]]
 #          [--capacity BYTES[,BYTES]] [--mean-bytes B] [--sample-coordinators K] [--seed S]
 #          [--churn] [--manifests M0,M1,... --dataset DIR] [--staging BYTES]
 # Defaults: 1,281,167 files (ImageNet's training set) of 110 KiB on average, 90 epochs, the
@@ -13,7 +14,8 @@
 #   files of DIR instead of the sampler's. --sampler locality: clairfs.LocalitySampler's split
 #   (docs/pytorch.md, "Locality-aware batches") of global batches of B samples per rank
 #   (default 32), R ranks per node (default 1); the JSON adds assigned_away, the share of all
-#   nodes' samples given to a node not holding them.
+#   nodes' samples given to a node not holding them. --node-names: the holders keyed by these
+#   names (the sampler's nodes=; sets --nodes), else numbered.
 # Env: CLUSTER_SCALE_BIN (default build/tools/bench/clairfs-cluster-scale of this checkout).
 # Progress on stderr; the last line on stdout is one JSON object: nodes, plan_bytes_sent,
 # plan_bytes_received, plan_memory_bytes (per node), plan_seconds, read_local, read_peer,
@@ -28,7 +30,7 @@ BIN=${CLUSTER_SCALE_BIN:-$HERE/../../build/tools/bench/clairfs-cluster-scale}
 PASS=()  # the options, checked here, handed to the binary as given
 declare -A OPTIONS=([--churn]=FLAG=1)
 for opt in --nodes --files --epochs --sampler --capacity --mean-bytes --sample-coordinators \
-  --seed --manifests --dataset --staging --ranks-per-node --batch; do
+  --seed --manifests --dataset --staging --ranks-per-node --batch --node-names; do
   OPTIONS[$opt]=VALUE
 done
 while (($# > 0)); do

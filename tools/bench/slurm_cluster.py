@@ -12,7 +12,10 @@ Each daemon has one tier of 1.25 x dataset / K (--tier): on node-local disk (the
 cluster_ssd=, kept per user and dataset across jobs) or in RAM (gone with the job).
 
 Job 1, `sbatch -N K --clairfs=DATA` on nodes n0..n{K-1}, as nobody: each rank registers its
-order of E epochs (tools/make_manifest.py --sampler distributed|locality, rank r of K), waits
+order of E epochs (tools/make_manifest.py --sampler distributed|locality, rank r of K; with
+locality each rank computes it in the job with --node-names job, LocalitySampler's default: the
+holders keyed by the job's node names from SLURM_JOB_NODELIST and SLURMD_NODENAME, checked
+against the lists computed beforehand with the names given), waits
 until its node's tiers are filled, then reads epoch by epoch (clairfs-bench --verify: the XXH3
 sum of what it read, compared with the store's), every rank's epoch started when all ended the
 last (one `srun --overlap` step per epoch: without --overlap, Slurm 22.05 may hold a step for
@@ -90,31 +93,12 @@ def run(a, tmp, helper, plugin, bench):
                     "--classes", "100", "--mean-kb", str(a.mean_kb), "--sigma", "0.5", "--seed", "1"],
                    check=True, stdout=subprocess.DEVNULL)
     dataset_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(data) for f in fs)
-    lists = os.path.join(tmp, "lists")
-    os.mkdir(lists)
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
-    sums = {}
-    for r in range(k):
-        with open(os.path.join(lists, f"r{r}.manifest"), "w") as f:
-            subprocess.run([PYTHON, os.path.join(REPO, "tools", "make_manifest.py"), data, "--epochs", str(a.epochs),
-                            "--seed", "1", "--rank", str(r), "--world", str(k), "--sampler", a.sampler,
-                            "--batch", str(a.batch)], check=True, stdout=f, env=env)
-        epochs, cur = [], None
-        with open(os.path.join(lists, f"r{r}.manifest")) as f:
-            for line in f:
-                if line.startswith("#epoch"):
-                    cur = []
-                    epochs.append(cur)
-                elif cur is not None and line.strip():
-                    cur.append(line)
-        for e, entries in enumerate(epochs):
-            path = os.path.join(lists, f"r{r}.e{e}")
-            with open(path, "w") as f:
-                f.writelines(entries)
-            out = subprocess.run([bench, "--root", data, "--list", path, "--verify", "--json", "--no-stats"],
-                                 check=True, capture_output=True, text=True).stdout
-            sums[(r, e)] = (json.loads(out)["epochs"][0]["checksum"],
-                            sum(os.path.getsize(os.path.join(data, p.strip())) for p in entries))
+    jobs = {"run": [f"n{i}" for i in range(k)], "requeue": [f"n{i}" for i in range(1, k + 1)]}
+    sums, lists = {}, {}
+    for tag, names in jobs.items():
+        lists[tag] = os.path.join(tmp, "lists", tag)
+        os.makedirs(lists[tag])
+        sums[tag] = manifests(a, data, lists[tag], bench, names)
     log(f"dataset: {a.files} files, {dataset_bytes} bytes; {k} ranks x {a.epochs} epochs ({a.sampler})")
     out_dir = os.path.join(tmp, "out")
     os.mkdir(out_dir)
@@ -145,8 +129,8 @@ def run(a, tmp, helper, plugin, bench):
     cluster.start(timeout=120)
     try:
         log(f"{k + 1} nodes up, links {a.link_mbit or 'uncapped'} Mbit/s")
-        first = job(cluster, a, data, lists, out_dir, bench, sums, [f"n{i}" for i in range(k)], "run")
-        second = job(cluster, a, data, lists, out_dir, bench, sums, [f"n{i}" for i in range(1, k + 1)], "requeue")
+        first = job(cluster, a, data, lists["run"], out_dir, bench, sums["run"], jobs["run"], "run")
+        second = job(cluster, a, data, lists["requeue"], out_dir, bench, sums["requeue"], jobs["requeue"], "requeue")
     finally:
         cluster.stop()
     result = {
@@ -163,16 +147,52 @@ def run(a, tmp, helper, plugin, bench):
     return 0 if result["wrong_bytes"] == 0 else 1
 
 
+def manifests(a, data, lists, bench, names):
+    """Writes into `lists` each rank's manifest (r{r}.manifest) and its epochs' lists (r{r}.e{e}) for
+    a job on the nodes `names` (rank r on names[r]; the locality sampler's holders keyed by them);
+    returns per (rank, epoch) the XXH3 sum of the epoch's bytes and their count."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    sums = {}
+    for r in range(len(names)):
+        with open(os.path.join(lists, f"r{r}.manifest"), "w") as f:
+            subprocess.run([PYTHON, os.path.join(REPO, "tools", "make_manifest.py"), data, "--epochs", str(a.epochs),
+                            "--seed", "1", "--rank", str(r), "--world", str(len(names)), "--sampler", a.sampler,
+                            "--batch", str(a.batch), "--node-names", ",".join(names)], check=True, stdout=f, env=env)
+        epochs, cur = [], None
+        with open(os.path.join(lists, f"r{r}.manifest")) as f:
+            for line in f:
+                if line.startswith("#epoch"):
+                    cur = []
+                    epochs.append(cur)
+                elif cur is not None and line.strip():
+                    cur.append(line)
+        for e, entries in enumerate(epochs):
+            path = os.path.join(lists, f"r{r}.e{e}")
+            with open(path, "w") as f:
+                f.writelines(entries)
+            out = subprocess.run([bench, "--root", data, "--list", path, "--verify", "--json", "--no-stats"],
+                                 check=True, capture_output=True, text=True).stdout
+            sums[(r, e)] = (json.loads(out)["epochs"][0]["checksum"],
+                            sum(os.path.getsize(os.path.join(data, p.strip())) for p in entries))
+    return sums
+
+
 def job(cluster, a, data, lists, out_dir, bench, sums, nodes, tag):
     """One job on `nodes`; returns per epoch the seconds and the cumulative backing and peer bytes
     summed over the nodes, and the bytes of epochs read wrong."""
     k = len(nodes)
+    # The locality sampler's ranks compute their order in the job, with the sampler's default node
+    # names (the job's), and find it equal to the one computed beforehand with the names given.
+    order = ("" if a.sampler != "locality" else
+             f"""{PYTHON} {REPO}/tools/make_manifest.py "$1" --epochs {a.epochs} --seed 1 --sampler locality \\
+    --batch {a.batch} --node-names job > "$2/$SLURM_JOB_ID.r$SLURM_PROCID.manifest" &&
+  cmp "$2/$SLURM_JOB_ID.r$SLURM_PROCID.manifest" "$0/r$SLURM_PROCID.manifest" && """)
     script = f"""#!/bin/bash
 set -eu
 export PYTHONPATH={REPO}/python
 t0=$EPOCHREALTIME
-srun --overlap --ntasks-per-node=1 bash -c 'cat "$0/r$SLURM_PROCID.manifest" > "$CLAIRFS_MOUNT/.clairfs/manifest" &&
-  {PYTHON} -m clairfs wait "$CLAIRFS_MOUNT" --timeout 600 > /dev/null' {lists}
+srun --overlap --ntasks-per-node=1 bash -c '{order}cat "$0/r$SLURM_PROCID.manifest" > "$CLAIRFS_MOUNT/.clairfs/manifest" &&
+  {PYTHON} -m clairfs wait "$CLAIRFS_MOUNT" --timeout 600 > /dev/null' {lists} {data} {out_dir}
 echo "filled $(awk -v a=$EPOCHREALTIME -v b=$t0 'BEGIN {{printf "%.3f", a - b}}')"
 for ((e = 0; e < {a.epochs}; e++)); do
   t=$EPOCHREALTIME
