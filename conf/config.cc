@@ -101,6 +101,21 @@ Status GetOpenMode(const YAML::Node& node, bool keep_cache, OpenMode* out) {
   return Status::Ok();
 }
 
+// cache.backing_pages: "drop" or "keep" (IoOptions::pages).
+Status GetBackingPages(const YAML::Node& node, IoOptions::Pages* out) {
+  if (!node["backing_pages"]) return Status::Ok();
+  std::string value;
+  if (Status s = Get(node, "backing_pages", "cache.backing_pages", &value); !s.ok()) return s;
+  if (value == "drop") {
+    *out = IoOptions::Pages::kDrop;
+  } else if (value == "keep") {
+    *out = IoOptions::Pages::kKeep;
+  } else {
+    return Bad("cache.backing_pages", "'" + value + "' is not one of: drop, keep");
+  }
+  return Status::Ok();
+}
+
 #define CLAIRFS_TRY(expr)    \
   do {                       \
     Status _s = (expr);      \
@@ -213,7 +228,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
         CheckKeys(k, "cache",
                   {"tiers", "staging", "demand_threads", "fetch_timeout", "chunk_size",
                    "record_chunk_size", "consumption_lag", "page_cache_lag", "backing_timeout",
-                   "max_file_size", "stream_idle", "max_streams", "keep_copies"}));
+                   "max_file_size", "stream_idle", "max_streams", "keep_copies", "backing_pages"}));
     if (k["max_file_size"]) {
       return Bad("cache.max_file_size",
                  "was removed: files of any size are now cached, in chunks of cache.chunk_size; "
@@ -264,6 +279,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(GetSeconds(k, "stream_idle", "cache.stream_idle", kStreamIdle, &p.stream_idle));
     CLAIRFS_TRY(Get(k, "max_streams", "cache.max_streams", &p.max_streams));
     CLAIRFS_TRY(Get(k, "keep_copies", "cache.keep_copies", &p.keep_copies));
+    CLAIRFS_TRY(GetBackingPages(k, &c->cache.io.pages));
   }
   if (const auto l = root["log"]) {
     CLAIRFS_TRY(CheckKeys(l, "log", {"level", "file", "max_size", "max_files"}));

@@ -132,6 +132,7 @@ PosixBacking::PosixBacking(std::shared_ptr<const RootDir> root, RootAtOpen at_op
       root_at_open_(std::move(at_open)),
       on_disconnect_(on_disconnect),
       root_(std::move(root)),
+      drop_pages_(io.pages == IoOptions::Pages::kDrop),
       io_(io, stats) {}
 
 bool StoreUnreachable(const Status& s) {
@@ -333,9 +334,10 @@ std::shared_ptr<const Backing> PosixBacking::AsCaller(AsIdentity as) const {
 }
 
 Result<BlobPtr> PosixBacking::Read(const std::string& path, ByteRange range) const {
-  return Note(
-      io_.Run<BlobPtr>(path, [root = Root(), path, range](IoProgress& progress) -> Result<BlobPtr> {
-        return ReadSettled(root->fd, path, range, progress);
+  return Note(io_.Run<BlobPtr>(
+      path,
+      [root = Root(), path, range, drop = drop_pages_](IoProgress& progress) -> Result<BlobPtr> {
+        return ReadSettled(root->fd, path, range, progress, drop);
       }));
 }
 

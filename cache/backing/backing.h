@@ -214,6 +214,7 @@ class PosixBacking final : public Backing {
   mutable int64_t last_reopen_ns_ = 0;  // steady clock; under root_mu_
   mutable bool reopen_logged_ = false;  // "still disconnected" logged in this episode
   mutable LogLimit fault_log_;          // device faults (EIO...) logged, rate-limited
+  const bool drop_pages_;               // IoOptions::pages: Read drops what it read
   mutable IoExecutor io_;
 };
 

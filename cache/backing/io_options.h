@@ -19,6 +19,14 @@ struct IoOptions {
   // caller about this much, not the full timeout. One stuck file among answering ones does
   // not make the store look stalled.
   std::chrono::milliseconds stalled_timeout{1'000};
+  // cache.backing_pages: what becomes of the page-cache pages of the store's files once a
+  // whole-object read (Backing::Read, what fills the tiers) has its bytes: kDrop has the kernel
+  // let them go (POSIX_FADV_DONTNEED on the range read), since the daemon now holds the bytes
+  // and a second copy in memory only takes room (not for a file modified within the last
+  // second: a writer may be at work); kKeep leaves them, for a node whose other
+  // processes read the same files directly.
+  enum class Pages { kDrop, kKeep };
+  Pages pages = Pages::kDrop;
 
   bool operator==(const IoOptions&) const = default;
 };

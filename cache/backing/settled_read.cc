@@ -21,6 +21,8 @@ constexpr int64_t kClockWaitNs = 60'000'000;
 // first, then copies): a file modified less than this long before a read began may be in the
 // middle of a single write, so it cannot be proven stable yet.
 constexpr int64_t kSettleNs = 10'000'000;
+// A file modified less than this long before a read began keeps its pages (drop_pages).
+constexpr int64_t kQuietNs = 1'000'000'000;
 // A stamp this far past the local clock was set by another clock (a network file system's
 // server): the local clock's granularity says nothing about it.
 constexpr int64_t kForeignClockNs = 20'000'000;
@@ -58,7 +60,7 @@ Status ClearNonblock(int fd, const std::string& path) {
 // One attempt at reading range of the file. *changed: the bytes may not all belong to one
 // version; *stamp: the latest modification stamp seen.
 Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, ByteRange range,
-                         IoProgress& progress, bool* changed, int64_t* stamp) {
+                         IoProgress& progress, bool drop_pages, bool* changed, int64_t* stamp) {
   const int64_t began = CoarseRealtimeNs();
   Fd fd(OpenBeneath(root_fd, path, O_RDONLY | O_NONBLOCK));
   if (fd.get() < 0) return Status::FromErrno(errno, path);
@@ -120,6 +122,13 @@ Result<BlobPtr> ReadOnce(int root_fd, const std::string& path, ByteRange range,
     *changed = true;
     return Changed(path);
   }
+  // Only the pages of a file left alone for a while are dropped: DONTNEED also starts the
+  // writeback of dirty pages, which stalls a writer at work mid-write, long enough for its
+  // half-written middle to pass the checks above as settled.
+  if (drop_pages && *stamp < began - kQuietNs) {
+    (void)posix_fadvise(fd.get(), static_cast<off_t>(base), static_cast<off_t>(size),
+                        POSIX_FADV_DONTNEED);
+  }
   blob->Seal();
   return BlobPtr(std::move(blob));
 }
@@ -150,11 +159,11 @@ Status ChangedSinceOpen(const std::string& path) {
 }
 
 Result<BlobPtr> ReadSettled(int root_fd, const std::string& path, ByteRange range,
-                            IoProgress& progress) {
+                            IoProgress& progress, bool drop_pages) {
   for (int attempt = 0;; ++attempt) {
     bool changed = false;
     int64_t stamp = 0;
-    auto r = ReadOnce(root_fd, path, range, progress, &changed, &stamp);
+    auto r = ReadOnce(root_fd, path, range, progress, drop_pages, &changed, &stamp);
     if (!changed || attempt == 1) return r;
     WaitForClockPast(stamp + kSettleNs);
     progress.Touch();

@@ -47,9 +47,12 @@ int OpenBeneath(int root_fd, const std::string& path, int flags);
 
 // range of the regular file at path (beneath root_fd), all of one version, or an error:
 // kIoError "changed while being read" when two attempts could not prove the bytes stable,
-// kInvalidArgument for a range outside the file or a file that is not regular.
+// kInvalidArgument for a range outside the file or a file that is not regular. drop_pages: once
+// the bytes are read whole and settled, the kernel is told it may drop the range's pages
+// (advice: its failure changes nothing), unless the file was modified within the second
+// before the read (a writer may be at work).
 Result<BlobPtr> ReadSettled(int root_fd, const std::string& path, ByteRange range,
-                            IoProgress& progress);
+                            IoProgress& progress, bool drop_pages = false);
 
 // Exactly the bytes [off, off+n) clipped to version.size, read through fd (a descriptor of the
 // file opened at `version`). changed: they may not all be of that version (the file was

@@ -218,6 +218,7 @@ TEST(Config, EmptyGivesRamAndSsdWithMachineDefaults) {
   EXPECT_EQ(c->cache.tiers[1].kind, "ssd");
   EXPECT_TRUE(c->fuse.keep_cache);
   EXPECT_TRUE(c->cache.prefetch.keep_copies);
+  EXPECT_EQ(c->cache.io.pages, IoOptions::Pages::kDrop);
   ASSERT_TRUE(ResolveForDataset(&c.value(), "/data/imagenet").ok());
   EXPECT_EQ(c->cache.tiers[0].capacity, 1ull << 30);
   EXPECT_EQ(c->cache.tiers[1].dir.rfind("/var/tmp/clairfs/imagenet-", 0), 0u)
@@ -341,6 +342,7 @@ cache:
   record_chunk_size: 1MiB
   consumption_lag: 1000
   keep_copies: false
+  backing_pages: keep
 log: {level: debug, file: /tmp/x.log}
 warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
 )");
@@ -363,6 +365,7 @@ warn: {no_plan_after: 5, check_reads: 0, order_slack: 100}
   EXPECT_EQ(c->cache.prefetch.record_chunk_size, 1u << 20);
   EXPECT_EQ(c->cache.prefetch.consumption_lag, 1000u);
   EXPECT_FALSE(c->cache.prefetch.keep_copies);
+  EXPECT_EQ(c->cache.io.pages, IoOptions::Pages::kKeep);
   EXPECT_EQ(c->log.level, "debug");
   EXPECT_EQ(c->cache.prefetch.watch.no_plan_after, std::chrono::seconds(5));
   EXPECT_EQ(c->cache.prefetch.watch.check_reads, 0u);
