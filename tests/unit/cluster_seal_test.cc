@@ -14,6 +14,7 @@
 
 #include "cluster/cluster_key.h"
 #include "cluster/loopback_transport.h"
+#include "cluster/node_report.h"
 #include "cluster/protocol.h"
 #include "cluster/sealed_transport.h"
 #include "control/node_stats.h"
@@ -236,6 +237,39 @@ TEST_F(SealTest, AnEarlierSessionsMessagesAreRefused) {
   tap_->Inject(Message{0, to2->tag, to2->bytes});
   ExpectOnlyTheHonestOneArrives();
   EXPECT_EQ(a_->refused(Refusal::kOtherSession), 2u);
+}
+
+// A node report (kReport) travels like every other message: an outsider's is unsealed,
+// changed or re-sent copies of an honest one are forged or replayed, another cluster's is
+// refused; only the honest one arrives, and decodes.
+TEST_F(SealTest, NodeReportsAreSealedLikeEveryMessage) {
+  NodeReport report;
+  report.rank = 1;
+  report.host = "n1";
+  report.backing_bytes = 4096;
+  b_->Send(0, kReport, EncodeReport(report));
+  auto first = a_->Receive(10s);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->tag, kReport);
+  auto decoded = DecodeReport(std::string_view(first->bytes.data(), first->bytes.size()));
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(*decoded, report);
+  const Message sealed = tap_->seen(0);
+  report.backing_bytes = 1ull << 40;
+  net_.at(2).Send(0, kReport, EncodeReport(report));  // unsealed: no key
+  Message changed = sealed;
+  changed.bytes[kHeaderBytes + 3] ^= 1;  // a field of the report
+  tap_->Inject(changed);
+  tap_->Inject(sealed);  // the same report again
+  auto other_key = Key('o');
+  auto other = SealedTransport::Create(*tap_, other_key, nonces_[1], Hellos(*other_key));
+  ASSERT_TRUE(other.ok());
+  other.value()->Send(0, kReport, EncodeReport(report));
+  ExpectOnlyTheHonestOneArrives();
+  EXPECT_EQ(a_->refused(Refusal::kUnsealed), 1u);
+  EXPECT_EQ(a_->refused(Refusal::kForged), 1u);
+  EXPECT_EQ(a_->refused(Refusal::kReplayed), 1u);
+  EXPECT_EQ(a_->refused(Refusal::kOtherCluster), 1u);
 }
 
 TEST_F(SealTest, CreateRefusesARankWithAnotherKeyAndSaysWhich) {
