@@ -14,6 +14,7 @@
 #include "cluster/protocol.h"
 #include "cluster/report_table.h"
 #include "control/cluster_view.h"
+#include "control/counts_view.h"
 #include "control/metrics.h"
 #include "control/node_stats.h"
 #include "tests/unit/test_util.h"
@@ -110,6 +111,9 @@ TEST(ReportTableTest, TheStatsSectionSumsEveryReport) {
             std::string::npos);
   EXPECT_NE(text.find("clairfs_cluster_reports_total{outcome=\"received\"} 4\n"),
             std::string::npos);
+  // Other users' counts view shows none of it: it names hosts and byte sizes.
+  EXPECT_FALSE(StatsCounts({{"cluster", j}}).contains("cluster"));
+  EXPECT_EQ(MetricsCounts({{"cluster", j}}).find("clairfs_cluster_node"), std::string::npos);
   EXPECT_EQ(RenderMetrics(nlohmann::json::object()).find("clairfs_cluster_node_up{"),
             std::string::npos)
       << "no sample outside a cluster";
