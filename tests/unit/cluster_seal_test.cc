@@ -272,6 +272,35 @@ TEST_F(SealTest, NodeReportsAreSealedLikeEveryMessage) {
   EXPECT_EQ(a_->refused(Refusal::kOtherCluster), 1u);
 }
 
+// What reporting costs a node: 10,000 reports encoded, sealed, received, checked and decoded
+// (one node's share of a period in a cluster of 10,001 ranks; at 1,024 ranks, 1,023 a period
+// each way). Printed for docs/architecture.md; no bound on the time (machines differ).
+TEST_F(SealTest, TheCostOfReportsSealedAndReceived) {
+  constexpr int kReports = 10000;
+  NodeReport report;
+  report.rank = 1;
+  report.host = "gpu-node-0417.example";
+  report.tiers = {{TierKind::kRam, 1ull << 35, 1ull << 36, 50000},
+                  {TierKind::kSsd, 1ull << 39, 1ull << 40, 600000}};
+  const auto start = std::chrono::steady_clock::now();
+  size_t bytes = 0;
+  for (int i = 0; i < kReports; ++i) {
+    report.sequence = i;
+    report.backing_bytes = 1000ull * i;
+    b_->Send(0, kReport, EncodeReport(report));
+    auto m = a_->Receive(10s);
+    ASSERT_TRUE(m);
+    auto back = DecodeReport(std::string_view(m->bytes.data(), m->bytes.size()));
+    ASSERT_TRUE(back);
+    ASSERT_EQ(back->sequence, static_cast<uint64_t>(i));
+    bytes += m->bytes.size() + kSealBytes;
+  }
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%d reports sealed, received and decoded: %.1f us each, %zu bytes each on the wire\n",
+              kReports, us / kReports, bytes / kReports);
+}
+
 TEST_F(SealTest, CreateRefusesARankWithAnotherKeyAndSaysWhich) {
   std::vector<std::string> hellos = hellos_;
   hellos[2] = SealedTransport::Hello(*Key('x'), nonces_[2]);
