@@ -321,37 +321,32 @@ void Warnings(Exposition& e, const json& s) {
   }
 }
 
-// The "cluster" section (control/cluster_view.h): one sample per rank, labelled rank and host
-// (empty for a rank that never reported); no sample outside a cluster.
+// The "cluster" section (control/cluster_view.h), aggregated: a count of nodes per state and
+// the cluster's totals, so that each node exports a few samples whatever the cluster's size
+// (per-node samples from every node would be N x N series); no sample outside a cluster.
 void Cluster(Exposition& e, const json& s) {
+  const bool in_cluster = s.contains("cluster") && s["cluster"].is_object();
   const json::json_pointer p("/cluster/nodes");
-  const json& nodes = s.contains(p) && s.at(p).is_array() ? s.at(p) : json::array();
-  const auto labels = [](const json& n) {
-    const json& host = n.contains("host") ? n["host"] : json();
-    return Exposition::Labels{{"rank", std::to_string(n.value("rank", 0))},
-                              {"host", host.is_string() ? host.get<std::string>() : ""}};
-  };
-  e.Family("clairfs_cluster_node_up", Type::kGauge,
-           "1 for this node and for each node of the cluster whose report is recent (alive), "
-           "else 0 (stale, silent, down, gone or refused).");
-  for (const json& n : nodes) e.Sample(labels(n), uint64_t{n.value("alive", false)});
-  e.Family("clairfs_cluster_node_report_age_seconds", Type::kGauge,
-           "Age of a node's latest report (0 for this node; NaN before its first).");
-  for (const json& n : nodes)
-    e.Sample(labels(n), n.contains("age_seconds") ? n["age_seconds"] : json());
-  e.Family("clairfs_cluster_node_backing_read_bytes_total", Type::kCounter,
-           "Bytes a node of the cluster read from the backing store, as it last reported.");
-  for (const json& n : nodes) {
-    if (n.contains("backing_bytes")) e.Sample(labels(n), n["backing_bytes"]);
+  const json& nodes = in_cluster && s.contains(p) && s.at(p).is_array() ? s.at(p) : json::array();
+  e.Family("clairfs_cluster_nodes", Type::kGauge,
+           "Nodes of the cluster by state as this node sees them: self, alive (recent report), "
+           "stale, silent (never reported), down, gone, refused.");
+  if (in_cluster) {
+    for (const char* state : {"self", "alive", "stale", "silent", "down", "gone", "refused"}) {
+      uint64_t n = 0;
+      for (const json& node : nodes) n += node.value("state", "") == state;
+      e.Sample({{"state", state}}, n);
+    }
   }
+  e.Family("clairfs_cluster_backing_read_bytes_total", Type::kCounter,
+           "Bytes the whole cluster read from the backing store, as its nodes last reported.");
+  if (in_cluster) e.Sample({}, At(s, "/cluster/totals/backing_bytes"));
   e.Family("clairfs_cluster_reports_total", Type::kCounter,
            "Node reports by outcome: sent (one per receiving node), received, refused "
            "(malformed, or naming another node than their sender).");
   for (const char* outcome : {"sent", "received", "refused"}) {
     const std::string ptr = std::string("/cluster/reports/") + outcome;
-    if (s.contains(json::json_pointer("/cluster"))) {
-      e.Sample({{"outcome", outcome}}, At(s, ptr.c_str()));
-    }
+    if (in_cluster) e.Sample({{"outcome", outcome}}, At(s, ptr.c_str()));
   }
 }
 
