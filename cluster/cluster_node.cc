@@ -1,21 +1,41 @@
 #include "cluster/cluster_node.h"
 
+#include <unistd.h>
+
+#include <climits>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "cluster/protocol.h"
 
 namespace clairfs::cluster {
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
+}  // namespace
+
 ClusterNode::ClusterNode(Transport& transport, PeerOptions options, ClusterStats* stats)
     : transport_(transport),
       options_(options),
       stats_(stats),
+      size_(transport.size()),
+      host_(HostName()),
+      started_at_(Clock::now()),
       liveness_(transport.rank(), transport.size(), options_),
       directory_(liveness_),
       damage_(stats),
       reader_(transport, directory_, liveness_, options_.peer_timeout, stats, damage_),
       server_(transport, stats, damage_),
-      coordinator_(transport, liveness_, options_, stats, [this] { Wake(); }) {
+      coordinator_(transport, liveness_, options_, stats, [this] { Wake(); }),
+      reports_(transport.rank(), transport.size()) {
   liveness_.OnChange([this] { coordinator_.Invalidate(); });
   reader_.SetHolderOf([this](const std::string& key) { return coordinator_.PeerOwner(key); });
   transport_.CountErrorsIn(&stats_->mpi_errors);
@@ -80,10 +100,53 @@ void ClusterNode::Wake() {
   wake_cv_.notify_all();
 }
 
-void ClusterNode::Broadcast(int tag, const std::vector<char>& bytes) {
+int ClusterNode::Broadcast(int tag, const std::vector<char>& bytes) {
+  int sent = 0;
   for (int r = 0; r < transport_.size(); ++r) {
-    if (liveness_.Reachable(r)) transport_.Send(r, tag, bytes);
+    if (liveness_.Reachable(r)) {
+      transport_.Send(r, tag, bytes);
+      ++sent;
+    }
   }
+  return sent;
+}
+
+NodeReport ClusterNode::OwnReport() const {
+  NodeReport n;
+  n.rank = transport_.rank();
+  n.host = host_;
+  n.sequence = reports_made_.load(std::memory_order_relaxed);
+  n.uptime_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_).count());
+  // The placement's state, this node's plan generation and the cluster's planned bytes, as the
+  // coordinator shows them in .clairfs/plan.
+  const nlohmann::json info = nlohmann::json::parse(coordinator_.InfoJson(), nullptr, false);
+  if (info.is_object()) {
+    const std::string state = info.value("state", "");
+    n.plan = state == "placed"              ? PlanState::kPlaced
+             : state == "waiting for plans" ? PlanState::kWaiting
+                                            : PlanState::kNone;
+    const auto& gens = info.value("generations", nlohmann::json::array());
+    if (gens.is_array() && n.rank < static_cast<int>(gens.size()) && gens[n.rank].is_number()) {
+      n.plan_generation = gens[n.rank].get<uint64_t>();
+    }
+    n.dataset_bytes = info.value("cluster_bytes", uint64_t{0});
+  }
+  n.peer_bytes_in = stats_->peer_bytes_in.load(std::memory_order_relaxed);
+  n.peer_bytes_out = stats_->peer_bytes_out.load(std::memory_order_relaxed);
+  if (report_source_) report_source_(&n);
+  return n;
+}
+
+std::vector<ClusterRow> ClusterNode::ClusterReports() const {
+  return reports_.Rows(OwnReport(), liveness_, Clock::now(), ReportStaleAfter(options_, size_));
+}
+
+void ClusterNode::SendReport() {
+  const NodeReport own = OwnReport();
+  const int sent = Broadcast(kReport, EncodeReport(own));
+  reports_made_.fetch_add(1, std::memory_order_relaxed);
+  stats_->reports.sent.fetch_add(sent, std::memory_order_relaxed);
 }
 
 void ClusterNode::PlanLoop() {
@@ -98,6 +161,10 @@ void ClusterNode::PlanLoop() {
     coordinator_.Coordinate();
     const bool replan = coordinator_.ReplanDue();
     if (!batch.empty()) Broadcast(kHave, EncodeHave(Have{std::move(batch)}));
+    if (const auto now = Clock::now(); now >= next_report_) {
+      SendReport();
+      next_report_ = now + report_period();
+    }
     if (replan && replan_) replan_();
   }
 }
@@ -140,6 +207,14 @@ void ClusterNode::Dispatch(Message m) {
       break;
     case kBye:
       liveness_.MarkGone(src);
+      break;
+    case kReport:
+      if (auto report = DecodeReport(bytes);
+          report && reports_.Record(src, std::move(*report), Clock::now())) {
+        stats_->reports.received.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        stats_->reports.refused.fetch_add(1, std::memory_order_relaxed);
+      }
       break;
     default:
       break;

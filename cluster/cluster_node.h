@@ -5,9 +5,11 @@
 //   PeerReader            the read path: a PeerSource the fetcher asks after the local tiers
 //   PeerServer            answers the other nodes' requests and keeps what they push
 //   PeerLiveness          which ranks are live (down, gone, refused)
+//   ReportTable           the other ranks' latest reports of themselves (node_report.h)
 // and runs two threads: a receiver that checks every message's header and hands it to its
-// class, and a planner that sends this node's announcements (batched, every announce_every)
-// and re-places the plan when the coordinator says a placement is due. A peer whose messages
+// class, and a planner that sends this node's announcements (batched, every announce_every),
+// its report to every reachable rank once a report period (ReportPeriod), and re-places the
+// plan when the coordinator says a placement is due. A peer whose messages
 // carry another protocol version (protocol.h) is refused and treated as down.
 //
 // Thread-safe. Lock order: wake_mu_ is a leaf; the parts' locks are their own (see each
@@ -15,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -27,6 +30,7 @@
 #include "cache/plan/plan.h"
 #include "cache/prefetch/cluster_hooks.h"
 #include "cluster/cluster_stats.h"
+#include "cluster/node_report.h"
 #include "cluster/peer_bytes.h"
 #include "cluster/peer_directory.h"
 #include "cluster/peer_liveness.h"
@@ -34,6 +38,7 @@
 #include "cluster/peer_reader.h"
 #include "cluster/peer_server.h"
 #include "cluster/placement_coordinator.h"
+#include "cluster/report_table.h"
 #include "cluster/transport.h"
 
 namespace clairfs::cluster {
@@ -43,6 +48,10 @@ class ClusterNode {
   using LocalLookup = PeerServer::LocalLookup;
   using Adopt = PeerServer::Adopt;
   using Fetch = PeerServer::Fetch;
+  // Fills what the cluster part does not count of this node's report: its tiers and backing
+  // store traffic (the composition root wires ControlViews::FillReport). Called from the
+  // planner thread and from ClusterReports' callers, with no lock of this class held.
+  using ReportSource = std::function<void(NodeReport*)>;
 
   // transport and stats must outlive the node; failed transport calls are counted in
   // Stats::mpi_errors.
@@ -53,6 +62,9 @@ class ClusterNode {
   // from the planner thread with no lock held. lookup, adopt and fetch: PeerServer.
   void Start(LocalLookup lookup, std::function<void()> replan, Adopt adopt = nullptr,
              Fetch fetch = nullptr);
+  // Before Start: what fills this node's reports; without one they carry no tiers and no
+  // backing counters.
+  void SetReportSource(ReportSource source) { report_source_ = std::move(source); }
   // Tells the other nodes that this one leaves and joins the threads; waiting readers return
   // kUnavailable at once. Idempotent.
   void Stop();
@@ -71,6 +83,13 @@ class ClusterNode {
   // The cluster section of .clairfs/plan, as JSON text.
   std::string InfoJson() const { return coordinator_.InfoJson(); }
 
+  // Every rank's row (ReportTable::Rows), this node's from its counters now.
+  std::vector<ClusterRow> ClusterReports() const;
+  // This node's report now (its sequence: the number of reports sent so far).
+  NodeReport OwnReport() const;
+  // How often this node sends its report, and the age past which a report is stale.
+  std::chrono::milliseconds report_period() const { return ReportPeriod(options_, size_); }
+
   // The read path (ClusterHooks::peer).
   PeerSource& source() { return reader_; }
   const PeerDirectory& directory() const { return directory_; }
@@ -80,13 +99,21 @@ class ClusterNode {
   void PlanLoop();
   void Dispatch(Message m);
   void Wake();
-  // Sends bytes to every reachable rank.
-  void Broadcast(int tag, const std::vector<char>& bytes);
+  // Sends bytes to every reachable rank; how many it sent to.
+  int Broadcast(int tag, const std::vector<char>& bytes);
+  // Sends this node's report to every reachable rank (the planner thread).
+  void SendReport();
 
   Transport& transport_;
   const PeerOptions options_;
   ClusterStats* const stats_;
   std::function<void()> replan_;
+  ReportSource report_source_;
+  const int size_;
+  const std::string host_;
+  const std::chrono::steady_clock::time_point started_at_;
+  std::atomic<uint64_t> reports_made_{0};  // reports sent so far (the next one's sequence)
+  std::chrono::steady_clock::time_point next_report_{};  // the planner thread's
 
   PeerLiveness liveness_;
   PeerDirectory directory_;
@@ -94,6 +121,7 @@ class ClusterNode {
   PeerReader reader_;
   PeerServer server_;
   PlacementCoordinator coordinator_;
+  ReportTable reports_;
 
   std::atomic<bool> stop_{false};
   std::mutex wake_mu_;  // leaf: guards woken_ and started_

@@ -17,6 +17,13 @@ struct ClusterStats {
   // version does not match the key and version asked for (PeerSource::CountMismatch).
   Counter peer_protocol_errors{0};
   Counter mpi_errors{0};  // MPI calls that returned an error (logged, rate-limited)
+  // Node reports (cluster/node_report.h): sent (one per receiving rank), received and kept,
+  // and refused unread because malformed or naming another rank than their sender.
+  struct Reports {
+    Counter sent{0};
+    Counter received{0};
+    Counter refused{0};
+  } reports;
   // Peer messages dropped unread because their seal failed (cluster/sealed_transport.h).
   struct PeerRefused {
     Counter unsealed{0};       // no seal: not sent by a daemon of a sealed cluster

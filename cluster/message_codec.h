@@ -1,5 +1,5 @@
-// Internal to the peer protocol (protocol.cc, plan_parts.cc): a message's bytes are the
-// protocol's header (protocol.h) followed by fields in the low-level encoding (wire.h). The
+// Internal to the peer protocol (protocol.cc, plan_parts.cc, node_report.cc): a message's bytes are
+// the protocol's header (protocol.h) followed by fields in the low-level encoding (wire.h). The
 // header is written and checked here, so that wire.h need not know the protocol.
 #pragma once
 

@@ -15,8 +15,10 @@
 //   kBye      the sender is leaving; stop asking it
 //   kPush     an object its owner had not announced when the sender read it from the backing
 //             store: the owner may keep it instead of reading the backing store again
-// kPart and kAssign are encoded in plan_parts.h, every other message here (kFetch as a
-// kRequest). These eight tags are the whole protocol.
+//   kReport   the sender's report of itself (node_report.h), sent to every reachable rank once
+//             a report period (ReportPeriod, peer_options.h)
+// kPart and kAssign are encoded in plan_parts.h, kReport in node_report.h, every other message
+// here (kFetch as a kRequest). These nine tags are the whole protocol.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +34,9 @@ namespace clairfs::cluster {
 inline constexpr uint32_t kMagic = 0x53464c43;  // "CLFS" in memory order
 // 1: unversioned; 2: whole files only; 3: digests list every object's key and version;
 // 4: catalogs sent once per rank; 5: partitioned plans (kPart, kAssign) instead of digests;
-// 6: a part carries the reader's budget at its receiver, not the reader's capacity
-inline constexpr uint16_t kProtocolVersion = 6;
+// 6: a part carries the reader's budget at its receiver, not the reader's capacity;
+// 7: node reports (kReport)
+inline constexpr uint16_t kProtocolVersion = 7;
 inline constexpr size_t kHeaderBytes = 8;
 
 enum class HeaderCheck { kOk, kNoMagic, kOtherVersion };
@@ -52,6 +55,7 @@ enum Tag : int {
   kPush = 6,
   kAssign = 7,
   kFetch = 8,
+  kReport = 9,
 };
 
 struct Have {

@@ -1,5 +1,5 @@
-// Internal to the peer protocol (protocol.cc, plan_parts.cc): the low-level encoding of
-// values as bytes, below the protocol: it knows no message, tag or header (those are
+// Internal to the peer protocol (protocol.cc, plan_parts.cc, node_report.cc): the low-level
+// encoding of values as bytes, below the protocol: it knows no message, tag or header (those are
 // protocol.h's; message_codec.h joins the two). Fixed-width values are little-endian in native
 // layout; varints are unsigned LEB128 (7 bits a byte, low bits first).
 #pragma once

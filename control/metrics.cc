@@ -321,6 +321,35 @@ void Warnings(Exposition& e, const json& s) {
   }
 }
 
+// The "cluster" section (control/cluster_view.h), aggregated: a count of nodes per state and
+// the cluster's totals, so that each node exports a few samples whatever the cluster's size
+// (per-node samples from every node would be N x N series); no sample outside a cluster.
+void Cluster(Exposition& e, const json& s) {
+  const bool in_cluster = s.contains("cluster") && s["cluster"].is_object();
+  const json::json_pointer p("/cluster/nodes");
+  const json& nodes = in_cluster && s.contains(p) && s.at(p).is_array() ? s.at(p) : json::array();
+  e.Family("clairfs_cluster_nodes", Type::kGauge,
+           "Nodes of the cluster by state as this node sees them: self, alive (recent report), "
+           "stale, silent (never reported), down, gone, refused.");
+  if (in_cluster) {
+    for (const char* state : {"self", "alive", "stale", "silent", "down", "gone", "refused"}) {
+      uint64_t n = 0;
+      for (const json& node : nodes) n += node.value("state", "") == state;
+      e.Sample({{"state", state}}, n);
+    }
+  }
+  e.Family("clairfs_cluster_backing_read_bytes_total", Type::kCounter,
+           "Bytes the whole cluster read from the backing store, as its nodes last reported.");
+  if (in_cluster) e.Sample({}, At(s, "/cluster/totals/backing_bytes"));
+  e.Family("clairfs_cluster_reports_total", Type::kCounter,
+           "Node reports by outcome: sent (one per receiving node), received, refused "
+           "(malformed, or naming another node than their sender).");
+  for (const char* outcome : {"sent", "received", "refused"}) {
+    const std::string ptr = std::string("/cluster/reports/") + outcome;
+    if (in_cluster) e.Sample({{"outcome", outcome}}, At(s, ptr.c_str()));
+  }
+}
+
 }  // namespace
 
 std::string RenderMetrics(const json& stats) {
@@ -333,6 +362,7 @@ std::string RenderMetrics(const json& stats) {
   Kept(e, stats);
   Watch(e, stats);
   Warnings(e, stats);
+  Cluster(e, stats);
   return e.text();
 }
 

@@ -56,7 +56,14 @@ std::shared_ptr<const json> ControlViews::PerEpoch(const std::shared_ptr<const P
 
 json ControlViews::StatsValue() const {
   const auto summary = Summary(prefetcher_.plan());
-  return StatsObject(stats_, prefetcher_, summary.get());
+  json j = StatsObject(stats_, prefetcher_, summary.get());
+  if (cluster_rows_) j["cluster"] = ClusterObject(cluster_rows_(), stats_.cluster, report_timing_);
+  return j;
+}
+
+void ControlViews::FillReport(cluster::NodeReport* report) const {
+  const auto summary = Summary(prefetcher_.plan());
+  FillNodeReport(stats_, prefetcher_, summary.get(), report);
 }
 
 std::string ControlViews::StatsJson() const { return StatsValue().dump(2) + "\n"; }

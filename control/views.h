@@ -18,6 +18,8 @@
 #include "cache/plan/plan.h"
 #include "cache/plan/summary.h"
 #include "cache/prefetch/prefetcher.h"
+#include "cluster/node_report.h"
+#include "control/cluster_view.h"
 #include "control/counts_view.h"
 #include "control/node_stats.h"
 #include "control/registrar.h"
@@ -31,6 +33,18 @@ class ControlViews {
 
   // A JSON object text shown as "cluster" in the plan (cluster/ provides it). Before serving.
   void SetClusterInfo(std::function<std::string()> info) { cluster_info_ = std::move(info); }
+
+  // In a cluster, before serving: every rank's row (cluster::ClusterNode::ClusterReports),
+  // shown as stats' "cluster" section (control/cluster_view.h) with the report timing. Without
+  // it (a daemon outside a cluster) stats has no "cluster" key.
+  void SetClusterReports(std::function<std::vector<cluster::ClusterRow>()> rows,
+                         ReportTiming timing) {
+    cluster_rows_ = std::move(rows);
+    report_timing_ = timing;
+  }
+  // What the cache counts of this node's report (FillNodeReport under the active plan's
+  // summary): the source of cluster::ClusterNode's reports.
+  void FillReport(cluster::NodeReport* report) const;
 
   // The generated files in full, as the mount's owner sees them.
   std::string StatsJson() const;
@@ -56,6 +70,8 @@ class ControlViews {
   Prefetcher& prefetcher_;
   const NodeStats& stats_;
   std::function<std::string()> cluster_info_;
+  std::function<std::vector<cluster::ClusterRow>()> cluster_rows_;
+  ReportTiming report_timing_;
   mutable std::mutex summary_mu_;  // leaf
   mutable std::weak_ptr<const Plan> summary_plan_;
   mutable std::shared_ptr<const PlanSummary> summary_;

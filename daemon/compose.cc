@@ -103,6 +103,13 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
                                                       &p->stats_.cluster);
     p->prefetcher_->SetCluster(p->peer_->Hooks(config.cluster.backing_advantage));
     p->views_->SetClusterInfo([p] { return p->peer_->InfoJson(); });
+    // Every node's report in stats (control/cluster_view.h); this node's is filled from the
+    // views' counters, for the others and for its own row alike.
+    p->peer_->SetReportSource([p](cluster::NodeReport* r) { p->views_->FillReport(r); });
+    p->views_->SetClusterReports(
+        [p] { return p->peer_->ClusterReports(); },
+        {p->peer_->report_period(),
+         cluster::ReportStaleAfter(config.cluster.peer, transport->size())});
     spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
   }
   return d;

@@ -361,6 +361,59 @@ class ClusterTest(harness.ClairfsCase):
     def test_four_ranks_read_the_backing_store_once(self):
         self.run_epochs(4)
 
+    def test_stats_on_one_node_list_every_node_of_the_cluster(self):
+        """Three ranks read their epochs; then `.clairfs/stats` on rank 0 (and on rank 2) has a
+        `cluster` section listing the 3 nodes alive, each with the backing bytes that node's own
+        stats report (the reports trail by at most a period), summing to the totals; and
+        `clairfs-ctl status` shows the same, as JSON and as the Cluster table."""
+        ranks = 3
+        c = self.cluster(ranks)
+        manifests = self.manifests(ranks, epochs=2)
+        self.register(c, manifests)
+        c.wait_filled()
+        self.assertEqual(self.read_everywhere(c, manifests), [])
+
+        def agrees(at):
+            own = [self.stats(m)["backing_bytes"] for m in c.mounts]
+            cluster = self.stats(c.mounts[at]).get("cluster", {})
+            nodes = cluster.get("nodes", [])
+            return (len(nodes) == ranks and all(n["alive"] for n in nodes)
+                    and [n.get("backing_bytes") for n in nodes] == own
+                    and cluster["totals"]["backing_bytes"] == sum(own)), own, cluster
+        for at in (0, 2):
+            try:
+                harness.wait_for(lambda: agrees(at)[0], 30, f"rank {at}'s stats to list every node")
+            except AssertionError as e:
+                self.fail(f"{e}: own backing bytes and rank {at}'s cluster: {agrees(at)[1:]}")
+        _, own, cluster = agrees(0)
+        print(f"\n    backing bytes per node {own}, cluster total "
+              f"{cluster['totals']['backing_bytes']}, report period "
+              f"{cluster['report_period_seconds']} s, reports {cluster['reports']}",
+              end="", file=sys.stderr)
+        nodes = cluster["nodes"]
+        self.assertEqual([n["rank"] for n in nodes], [0, 1, 2])
+        self.assertEqual([n["state"] for n in nodes], ["self", "alive", "alive"])
+        self.assertGreater(sum(own), 0)
+        self.assertLessEqual(sum(own), 1.05 * self.bytes)
+        for n in nodes:
+            self.assertTrue(n["host"])
+            self.assertEqual(n["plan"], "placed")
+            self.assertGreater(n["plan_generation"], 0)
+            self.assertGreater(n["ram_capacity"], 0)
+            self.assertGreater(n["ssd_capacity"], 0)
+        self.assertEqual(cluster["totals"]["dataset_bytes"], self.bytes)
+        self.assertEqual(cluster["reports"]["refused"], 0)
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+        view = json.loads(subprocess.run(
+            [sys.executable, "-m", "clairfs", "status", "--json", c.mounts[1]],
+            capture_output=True, text=True, check=True, env=env).stdout)
+        self.assertEqual([n["rank"] for n in view["cluster"]["nodes"]], [0, 1, 2])
+        self.assertEqual(view["cluster"]["nodes"][1]["state"], "self")
+        text = subprocess.run([sys.executable, "-m", "clairfs", "status", c.mounts[1]],
+                              capture_output=True, text=True, check=True, env=env).stdout
+        self.assertIn("Cluster: 3 nodes, 3 alive", text)
+        self.assertIn("RAM used/cap", text)
+
     def test_a_rank_killed_mid_epoch_leaves_the_others_serving(self):
         ranks = 4
         c = self.cluster(ranks)

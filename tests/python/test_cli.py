@@ -91,6 +91,7 @@ class CtlTest(harness.ClairfsCase):
         rc, out, _ = ctl("status", self.mnt, "--json")
         view = json.loads(out)
         self.assertEqual(set(view), {"readiness", "hit_rates"})
+        self.assertNotIn("cluster", clairfs.stats(self.mnt))  # a single daemon: no section
         self.assertAlmostEqual(sum(view["hit_rates"].values()), 1.0, places=6)
         # The view shows the daemon's own hit rates and readiness (stats keys), per tier too.
         # Once the tiers are full and nothing reads, they hold still between the two reads.
@@ -176,3 +177,39 @@ class RenderCountsViewTest(harness.ClairfsCase):
         # Nothing at all (an empty object each) renders too.
         self.assertIn("plan: none registered", status.render_status("/mnt", {}, {}))
         self.assertNotIn(status.HIDDEN_NOTE, status.render_status("/mnt", {}, {}))
+
+
+class RenderClusterTest(harness.ClairfsCase):
+    """The Cluster table under a node's own view (stats key `cluster`): a row per node, this one
+    marked, a dead or silent node shown as such, the totals; none outside a cluster. (On real
+    daemons: tests/mpi/test_cluster.py, tests/slurm/run_multinode_tests.py.)"""
+
+    def test_cluster_table(self):
+        from clairfs.ctl import status
+        mib = 1 << 20
+        node = {"alive": True, "ram_bytes": mib, "ram_capacity": 4 * mib, "ssd_bytes": 0,
+                "ssd_capacity": 0, "backing_bytes": 3 * mib, "peer_bytes_in": mib,
+                "peer_bytes_out": 2 * mib}
+        cluster = {"nodes": [dict(node, rank=0, state="self", host="n0", age_seconds=0),
+                             dict(node, rank=1, state="stale", alive=False, host="n1",
+                                  age_seconds=31.25),
+                             {"rank": 2, "state": "silent", "alive": False, "host": None,
+                              "age_seconds": None}],
+                   "totals": {"nodes": 3, "alive": 1, "backing_bytes": 6 * mib,
+                              "ram_bytes": 2 * mib, "ram_capacity": 8 * mib,
+                              "dataset_bytes": 10 * mib, "peer_bytes_in": 2 * mib,
+                              "peer_bytes_out": 4 * mib},
+                   "report_period_seconds": 2.0}
+        out = status.render_status("/mnt", {"cluster": cluster}, {})
+        lines = out.splitlines()
+        head = lines.index("Cluster: 3 nodes, 1 alive; backing 6.0 MiB in total "
+                           "(dataset 10.0 MiB); reports every 2 s")
+        self.assertEqual(lines[head + 1].split(), ["node", "host", "state/age", "RAM", "used/cap",
+                                                   "SSD", "used/cap", "backing", "peer", "in",
+                                                   "peer", "out"])
+        self.assertEqual(lines[head + 2].split(), ["0*", "n0", "self", "1.0/4.0", "MiB", "-",
+                                                   "3.0", "MiB", "1.0", "MiB", "2.0", "MiB"])
+        self.assertEqual(lines[head + 3].split()[:4], ["1", "n1", "stale", "31.2s"])
+        self.assertEqual(lines[head + 4].split(), ["2", "-", "silent", "-", "-", "-", "-", "-"])
+        self.assertEqual(lines[head + 5].split()[:4], ["all", "1/3", "alive", "2.0/8.0"])
+        self.assertNotIn("Cluster:", status.render_status("/mnt", {}, {}))

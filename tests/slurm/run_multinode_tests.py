@@ -273,10 +273,10 @@ echo "the daemons' step ended with status $status"
                 self.fail(f"{what} left after job {job}: {left()}")
         self.cluster.wait_idle()
 
-    def plugin_job(self, tag, *args, nodes=FIRST):
+    def plugin_job(self, tag, *args, nodes=FIRST, then=""):
         """A job on nodes (NODES of them) with --clairfs (and args): each node waits for its
-        plan, reads every byte through $CLAIRFS_MOUNT and saves its stats; returns (job,
-        fields, output)."""
+        plan, reads every byte through $CLAIRFS_MOUNT and saves its stats, then the batch
+        script runs `then` (lines of bash, on the first node); returns (job, fields, output)."""
         if not PLUGIN:
             self.skipTest("no SPANK plugin in this build (slurm/spank.h missing: libslurm-dev)")
         script = f"""#!/bin/bash
@@ -286,6 +286,7 @@ echo "mount=$CLAIRFS_MOUNT"
 srun --ntasks-per-node=1 bash -c 'python3 -m clairfs wait "$CLAIRFS_MOUNT" --timeout 60 &&
   python3 "$0" "$CLAIRFS_MOUNT" "$1" && cat "$CLAIRFS_MOUNT/.clairfs/stats" > "$2/$SLURM_JOB_ID-$SLURMD_NODENAME.stats"' \
   {VERIFY} {self.expected} {self.out}
+{then}
 echo "{tag} done"
 """
         job = self.cluster.sbatch([f"--output={self.out}/job-%j.out", "-N", str(NODES), "--ntasks-per-node=1",
@@ -379,7 +380,7 @@ echo "{tag} done"
         starts once every node's mount answers, every node reads every byte right, the store is
         read once for the job and the peers carry the rest, no message is refused; after the
         job nothing is mounted, running or kept on any node (the key neither)."""
-        job, fields, out = self.plugin_job("cluster")
+        job, fields, out = self.plugin_job("cluster", then=self.cluster_status_script())
         self.assertEqual((fields["JobState"], fields.get("ExitCode")), ("COMPLETED", "0:0"), out)
         self.assertEqual(out.count(f"verified {len(self.digests)} files"), NODES, out)
         self.assertIn(os.path.join(self.cluster.node_local, "mnt", "jobs", str(job)) + "/", out)
@@ -388,7 +389,51 @@ echo "{tag} done"
             with open(os.path.join(self.out, f"{job}-n{i}.stats")) as f:
                 stats.append(json.load(f))
         self.assert_read_once(stats, "from the plugin", out)
+        self.assert_cluster_status(job, stats, out)
         self.assert_plugin_released(job, out)
+
+    def cluster_status_script(self):
+        """Lines of the batch script, after the reads: `clairfs-ctl status --json` on the first
+        node, as the job's user, until its cluster section lists every node alive with the
+        backing bytes the nodes' own stats saved (60 s at most: the reports trail by a
+        period), saved for assert_cluster_status."""
+        return f"""python3 - "$CLAIRFS_MOUNT" "$SLURM_JOB_ID" {self.out} <<'PY'
+import json, subprocess, sys, time
+mount, job, out = sys.argv[1:]
+own = sorted(json.load(open(f"{{out}}/{{job}}-n{{i}}.stats"))["backing_bytes"] for i in range({NODES}))
+deadline = time.monotonic() + 60
+while True:
+    view = subprocess.run([sys.executable, "-m", "clairfs", "status", "--json", mount],
+                          capture_output=True, text=True, check=True).stdout
+    nodes = json.loads(view).get("cluster", {{}}).get("nodes", [])
+    if (len(nodes) == {NODES} and all(n["alive"] for n in nodes)
+            and sorted(n.get("backing_bytes") for n in nodes) == own) or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
+with open(f"{{out}}/{{job}}.status.json", "w") as f:
+    f.write(view)
+PY
+"""
+
+    def assert_cluster_status(self, job, stats, out):
+        """`clairfs-ctl status --json` on one node lists the job's nodes: every rank alive, one
+        of them this node, each with the backing bytes some node's own stats show, the totals
+        their sum."""
+        with open(os.path.join(self.out, f"{job}.status.json")) as f:
+            cluster = json.load(f).get("cluster")
+        self.assertIsNotNone(cluster, out)
+        nodes = cluster["nodes"]
+        print(f"    clairfs-ctl status --json on the first node: {len(nodes)} nodes "
+              f"{[(n['rank'], n['host'], n['state'], n.get('backing_bytes')) for n in nodes]}",
+              file=sys.stderr)
+        self.assertEqual([n["rank"] for n in nodes], list(range(NODES)), cluster)
+        self.assertTrue(all(n["alive"] and n["host"] for n in nodes), cluster)
+        self.assertEqual(sum(n["state"] == "self" for n in nodes), 1, cluster)
+        self.assertEqual(sorted(n["backing_bytes"] for n in nodes),
+                         sorted(s["backing_bytes"] for s in stats), cluster)
+        self.assertEqual(cluster["totals"]["backing_bytes"],
+                         sum(s["backing_bytes"] for s in stats), cluster)
+        self.assertEqual(cluster["reports"]["refused"], 0, cluster)
 
     def test_4_a_job_may_ask_for_one_cache_per_node(self):
         """--clairfs-cache=node on 3 nodes: each node mounts the dataset for itself (the node's

@@ -3,7 +3,8 @@
     clairfs-ctl register MNT FILE|-      write a manifest (text or compact); exit 1 with the reason
                                          when clairfs rejects it
     clairfs-ctl status MNT [--watch [S]] plan progress, per-tier hit rates, readiness of the next
-                                         window, stall, backing traffic
+                                         window, stall, backing traffic; in a cluster, on any
+                                         node, every node's tiers, backing and peer bytes
     clairfs-ctl wait MNT [--ready F]     until the tiers and the window are F filled (0.95)
     clairfs-ctl wait MNT --mounted       until MNT is a clairfs mount that answers (in a
                                          cluster: its peer tier on); for batch scripts

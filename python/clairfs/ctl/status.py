@@ -1,5 +1,8 @@
 """`clairfs-ctl status MNT [--watch [S]] [--json]`: a mount's plan progress, per-tier hit
-rates, readiness, stall and backing traffic, on one screen (or as JSON).
+rates, readiness, stall and backing traffic, on one screen (or as JSON); in a cluster, under
+the node's own view, a "Cluster" table of every node (stats key `cluster`: each node's host,
+state and report age, RAM and SSD used of capacity, backing bytes, peer bytes in and out),
+the same on whichever node it runs.
 
 Everything shown comes from the mount's `.clairfs/stats` and `.clairfs/plan`
 (docs/control-interface.md). The hit rates and the readiness are the daemon's own numbers
@@ -105,7 +108,56 @@ def render_status(mount: str, stats: dict[str, Any], plan: dict[str, Any]) -> st
         lines.append(f"WARNING ({w.get('kind')}): {w.get('message', '')}")
     errs = {k: v for k, v in stats.get("errors", {}).items() if v}
     lines.append("errors: " + (", ".join(f"{k} {v}" for k, v in sorted(errs.items())) or "none"))
+    if stats.get("cluster"):
+        lines.extend(render_cluster(stats["cluster"]))
     return "\n".join(lines) + "\n"
+
+
+def _used_of(node: dict[str, Any], kind: str) -> str:
+    """`used/capacity` of a node's tiers of one kind, in MiB; "-" when it has none."""
+    cap = node.get(f"{kind}_capacity", 0)
+    if not cap:
+        return "-"
+    return f"{node.get(f'{kind}_bytes', 0) / (1 << 20):.1f}/{cap / (1 << 20):.1f} MiB"
+
+
+def _age(node: dict[str, Any]) -> str:
+    """A node's state with its report's age: "self", "alive 1.2s", "stale 31s", "down"..."""
+    state, age = node.get("state", "?"), node.get("age_seconds")
+    if state == "self" or age is None:
+        return state
+    return f"{state} {age:.1f}s"
+
+
+def render_cluster(cluster: dict[str, Any]) -> list[str]:
+    """The "Cluster" table (stats key `cluster`, docs/control-interface.md): one row per node,
+    this one marked `*`, then the totals. A node that never reported shows its state alone."""
+    totals = cluster.get("totals", {})
+    dataset = totals.get("dataset_bytes")
+    head = (f"Cluster: {totals.get('nodes', 0)} nodes, {totals.get('alive', 0)} alive; "
+            f"backing {_mib(totals.get('backing_bytes', 0))} in total"
+            + (f" (dataset {_mib(dataset)})" if dataset else "")
+            + f"; reports every {cluster.get('report_period_seconds', 0):g} s")
+    cols = ("node", "host", "state/age", "RAM used/cap", "SSD used/cap", "backing", "peer in",
+            "peer out")
+    rows = []
+    for n in cluster.get("nodes", []):
+        mark = "*" if n.get("state") == "self" else ""
+        if n.get("host") is None:
+            rows.append((f"{n.get('rank')}{mark}", "-", _age(n), "-", "-", "-", "-", "-"))
+            continue
+        rows.append((f"{n.get('rank')}{mark}", n.get("host") or "?", _age(n), _used_of(n, "ram"),
+                     _used_of(n, "ssd"), _mib(n.get("backing_bytes", 0)),
+                     _mib(n.get("peer_bytes_in", 0)), _mib(n.get("peer_bytes_out", 0))))
+    rows.append(("all", "", f"{totals.get('alive', 0)}/{totals.get('nodes', 0)} alive",
+                 _used_of(totals, "ram"), _used_of(totals, "ssd"),
+                 _mib(totals.get("backing_bytes", 0)), _mib(totals.get("peer_bytes_in", 0)),
+                 _mib(totals.get("peer_bytes_out", 0))))
+    widths = [max(len(str(r[i])) for r in [cols, *rows]) for i in range(len(cols))]
+    lines = [head]
+    for r in [cols, *rows]:
+        lines.append("  " + "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+    return lines
 
 
 def _cluster_line(cluster: dict[str, Any]) -> str:
@@ -126,12 +178,15 @@ def _cluster_line(cluster: dict[str, Any]) -> str:
 
 def add_parser(sub: Any) -> None:
     """Adds the status subcommand to clairfs-ctl's subparsers."""
-    s = sub.add_parser("status", help="plan progress, hit rates, readiness, stall, backing traffic")
+    s = sub.add_parser("status", help="plan progress, hit rates, readiness, stall, backing traffic; "
+                                      "in a cluster, every node's tiers, backing and peer bytes")
     s.add_argument("mount")
     s.add_argument("--watch", nargs="?", const=2.0, type=float, metavar="SECONDS",
                    help="refresh every SECONDS (default 2) until interrupted")
     s.add_argument("--count", type=int, default=0, help="with --watch: stop after N refreshes")
-    s.add_argument("--json", action="store_true", help="the numbers behind the view, as JSON")
+    s.add_argument("--json", action="store_true",
+                   help="the numbers behind the view, as JSON (readiness, hit_rates; in a "
+                        "cluster, cluster: every node and the totals)")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -141,8 +196,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     while True:
         stats, plan = control.stats(args.mount), control.plan(args.mount)
         if args.json:
-            view = json.dumps({"readiness": readiness(stats),
-                               "hit_rates": hit_rates(stats)}, sort_keys=True) + "\n"
+            numbers = {"readiness": readiness(stats), "hit_rates": hit_rates(stats)}
+            if stats.get("cluster"):  # every node of the cluster (stats key `cluster`)
+                numbers["cluster"] = stats["cluster"]
+            view = json.dumps(numbers, sort_keys=True) + "\n"
         else:
             view = render_status(args.mount, stats, plan)
         if args.watch is not None and out.isatty():
