@@ -21,14 +21,16 @@ std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint6
   for (Part& p : parts) p.generation = generation;
   const uint64_t span = plan.span();
   for (const PlanObject& o : plan.objects) {
-    if (o.freq == 0) continue;
+    if (o.freq == 0 && !o.held) continue;  // neither read nor held here
     const uint64_t h = KeyHash(o.key);
     const int c = ring.Coordinator(h);
     if (c < 0 || c >= ranks) continue;
-    parts[c].entries.push_back({h, o.bytes, o.freq, QuantizeFirst32(o.first, span), o.held});
+    const uint32_t first = o.freq == 0 ? 0xFFFFFFFFu : QuantizeFirst32(o.first, span);
+    parts[c].entries.push_back({h, o.bytes, o.freq, first, o.held});
   }
   // The budgets: capacity over the coordinators by the bytes read at each, weighted by how
-  // often (holders.h).
+  // often (holders.h). What the node holds and does not read counts as held (its budget keeps
+  // it) and weighs nothing in the split of the rest.
   std::vector<uint64_t> demand(ranks, 0), held(ranks, 0);
   std::vector<long double> weight(ranks, 0);
   uint64_t bytes = 0, held_bytes = 0;
@@ -90,6 +92,8 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, in
     Object o{reads[i].key_hash};
     o.begin = i;
     for (; i < reads.size() && reads[i].key_hash == o.key_hash; ++i) {
+      // An entry of freq 0 is a holder that does not read it (DecodePart: held only).
+
       const PartEntry& e = parts[reads[i].part].part->entries[reads[i].entry];
       o.bytes = std::max(o.bytes, e.bytes);
       o.total_freq += e.freq;
@@ -97,7 +101,9 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, in
       o.held = o.held || e.held;
     }
     o.end = i;
-    objects.push_back(o);
+    // Held by nodes that do not read it, read by none: no holder, not counted; its holders
+    // drop it.
+    if (o.total_freq > 0) objects.push_back(o);
   }
   // Objects a reader holds already go first, so that their holders' budgets keep them before
   // any other object takes the room (a restarted cluster reads again only what no node held).
@@ -195,11 +201,11 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
   for (uint32_t id = 0; id < plan.objects.size(); ++id) {
     PlanObject& f = plan.objects[id];
     f.place = kStaging;
-    if (f.freq == 0) continue;
-    if (holder[id] == rank) {
+    if (holder[id] == rank && (f.freq > 0 || f.held)) {
       mine.push_back(id);
       continue;
     }
+    if (f.freq == 0) continue;  // not read here: held elsewhere or by nobody
     if (f.bytes > limits.staging_capacity) f.place = kDirect;
     if (holder[id] != kNoHolder) {
       if (f.place == kStaging) f.place = kPeer;
@@ -243,9 +249,16 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
     }
   }
   FillTiers(plan, limits, kept, &out);
+  for (uint32_t id : kept) {
+    const PlanObject& f = plan.objects[id];
+    if (f.freq > 0 || !f.place.InTier()) continue;
+    ++out.kept_unread_files;
+    out.kept_unread_bytes += f.bytes;
+  }
   for (uint32_t id : mine) {
     PlanObject& f = plan.objects[id];
     if (f.place.InTier()) continue;
+    if (f.freq == 0) continue;  // held for peers and no room: dropped, not read here
     // Given beyond this node's capacity (the budgets' slack): read like an unheld object.
     if (f.bytes > limits.staging_capacity) f.place = kDirect;
     ++out.unowned_files;

@@ -361,7 +361,12 @@ std::string PlacementCoordinator::InfoJson() const {
                 : placed_    ? "placed"
                              : "waiting for plans"},
       {"placed_with", placed_ranks_},
-      {"owned", {{"objects", local_.owned_files}, {"bytes", local_.owned_bytes}}},
+      // owned includes the objects held for the nodes that read them and not read here.
+      {"owned",
+       {{"objects", local_.owned_files},
+        {"bytes", local_.owned_bytes},
+        {"unread_objects", local_.kept_unread_files},
+        {"unread_bytes", local_.kept_unread_bytes}}},
       {"from_peers",
        {{"objects", local_.from_peers_files},
         {"bytes", local_.from_peers_bytes},
