@@ -16,9 +16,13 @@ order of E epochs (tools/make_manifest.py --sampler distributed|locality, rank r
 until its node's tiers are filled, then reads epoch by epoch (clairfs-bench --verify: the XXH3
 sum of what it read, compared with the store's), every rank's epoch started when all ended the
 last (one `srun --overlap` step per epoch: without --overlap, Slurm 22.05 may hold a step for
-seconds to minutes until the last one's resources are released). Job 2, the requeue, the same on n1..n{K}: one node swapped for a new one. Prints per job
+seconds to minutes until the last one's resources are released). Job 2, the requeue, the same on
+K2 nodes (--requeue-nodes, default K), each rank r of K2 reading rank r's order of a K2-rank
+sampler: with K2 = K on n1..n{K}, one node swapped for a new one; with K2 > K on n0..n{K2-1},
+every node of job 1 and K2 - K new ones (a grown job); with K2 < K on n{K-K2}..n{K-1}, nodes of
+job 1 only, K - K2 of them gone (a shrunk job). Every node has the same tier. Prints per job
 and epoch the seconds and each node's backing and peer bytes, and as its last line one JSON
-object: nodes, dataset_bytes, backing_bytes (job 1, all epochs), peer_bytes (job 1, into the
+object: nodes, requeue_nodes, dataset_bytes, backing_bytes (job 1, all epochs), peer_bytes (job 1, into the
 nodes), epoch_seconds (job 1), wrong_bytes (bytes of the epochs whose sum differed, both jobs),
 restart_backing_bytes (job 2, from its start to the end of its first epoch), restart_peer_bytes,
 restart_epoch_seconds, and the run's parameters.
@@ -50,6 +54,9 @@ def main():
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--sampler", choices=("distributed", "locality"), default="distributed")
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--requeue-nodes", type=int, default=0,
+                    help="the requeue's node count K2 (default K: one node swapped; K+1: grown by a new node; "
+                    "K-1: shrunk by one)")
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--mean-kb", type=int, default=32)
     ap.add_argument("--link-mbit", type=int, default=100)
@@ -62,6 +69,10 @@ def main():
     a = ap.parse_args()
     if a.nodes < 2:
         sys.exit("--nodes: at least 2")
+    if a.requeue_nodes == 0:
+        a.requeue_nodes = a.nodes
+    if a.requeue_nodes < 1:
+        sys.exit("--requeue-nodes: at least 1")
     helper = os.path.join(a.build, "slurm", "clairfs-slurm")
     plugin = os.path.join(a.build, "slurm", "clairfs_spank.so")
     bench = os.path.join(a.build, "tools", "bench", "clairfs-bench")
@@ -83,21 +94,16 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(a, tmp, helper, plugin, bench):
-    k = a.nodes
-    data = os.path.join(tmp, "data")
-    subprocess.run([PYTHON, os.path.join(REPO, "tools", "make_dataset.py"), data, "--files", str(a.files),
-                    "--classes", "100", "--mean-kb", str(a.mean_kb), "--sigma", "0.5", "--seed", "1"],
-                   check=True, stdout=subprocess.DEVNULL)
-    dataset_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(data) for f in fs)
-    lists = os.path.join(tmp, "lists")
+def make_lists(a, data, lists, bench, world):
+    """Writes into lists each rank's manifest of a `world`-rank sampler (rank r: r{r}.manifest) and
+    its epochs (r{r}.e{e}); returns per (rank, epoch) the XXH3 sum and the bytes of that epoch."""
     os.mkdir(lists)
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     sums = {}
-    for r in range(k):
+    for r in range(world):
         with open(os.path.join(lists, f"r{r}.manifest"), "w") as f:
             subprocess.run([PYTHON, os.path.join(REPO, "tools", "make_manifest.py"), data, "--epochs", str(a.epochs),
-                            "--seed", "1", "--rank", str(r), "--world", str(k), "--sampler", a.sampler,
+                            "--seed", "1", "--rank", str(r), "--world", str(world), "--sampler", a.sampler,
                             "--batch", str(a.batch)], check=True, stdout=f, env=env)
         epochs, cur = [], None
         with open(os.path.join(lists, f"r{r}.manifest")) as f:
@@ -115,6 +121,22 @@ def run(a, tmp, helper, plugin, bench):
                                  check=True, capture_output=True, text=True).stdout
             sums[(r, e)] = (json.loads(out)["epochs"][0]["checksum"],
                             sum(os.path.getsize(os.path.join(data, p.strip())) for p in entries))
+    return sums
+
+
+def run(a, tmp, helper, plugin, bench):
+    k, k2 = a.nodes, a.requeue_nodes
+    data = os.path.join(tmp, "data")
+    subprocess.run([PYTHON, os.path.join(REPO, "tools", "make_dataset.py"), data, "--files", str(a.files),
+                    "--classes", "100", "--mean-kb", str(a.mean_kb), "--sigma", "0.5", "--seed", "1"],
+                   check=True, stdout=subprocess.DEVNULL)
+    dataset_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(data) for f in fs)
+    lists = os.path.join(tmp, f"lists{k}")
+    sums = make_lists(a, data, lists, bench, k)
+    lists2, sums2 = lists, sums
+    if k2 != k:
+        lists2 = os.path.join(tmp, f"lists{k2}")
+        sums2 = make_lists(a, data, lists2, bench, k2)
     log(f"dataset: {a.files} files, {dataset_bytes} bytes; {k} ranks x {a.epochs} epochs ({a.sampler})")
     out_dir = os.path.join(tmp, "out")
     os.mkdir(out_dir)
@@ -139,18 +161,25 @@ def run(a, tmp, helper, plugin, bench):
                 "cluster_env=UCX_TLS=tcp", f"cluster_env=UCX_NET_DEVICES=cfs{net_id}br",
                 "cluster_env=MPIR_CVAR_NOLOCAL=1"] + \
         ([f"cluster_ssd={node_local}/ssd", "cluster_ssd_tier=0"] if a.tier == "ssd" else [])
-    cluster = MultiNodeSlurm(root, k + 1, ["required " + plugin + " " + " ".join(settings)],
+    if k2 == k:
+        requeue_on = [f"n{i}" for i in range(1, k + 1)]  # one swapped
+    elif k2 > k:
+        requeue_on = [f"n{i}" for i in range(k2)]  # all of job 1's and k2 - k new
+    else:
+        requeue_on = [f"n{i}" for i in range(k - k2, k)]  # k - k2 gone
+    machines = max(k + 1 if k2 == k else k, k2)
+    cluster = MultiNodeSlurm(root, machines, ["required " + plugin + " " + " ".join(settings)],
                              node_local_mode=0o1777, net_id=net_id, users_open_fuse=True, link_mbit=a.link_mbit)
     os.makedirs(root)
     cluster.start(timeout=120)
     try:
-        log(f"{k + 1} nodes up, links {a.link_mbit or 'uncapped'} Mbit/s")
+        log(f"{machines} nodes up, links {a.link_mbit or 'uncapped'} Mbit/s")
         first = job(cluster, a, data, lists, out_dir, bench, sums, [f"n{i}" for i in range(k)], "run")
-        second = job(cluster, a, data, lists, out_dir, bench, sums, [f"n{i}" for i in range(1, k + 1)], "requeue")
+        second = job(cluster, a, data, lists2, out_dir, bench, sums2, requeue_on, "requeue")
     finally:
         cluster.stop()
     result = {
-        "nodes": k, "sampler": a.sampler, "tier": a.tier, "epochs": a.epochs, "files": a.files, "mean_kb": a.mean_kb,
+        "nodes": k, "requeue_nodes": k2, "sampler": a.sampler, "tier": a.tier, "epochs": a.epochs, "files": a.files, "mean_kb": a.mean_kb,
         "link_mbit": a.link_mbit, "dataset_bytes": dataset_bytes,
         "backing_bytes": first["backing"][-1], "peer_bytes": first["peer"][-1],
         "epoch_seconds": first["seconds"], "wrong_bytes": first["wrong"] + second["wrong"],
