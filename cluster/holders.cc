@@ -197,15 +197,11 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
                                int rank) {
   LocalPlacement out;
   const size_t ntiers = limits.tier_capacity.size();
-  std::vector<uint32_t> mine;
-  for (uint32_t id = 0; id < plan.objects.size(); ++id) {
+  std::vector<uint32_t> mine, spare;
+  // An object read here and not held here: from its holder, or from the backing store.
+  auto elsewhere = [&](uint32_t id) {
     PlanObject& f = plan.objects[id];
-    f.place = kStaging;
-    if (holder[id] == rank && (f.freq > 0 || f.held)) {
-      mine.push_back(id);
-      continue;
-    }
-    if (f.freq == 0) continue;  // not read here: held elsewhere or by nobody
+    if (f.freq == 0) return;  // not read here
     if (f.bytes > limits.staging_capacity) f.place = kDirect;
     if (holder[id] != kNoHolder) {
       if (f.place == kStaging) f.place = kPeer;
@@ -215,6 +211,17 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
     } else {
       ++out.unowned_files;
       out.unowned_bytes += f.bytes;
+    }
+  };
+  for (uint32_t id = 0; id < plan.objects.size(); ++id) {
+    PlanObject& f = plan.objects[id];
+    f.place = kStaging;
+    if (holder[id] == rank && (f.freq > 0 || f.held)) {
+      mine.push_back(id);
+    } else if (f.held) {
+      spare.push_back(id);  // decided below, once the room left is known
+    } else {
+      elsewhere(id);
     }
   }
   std::sort(mine.begin(), mine.end(), [&](uint32_t a, uint32_t b) {
@@ -263,6 +270,36 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
     if (f.bytes > limits.staging_capacity) f.place = kDirect;
     ++out.unowned_files;
     out.unowned_bytes += f.bytes;
+  }
+  // What the tiers hold and the placement gives another node or none stays in the room left,
+  // read here first (most read, then earliest), then the rest: no read to keep it, and a
+  // later placement (a restart) finds it.
+  std::vector<uint64_t> used(ntiers, 0);
+  for (size_t t = 0; t < ntiers; ++t) {
+    for (uint32_t id : plan.tier_order[t]) used[t] += plan.objects[id].bytes;
+  }
+  std::sort(spare.begin(), spare.end(), [&](uint32_t a, uint32_t b) {
+    const PlanObject& x = plan.objects[a];
+    const PlanObject& y = plan.objects[b];
+    if (x.freq != y.freq) return x.freq > y.freq;
+    if (x.first != y.first) return x.first < y.first;
+    return x.key < y.key;
+  });
+  for (uint32_t id : spare) {
+    PlanObject& f = plan.objects[id];
+    size_t t = 0;
+    while (t < ntiers && used[t] + f.bytes > limits.tier_capacity[t]) ++t;
+    if (t == ntiers) {
+      elsewhere(id);
+      continue;
+    }
+    used[t] += f.bytes;
+    f.place = Placement::Tier(t);
+    plan.tier_order[t].push_back(id);
+    ++out.owned_files;
+    out.owned_bytes += f.bytes;
+    ++out.spare_files;
+    out.spare_bytes += f.bytes;
   }
   for (auto& ids : plan.tier_order) {
     std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {

@@ -82,9 +82,10 @@ struct HolderInfo {
 struct LocalPlacement {
   uint64_t owned_files = 0, owned_bytes = 0;              // objects this node's tiers will hold
   uint64_t kept_unread_files = 0, kept_unread_bytes = 0;  // of those, held for peers, not read
-  uint64_t from_peers_files = 0, from_peers_bytes = 0;    // read here, held by another node
-  std::unordered_map<int, uint64_t> from_peer_files;      // rank -> objects expected from it
-  uint64_t unowned_files = 0, unowned_bytes = 0;          // read here, held by no node
+  uint64_t spare_files = 0, spare_bytes = 0;  // of those, copies another node or none is to hold
+  uint64_t from_peers_files = 0, from_peers_bytes = 0;  // read here, held by another node
+  std::unordered_map<int, uint64_t> from_peer_files;    // rank -> objects expected from it
+  uint64_t unowned_files = 0, unowned_bytes = 0;        // read here, held by no node
 };
 
 // Places this node's plan from holders (by key hash; an object missing there, or whose
@@ -93,10 +94,13 @@ struct LocalPlacement {
 // order; what does not fit is staged. An object it holds and does not read (freq 0, held) that
 // the coordinator left with it goes to its tiers the same way (after the objects it reads, as
 // its frequency is 0; kept before objects given anew when the tiers are short: see below), so
-// that the tiers keep it and serve it to its readers; one left with no one, or another node,
-// is not placed in a tier (evicted). Every other object it reads is staged in read order
-// (kPeer when another node holds it) or read directly when larger than the staging window.
-// Fills plan.tier_order.
+// that the tiers keep it and serve it to its readers. An object the tiers hold (PlanObject::held)
+// that the placement gives another node or none stays in the room the tiers have left after
+// what this node was given (read here first, the most read first): a copy that costs no read,
+// served here, and found by a later placement (a restart) where a placement made while ranks
+// came and went (a job's end) would have evicted it; what does not fit is evicted. Every other
+// object it reads is staged in read order (kPeer when another node holds it) or read directly when
+// larger than the staging window. Fills plan.tier_order.
 template <typename Live>
 LocalPlacement ApplyHolders(Plan& plan, const PlacementLimits& limits,
                             const std::unordered_map<uint64_t, HolderInfo>& holders, int rank,

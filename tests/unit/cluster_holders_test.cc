@@ -420,25 +420,35 @@ TEST(ApplyHoldersTest, ObjectsHeldButNotReadStayInTheTiersWhenLeftHere) {
   holders[KeyHash("f0")] = {0, 5};
   holders[KeyHash("f1")] = {1, 0};
   holders[KeyHash("f2")] = {0, 3};  // left here for its readers
-  holders[KeyHash("f3")] = {1, 0};  // given to another node: not kept here
+  holders[KeyHash("f3")] = {1, 0};  // given to another node: a spare copy, room permitting
   holders[KeyHash("f5")] = {0, 0};  // not held: never placed in a tier
-  // f4: no holder (nobody reads it): not kept.
-  const PlacementLimits limits{{"ssd"}, {1000}, 1000};
+  // f4: no holder (nobody reads it): a spare copy too, room permitting.
+  // Room for three objects: f0 and f2 (given), then one spare copy, f3 (before f4 by key).
+  const PlacementLimits limits{{"ssd"}, {300}, 1000};
   LocalPlacement local = ApplyHolders(*plan, limits, holders, 0, [](int) { return true; });
   auto place = [&](const char* k) { return plan->objects[plan->Find(k)].place; };
   EXPECT_EQ(place("f0"), Placement::Tier(0));
   EXPECT_EQ(place("f1"), kPeer);
   EXPECT_EQ(place("f2"), Placement::Tier(0));
-  EXPECT_FALSE(place("f3").InTier());
-  EXPECT_FALSE(place("f4").InTier());
+  EXPECT_EQ(place("f3"), Placement::Tier(0));
+  EXPECT_FALSE(place("f4").InTier());  // no room left: evicted
   EXPECT_FALSE(place("f5").InTier());
-  // In the tier's fill order by the cluster's first read: f2 (3) before f0 (5).
-  EXPECT_EQ(plan->tier_order[0], (std::vector<uint32_t>{plan->Find("f2"), plan->Find("f0")}));
-  EXPECT_EQ(local.owned_files, 2u);
+  // In the tier's fill order by the cluster's first read: f3 (0), f2 (3), f0 (5).
+  EXPECT_EQ(plan->tier_order[0],
+            (std::vector<uint32_t>{plan->Find("f3"), plan->Find("f2"), plan->Find("f0")}));
+  EXPECT_EQ(local.owned_files, 3u);
   EXPECT_EQ(local.kept_unread_files, 1u);
   EXPECT_EQ(local.kept_unread_bytes, 100u);
+  EXPECT_EQ(local.spare_files, 1u);
   EXPECT_EQ(local.from_peers_files, 1u);
   EXPECT_EQ(local.unowned_files, 0u);  // nothing unread counts as read
+  // A spare copy of an object read here is read from the tier, not from its holder: f1 held.
+  plan->objects[plan->Find("f1")].held = true;
+  local = ApplyHolders(*plan, limits, holders, 0, [](int) { return true; });
+  EXPECT_EQ(place("f1"), Placement::Tier(0));  // read here: before the unread f3
+  EXPECT_FALSE(place("f3").InTier());
+  EXPECT_EQ(local.from_peers_files, 0u);
+  plan->objects[plan->Find("f1")].held = false;
   // Room for one object: the one read here takes it over the one held for others... unless
   // that one is held and the read one is not: what the tiers hold is kept first.
   const PlacementLimits one{{"ssd"}, {100}, 1000};

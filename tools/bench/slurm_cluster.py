@@ -25,7 +25,9 @@ and epoch the seconds and each node's backing and peer bytes, and as its last li
 object: nodes, requeue_nodes, dataset_bytes, backing_bytes (job 1, all epochs), peer_bytes (job 1, into the
 nodes), epoch_seconds (job 1), wrong_bytes (bytes of the epochs whose sum differed, both jobs),
 restart_backing_bytes (job 2, from its start to the end of its first epoch), restart_peer_bytes,
-restart_epoch_seconds, and the run's parameters.
+restart_epoch_seconds, and the run's parameters. With CLAIRFS_BENCH_KEEP=1 the kept directory's
+out/ has per job the daemons' log (JOB.daemons.log), and per rank its plan file after the fill
+(JOB.rR.plan) and its stats after each epoch (JOB.rR.eE.stats).
 """
 import argparse
 import json
@@ -201,7 +203,8 @@ set -eu
 export PYTHONPATH={REPO}/python
 t0=$EPOCHREALTIME
 srun --overlap --ntasks-per-node=1 bash -c 'cat "$0/r$SLURM_PROCID.manifest" > "$CLAIRFS_MOUNT/.clairfs/manifest" &&
-  {PYTHON} -m clairfs wait "$CLAIRFS_MOUNT" --timeout 600 > /dev/null' {lists}
+  {PYTHON} -m clairfs wait "$CLAIRFS_MOUNT" --timeout 600 > /dev/null &&
+  cat "$CLAIRFS_MOUNT/.clairfs/plan" > "$1/$SLURM_JOB_ID.r$SLURM_PROCID.plan"' {lists} {out_dir}
 echo "filled $(awk -v a=$EPOCHREALTIME -v b=$t0 'BEGIN {{printf "%.3f", a - b}}')"
 for ((e = 0; e < {a.epochs}; e++)); do
   t=$EPOCHREALTIME
@@ -210,6 +213,7 @@ for ((e = 0; e < {a.epochs}; e++)); do
     cat "$CLAIRFS_MOUNT/.clairfs/stats" > "$3/$SLURM_JOB_ID.r$SLURM_PROCID.e$2.stats"' {lists} {bench} $e {out_dir}
   echo "epoch $e $(awk -v a=$EPOCHREALTIME -v b=$t 'BEGIN {{printf "%.3f", a - b}}')"
 done
+cp "$(dirname "$CLAIRFS_MOUNT")/daemons.log" "{out_dir}/$SLURM_JOB_ID.daemons.log" || true
 """
     job_id = cluster.sbatch([f"--output={out_dir}/job-%j.out", "-N", str(k), "--ntasks-per-node=1",
                              "-w", ",".join(nodes), f"--clairfs={data}"], script, user=NOBODY)
