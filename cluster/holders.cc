@@ -21,14 +21,16 @@ std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint6
   for (Part& p : parts) p.generation = generation;
   const uint64_t span = plan.span();
   for (const PlanObject& o : plan.objects) {
-    if (o.freq == 0) continue;
+    if (o.freq == 0 && !o.held) continue;  // neither read nor held here
     const uint64_t h = KeyHash(o.key);
     const int c = ring.Coordinator(h);
     if (c < 0 || c >= ranks) continue;
-    parts[c].entries.push_back({h, o.bytes, o.freq, QuantizeFirst32(o.first, span), o.held});
+    const uint32_t first = o.freq == 0 ? 0xFFFFFFFFu : QuantizeFirst32(o.first, span);
+    parts[c].entries.push_back({h, o.bytes, o.freq, first, o.held});
   }
   // The budgets: capacity over the coordinators by the bytes read at each, weighted by how
-  // often (holders.h).
+  // often (holders.h). What the node holds and does not read counts as held (its budget keeps
+  // it) and weighs nothing in the split of the rest.
   std::vector<uint64_t> demand(ranks, 0), held(ranks, 0);
   std::vector<long double> weight(ranks, 0);
   uint64_t bytes = 0, held_bytes = 0;
@@ -90,6 +92,8 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, in
     Object o{reads[i].key_hash};
     o.begin = i;
     for (; i < reads.size() && reads[i].key_hash == o.key_hash; ++i) {
+      // An entry of freq 0 is a holder that does not read it (DecodePart: held only).
+
       const PartEntry& e = parts[reads[i].part].part->entries[reads[i].entry];
       o.bytes = std::max(o.bytes, e.bytes);
       o.total_freq += e.freq;
@@ -97,7 +101,9 @@ Decision DecideHolders(const std::vector<ReaderPart>& parts, int coordinator, in
       o.held = o.held || e.held;
     }
     o.end = i;
-    objects.push_back(o);
+    // Held by nodes that do not read it, read by none: no holder, not counted; its holders
+    // drop it.
+    if (o.total_freq > 0) objects.push_back(o);
   }
   // Objects a reader holds already go first, so that their holders' budgets keep them before
   // any other object takes the room (a restarted cluster reads again only what no node held).
@@ -191,15 +197,11 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
                                int rank) {
   LocalPlacement out;
   const size_t ntiers = limits.tier_capacity.size();
-  std::vector<uint32_t> mine;
-  for (uint32_t id = 0; id < plan.objects.size(); ++id) {
+  std::vector<uint32_t> mine, spare;
+  // An object read here and not held here: from its holder, or from the backing store.
+  auto elsewhere = [&](uint32_t id) {
     PlanObject& f = plan.objects[id];
-    f.place = kStaging;
-    if (f.freq == 0) continue;
-    if (holder[id] == rank) {
-      mine.push_back(id);
-      continue;
-    }
+    if (f.freq == 0) return;  // not read here
     if (f.bytes > limits.staging_capacity) f.place = kDirect;
     if (holder[id] != kNoHolder) {
       if (f.place == kStaging) f.place = kPeer;
@@ -209,6 +211,17 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
     } else {
       ++out.unowned_files;
       out.unowned_bytes += f.bytes;
+    }
+  };
+  for (uint32_t id = 0; id < plan.objects.size(); ++id) {
+    PlanObject& f = plan.objects[id];
+    f.place = kStaging;
+    if (holder[id] == rank && (f.freq > 0 || f.held)) {
+      mine.push_back(id);
+    } else if (f.held) {
+      spare.push_back(id);  // decided below, once the room left is known
+    } else {
+      elsewhere(id);
     }
   }
   std::sort(mine.begin(), mine.end(), [&](uint32_t a, uint32_t b) {
@@ -243,13 +256,50 @@ LocalPlacement ApplyHolderList(Plan& plan, const PlacementLimits& limits,
     }
   }
   FillTiers(plan, limits, kept, &out);
+  for (uint32_t id : kept) {
+    const PlanObject& f = plan.objects[id];
+    if (f.freq > 0 || !f.place.InTier()) continue;
+    ++out.kept_unread_files;
+    out.kept_unread_bytes += f.bytes;
+  }
   for (uint32_t id : mine) {
     PlanObject& f = plan.objects[id];
     if (f.place.InTier()) continue;
+    if (f.freq == 0) continue;  // held for peers and no room: dropped, not read here
     // Given beyond this node's capacity (the budgets' slack): read like an unheld object.
     if (f.bytes > limits.staging_capacity) f.place = kDirect;
     ++out.unowned_files;
     out.unowned_bytes += f.bytes;
+  }
+  // What the tiers hold and the placement gives another node or none stays in the room left,
+  // read here first (most read, then earliest), then the rest: no read to keep it, and a
+  // later placement (a restart) finds it.
+  std::vector<uint64_t> used(ntiers, 0);
+  for (size_t t = 0; t < ntiers; ++t) {
+    for (uint32_t id : plan.tier_order[t]) used[t] += plan.objects[id].bytes;
+  }
+  std::sort(spare.begin(), spare.end(), [&](uint32_t a, uint32_t b) {
+    const PlanObject& x = plan.objects[a];
+    const PlanObject& y = plan.objects[b];
+    if (x.freq != y.freq) return x.freq > y.freq;
+    if (x.first != y.first) return x.first < y.first;
+    return x.key < y.key;
+  });
+  for (uint32_t id : spare) {
+    PlanObject& f = plan.objects[id];
+    size_t t = 0;
+    while (t < ntiers && used[t] + f.bytes > limits.tier_capacity[t]) ++t;
+    if (t == ntiers) {
+      elsewhere(id);
+      continue;
+    }
+    used[t] += f.bytes;
+    f.place = Placement::Tier(t);
+    plan.tier_order[t].push_back(id);
+    ++out.owned_files;
+    out.owned_bytes += f.bytes;
+    ++out.spare_files;
+    out.spare_bytes += f.bytes;
   }
   for (auto& ids : plan.tier_order) {
     std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {

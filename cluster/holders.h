@@ -4,12 +4,19 @@
 // Reader side: MakeParts splits this node's plan by coordinator; ApplyHolders places the plan
 // once the coordinators answered. Coordinator side: DecideHolders.
 //
-// The rule, per object, the objects some reader holds already first (a restarted cluster's
-// disks), then in order of cluster-wide frequency (ties: earliest first read, then key hash):
-// the holder is a reader that holds it already (so a restart reads again only what no node
-// kept), else the reader that reads it most (so an object only one node reads stays on that
-// node, as in a sharded dataset); among readers reading it equally often, the one with the
-// most budget left at this coordinator (so objects all nodes read alike spread evenly over
+// A node names in its parts, besides what it reads, what its tiers hold that it does not read
+// (PlanObject::held with freq 0: a restarted node's disk from its previous plan), so that a
+// restart reads again only what no remaining node holds, whoever reads it now. Such an object
+// is placed like a held object that is read: with its holder when that has budget left, and
+// then served to its readers from there; an object that only nodes that do not read it name
+// has no holder (its holders drop it) and counts in no total.
+//
+// The rule, per object, the objects some reader or holder holds already first (a restarted
+// cluster's disks), then in order of cluster-wide frequency (ties: earliest first read, then key
+// hash): the holder is a node that holds it already, a reader of it first (so a restart reads again
+// only what no node kept), else the reader that reads it most (so an object only one node reads
+// stays on that node, as in a sharded dataset); among readers reading it equally often, the one
+// with the most budget left at this coordinator (so objects all nodes read alike spread evenly over
 // them, by capacity), then the ranks in turn from the coordinator's. A reader whose budget at
 // this coordinator is spent is skipped for the next one; an object no reader has budget for
 // has no holder and is read from the backing store by each of its readers.
@@ -45,9 +52,10 @@ namespace clairfs::cluster {
 inline constexpr double kBudgetSlack = 1.25;
 
 // Reader side. The parts of plan for every rank of ring (by rank, size ranks; a rank not on
-// the ring gets an empty part too): its objects read at least once, by coordinator, in plan
-// order, and its budget at each (see above) from capacity, the bytes of its tiers. seq is left
-// 0 for the sender to set.
+// the ring gets an empty part too): its objects read at least once or held (PlanObject::held;
+// an object held and not read has freq 0 and first 0xFFFFFFFF), by coordinator, in plan order,
+// and its budget at each (see above) from capacity, the bytes of its tiers. seq is left 0 for
+// the sender to set.
 std::vector<Part> MakeParts(const Plan& plan, const CoordinatorRing& ring, uint64_t capacity,
                             uint64_t generation, int ranks);
 
@@ -72,7 +80,9 @@ struct HolderInfo {
 
 // What ApplyHolders decided for this node.
 struct LocalPlacement {
-  uint64_t owned_files = 0, owned_bytes = 0;            // objects this node's tiers will hold
+  uint64_t owned_files = 0, owned_bytes = 0;              // objects this node's tiers will hold
+  uint64_t kept_unread_files = 0, kept_unread_bytes = 0;  // of those, held for peers, not read
+  uint64_t spare_files = 0, spare_bytes = 0;  // of those, copies another node or none is to hold
   uint64_t from_peers_files = 0, from_peers_bytes = 0;  // read here, held by another node
   std::unordered_map<int, uint64_t> from_peer_files;    // rank -> objects expected from it
   uint64_t unowned_files = 0, unowned_bytes = 0;        // read here, held by no node
@@ -81,9 +91,16 @@ struct LocalPlacement {
 // Places this node's plan from holders (by key hash; an object missing there, or whose
 // holder is not live, has no holder): what it holds goes to its tiers by its own frequency,
 // then cluster-wide first read, fastest tier first, and is fetched in cluster-wide first-read
-// order; what does not fit is staged. Every other object it reads is staged in read order
-// (kPeer when another node holds it) or read directly when larger than the staging window.
-// Fills plan.tier_order.
+// order; what does not fit is staged. An object it holds and does not read (freq 0, held) that
+// the coordinator left with it goes to its tiers the same way (after the objects it reads, as
+// its frequency is 0; kept before objects given anew when the tiers are short: see below), so
+// that the tiers keep it and serve it to its readers. An object the tiers hold (PlanObject::held)
+// that the placement gives another node or none stays in the room the tiers have left after
+// what this node was given (read here first, the most read first): a copy that costs no read,
+// served here, and found by a later placement (a restart) where a placement made while ranks
+// came and went (a job's end) would have evicted it; what does not fit is evicted. Every other
+// object it reads is staged in read order (kPeer when another node holds it) or read directly when
+// larger than the staging window. Fills plan.tier_order.
 template <typename Live>
 LocalPlacement ApplyHolders(Plan& plan, const PlacementLimits& limits,
                             const std::unordered_map<uint64_t, HolderInfo>& holders, int rank,
@@ -107,7 +124,7 @@ LocalPlacement ApplyHolders(Plan& plan, const PlacementLimits& limits,
   std::vector<int> holder(plan.objects.size(), kNoHolder);
   std::vector<uint32_t> first(plan.objects.size(), 0);
   for (size_t i = 0; i < plan.objects.size(); ++i) {
-    if (plan.objects[i].freq == 0) continue;
+    if (plan.objects[i].freq == 0 && !plan.objects[i].held) continue;
     auto it = holders.find(KeyHash(plan.objects[i].key));
     if (it == holders.end()) continue;
     if (it->second.holder != rank && !(it->second.holder >= 0 && live(it->second.holder))) continue;

@@ -361,7 +361,15 @@ std::string PlacementCoordinator::InfoJson() const {
                 : placed_    ? "placed"
                              : "waiting for plans"},
       {"placed_with", placed_ranks_},
-      {"owned", {{"objects", local_.owned_files}, {"bytes", local_.owned_bytes}}},
+      // owned includes the objects held for the nodes that read them and not read here
+      // (unread), and the copies kept in spare room that another node or none is to hold.
+      {"owned",
+       {{"objects", local_.owned_files},
+        {"bytes", local_.owned_bytes},
+        {"unread_objects", local_.kept_unread_files},
+        {"unread_bytes", local_.kept_unread_bytes},
+        {"spare_objects", local_.spare_files},
+        {"spare_bytes", local_.spare_bytes}}},
       {"from_peers",
        {{"objects", local_.from_peers_files},
         {"bytes", local_.from_peers_bytes},

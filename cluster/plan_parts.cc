@@ -119,8 +119,12 @@ std::optional<Part> DecodePart(std::string_view bytes, std::string* error) {
     }
     e.held = (freq & 1) != 0;
     freq >>= 1;
-    if (freq == 0 || freq > 0xFFFFFFFFu) {
+    if (freq > 0xFFFFFFFFu) {
       *error = "part entry with freq " + std::to_string(freq);
+      return std::nullopt;
+    }
+    if (freq == 0 && !e.held) {  // only an object the node holds may be named unread
+      *error = "part entry with freq 0 that the node does not hold";
       return std::nullopt;
     }
     e.freq = static_cast<uint32_t>(freq);

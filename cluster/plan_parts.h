@@ -4,7 +4,10 @@
 //
 // A node that registers a plan splits the objects it reads by coordinator
 // (coordinator_ring.h) and sends each live rank one kPart: per object coordinated there, the
-// object's key hash, its size, how often the node reads it and its first read. Every rank gets
+// object's key hash, its size, how often the node reads it and its first read. The part also
+// names, with freq 0, the objects a local tier of the node holds that it does not read
+// (PlanObject::held with freq 0: what a restarted node kept from its previous plan), so that
+// the coordinator can leave them with it when another node reads them (holders.h). Every rank gets
 // a part, an empty one included, so a coordinator knows who has registered. The coordinator
 // decides a holder for each object it coordinates from the parts of all readers (holders.h)
 // and answers each reader with one kAssign: per entry of that reader's part, in the part's
@@ -21,7 +24,8 @@
 // Encodings (after the protocol header, protocol.h):
 //   kPart    varint seq, varint base, varint generation, varint budget, varint removed
 //            count, u64 key hash per removed entry, varint count, then per entry: u64 key
-//            hash, varint bytes, varint freq (>= 1) x 2 + held (0 or 1), u32 first
+//            hash, varint bytes, varint freq x 2 + held (0 or 1), u32 first; freq >= 1, or
+//            0 with held 1 (held, not read)
 //   kAssign  varint seq (the part's it answers), the totals as five varints (objects, bytes,
 //            held objects, held bytes, predicted backing bytes), varint count, then per entry:
 //            varint holder + 1 (0: none), and a u32 first when holder is the receiver
@@ -35,12 +39,15 @@
 
 namespace clairfs::cluster {
 
-// One object a node reads, as its coordinator sees it.
+// One object a node reads or holds, as its coordinator sees it.
 struct PartEntry {
   uint64_t key_hash = 0;  // KeyHash of its key
   uint64_t bytes = 0;     // its size in this node's plan
-  uint32_t freq = 0;      // reads in the node's access strings, >= 1
-  // First read as a fraction of the node's span, in units of 2^-32 (QuantizeFirst32).
+  // Reads in the node's access strings: >= 1, or 0 for an object the node holds (held) and
+  // does not read.
+  uint32_t freq = 0;
+  // First read as a fraction of the node's span, in units of 2^-32 (QuantizeFirst32); with
+  // freq 0, 0xFFFFFFFF (never).
   uint32_t first = 0;
   bool held = false;  // the node's tiers hold it already (PlanObject::held): keep it there
   bool operator==(const PartEntry&) const = default;
@@ -94,7 +101,8 @@ bool MakeDelta(const std::vector<PartEntry>& before, const std::vector<PartEntry
 
 std::vector<char> EncodePart(const Part& p);
 // nullopt and a reason for the log when bytes are malformed (truncated, trailing bytes, a
-// count the bytes cannot hold, a zero freq). Allocations stay proportional to bytes.size().
+// count the bytes cannot hold, a zero freq without held). Allocations stay proportional to
+// bytes.size().
 std::optional<Part> DecodePart(std::string_view bytes, std::string* error);
 
 // receiver: the rank the assignment goes to (whose entries carry first).

@@ -131,11 +131,7 @@ void Prefetcher::Replan() {
 void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
   bool ready = true;
   if (cluster_.place) {
-    for (PlanObject& o : plan->objects) {
-      o.held = false;
-      for (size_t t = 0; t < tiers_.size() && !o.held; ++t)
-        o.held = tiers_.Contains(t, o.key, o.version);
-    }
+    MarkHeld(*plan);
     ready = cluster_.place(*plan, limits_, replan);
   } else {
     PlaceObjects(*plan, limits_);
@@ -193,6 +189,30 @@ void Prefetcher::InstallLocked(std::shared_ptr<Plan> plan, bool replan) {
   }
   tier_cv_.notify_all();
   staging_cv_.notify_all();
+}
+
+void Prefetcher::MarkHeld(Plan& plan) const {
+  for (PlanObject& o : plan.objects) {
+    o.held = false;
+    for (size_t t = 0; t < tiers_.size() && !o.held; ++t)
+      o.held = tiers_.Contains(t, o.key, o.version);
+  }
+  // What the tiers hold beyond the plan (a restarted node's disk): objects of the plan, read by
+  // none of its streams, at the version held. Keys are collected first: the visit runs under
+  // the tiers' locks.
+  std::vector<std::pair<std::string, FileVersion>> more;
+  tiers_.ForEach([&](size_t, std::string_view key, const FileVersion& version) {
+    if (plan.Find(key) == kNoPos) more.emplace_back(key, version);
+  });
+  if (more.empty()) return;
+  // In two tiers: one object, at the version of the faster tier's copy (visited first).
+  std::stable_sort(more.begin(), more.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  more.erase(std::unique(more.begin(), more.end(),
+                         [](const auto& a, const auto& b) { return a.first == b.first; }),
+             more.end());
+  for (const auto& [key, version] : more) plan.objects[plan.AddObject(key, version)].held = true;
+  plan.Finalize();  // their freq is 0: no stream reads them
 }
 
 void Prefetcher::ReapLoop() {

@@ -204,6 +204,12 @@ class Prefetcher {
 
  private:
   void InstallLocked(std::shared_ptr<Plan> plan, bool replan);
+  // Before a cluster placement: sets PlanObject::held of every object of plan (a local tier
+  // holds it at its version), and adds to plan, held and read by no stream (freq 0), every
+  // object the tiers hold that it does not name, at the version held: the placement may leave
+  // them here for the nodes that read them (cluster/holders.h). A local reader of such an object
+  // is served it only at that version (Open's version check). Finalizes plan if it added any.
+  void MarkHeld(Plan& plan) const;
   // The stream a read of object id is counted for: the one whose earliest unconsumed
   // occurrence of id lies nearest its low-water mark, within consumption_lag positions (a
   // tie: the one that read last), else the one that read last among those still reading id;

@@ -59,6 +59,16 @@ bool TierStack::Contains(size_t t, std::string_view key, const FileVersion& vers
   return tiers_[t]->Contains(key, version);
 }
 
+void TierStack::ForEach(
+    const std::function<void(size_t, std::string_view, const FileVersion&)>& visit) const {
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    tiers_[t]->RetainOnly([&](std::string_view key, const FileVersion& version) {
+      visit(t, key, version);
+      return true;
+    });
+  }
+}
+
 Status TierStack::Store(size_t t, const std::string& key, const BlobPtr& blob,
                         std::optional<size_t> from, Clock::time_point deadline, uint8_t* kept_in) {
   uint8_t keep = kNotKept;

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,6 +55,11 @@ class TierStack {
   Result<BlobPtr> Get(std::string_view key, const FileVersion& version,
                       std::optional<size_t> except = std::nullopt, size_t* found = nullptr) const;
   bool Contains(size_t t, std::string_view key, const FileVersion& version) const;
+  // Calls visit(t, key, version) for every object tier t holds, tier by tier (Tier::RetainOnly
+  // keeping every object: nothing is evicted, no I/O). visit runs under the tier's own locks:
+  // it must not call into the tiers. Takes no gate.
+  void ForEach(
+      const std::function<void(size_t, std::string_view, const FileVersion&)>& visit) const;
 
   // Stores blob for key in tier t if the active placement assigns key, at blob's version,
   // to t, or has t keep a copy of it; then erases the copy in tier `from` if that is a slower

@@ -7,7 +7,9 @@
 
 #include "cluster/coordinator_ring.h"
 #include "cluster/holders.h"
+#include "cluster/message_codec.h"
 #include "cluster/plan_parts.h"
+#include "cluster/wire.h"
 #include "tests/unit/mem_backing.h"
 #include "tests/unit/test_util.h"
 
@@ -85,10 +87,27 @@ TEST(PlanPartsTest, RoundTripAndHostileBytes) {
   for (int i = 0; i < 8; ++i) h.push_back(static_cast<char>(0xFF));
   h.push_back(0x01);
   EXPECT_FALSE(DecodePart({h.data(), h.size()}, &why));
-  // A zero frequency is malformed.
+  // A zero frequency is malformed, unless the entry is held (held by the node, not read).
   Part zero{1, 0, 1, 1, {{5, 5, 0, 0}}};
   std::vector<char> z = EncodePart(zero);
+  why.clear();
   EXPECT_FALSE(DecodePart({z.data(), z.size()}, &why));
+  EXPECT_NE(why.find("freq 0"), std::string::npos) << why;
+  Part unread{1, 0, 1, 1, {{5, 5, 0, 0xFFFFFFFFu, true}, {6, 7, 2, 3}}};
+  std::vector<char> u = EncodePart(unread);
+  auto uq = DecodePart({u.data(), u.size()}, &why);
+  ASSERT_TRUE(uq) << why;
+  EXPECT_EQ(uq->entries, unread.entries);
+  // A held entry's freq beyond 32 bits is refused too.
+  wire::Writer w = MessageWriter();
+  for (uint64_t v : {1, 0, 1, 1, 0, 1}) w.PutVarint(v);  // header, no removed, one entry
+  w.Put(uint64_t{5});
+  w.PutVarint(5);
+  w.PutVarint((uint64_t{1} << 33) | 1);
+  w.Put(uint32_t{0});
+  std::vector<char> wide = w.Take();
+  why.clear();
+  EXPECT_FALSE(DecodePart({wide.data(), wide.size()}, &why));
   EXPECT_NE(why.find("freq"), std::string::npos) << why;
 
   // A delta: the part it changes, the entries it drops, the ones it adds.
@@ -218,6 +237,39 @@ TEST(DecideHoldersTest, HeldObjectsTakeTheirHoldersBudgetFirst) {
   EXPECT_EQ(d.totals.held_objects, 5u);
 }
 
+PartEntry HeldUnread(uint64_t h, uint64_t bytes = 100) { return {h, bytes, 0, 0xFFFFFFFFu, true}; }
+
+TEST(DecideHoldersTest, AnObjectHeldButNotReadStaysWithItsHolder) {
+  // A requeue: a holds 1 and 2 from its previous plan and no longer reads them; b reads 1, 2
+  // and 3 (holding none); c holds 4, which nobody reads now.
+  Part a{1, 0, 1, 200, {HeldUnread(1), HeldUnread(2), HeldUnread(4)}};
+  Part b{1, 0, 1, 1000, {Entry(1, 3, 0), Entry(2, 3, 1), Entry(3, 3, 2)}};
+  Decision d = DecideHolders({{0, &a}, {1, &b}}, 0, 2);
+  // 1 and 2 stay with a (no read again from the store), 3 goes to its reader, 4 to nobody.
+  EXPECT_EQ(d.assignments[0].holder, (std::vector<int>{0, 0, kNoHolder}));
+  EXPECT_EQ(d.assignments[1].holder, (std::vector<int>{0, 0, 1}));
+  // a fills them in its readers' order: their first read is b's.
+  EXPECT_EQ(d.assignments[0].first, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(d.totals.objects, 3u);  // 4 is read by nobody: not counted
+  EXPECT_EQ(d.totals.held_objects, 3u);
+  // A reader that holds it is preferred over a holder that does not read it.
+  Part c{1, 0, 1, 1000, {Held(1, 1, 0)}};
+  Decision e = DecideHolders({{0, &a}, {1, &b}, {2, &c}}, 0, 3);
+  EXPECT_EQ(e.assignments[1].holder, (std::vector<int>{2, 0, 1}));
+}
+
+TEST(DecideHoldersTest, AHolderThatDoesNotReadKeepsOnlyWhatItsBudgetHolds) {
+  // a holds 1, 2 and 3 and reads none; its budget keeps two. The third goes to its reader.
+  Part a{1, 0, 1, 200, {HeldUnread(1), HeldUnread(2), HeldUnread(3)}};
+  Part b{1, 0, 1, 1000, {Entry(1, 1, 0), Entry(2, 1, 1), Entry(3, 1, 2)}};
+  Decision d = DecideHolders({{0, &a}, {1, &b}}, 0, 2);
+  EXPECT_EQ(d.assignments[1].holder, (std::vector<int>{0, 0, 1}));
+  // With no budget at all, each goes to its reader.
+  a.budget = 0;
+  Decision e = DecideHolders({{0, &a}, {1, &b}}, 0, 2);
+  EXPECT_EQ(e.assignments[1].holder, (std::vector<int>{1, 1, 1}));
+}
+
 TEST(MakePartsTest, BudgetsFollowWhereTheNodeReads) {
   // 40 files of 100 bytes over 4 coordinators, files 0-9 read in a second epoch too: each
   // part's budget is the capacity split by bytes x reads at that coordinator, times the slack,
@@ -265,6 +317,52 @@ TEST(MakePartsTest, BudgetsFollowWhereTheNodeReads) {
   }
 }
 
+TEST(MakePartsTest, ObjectsHeldButNotReadAreNamedWithFreqZeroAndKeptInTheBudget) {
+  using clairfs::testing::MemBacking;
+  MemBacking backing;
+  for (int i = 0; i < 40; ++i) backing.AddFile("f" + std::to_string(i), std::string(100, 'x'));
+  // Read: f0-f19. f20-f29 are in the plan but read by no stream (as the tiers' objects a
+  // restarted node's prefetcher adds): f20-f24 held, f25-f29 not.
+  std::vector<int> read;
+  for (int i = 0; i < 20; ++i) read.push_back(i);
+  auto plan = clairfs::testing::PlanOfEpochs(backing, {read},
+                                             [](int i) { return "f" + std::to_string(i); });
+  for (int i = 20; i < 30; ++i) {
+    const std::string k = "f" + std::to_string(i);
+    const uint32_t id = plan->AddObject(k, backing.Version(k));
+    plan->objects[id].held = i < 25;
+  }
+  plan->Finalize();
+  const CoordinatorRing ring({0, 1, 2, 3});
+  uint64_t unread = 0, named = 0;
+  for (const Part& p : MakeParts(*plan, ring, 4000, 1, 4)) {
+    uint64_t bytes = 0;
+    for (const PartEntry& e : p.entries) {
+      ++named;
+      bytes += e.bytes;
+      if (e.freq > 0) continue;
+      ++unread;
+      EXPECT_TRUE(e.held);
+      EXPECT_EQ(e.first, 0xFFFFFFFFu);
+    }
+    EXPECT_EQ(p.budget, bytes);  // room for all: what it reads and what it holds
+  }
+  EXPECT_EQ(unread, 5u);
+  EXPECT_EQ(named, 25u);
+  // Room for 10 objects: what it holds (unread or not) is in the budget whatever the split.
+  for (int i = 0; i < 5; ++i) plan->objects[plan->Find("f" + std::to_string(i))].held = true;
+  uint64_t sum = 0, held_sum = 0;
+  for (const Part& p : MakeParts(*plan, ring, 1000, 1, 4)) {
+    uint64_t held = 0;
+    for (const PartEntry& e : p.entries) held += e.held ? e.bytes : 0;
+    EXPECT_GE(p.budget, held);
+    sum += p.budget;
+    held_sum += held;
+  }
+  EXPECT_EQ(held_sum, 1000u);
+  EXPECT_EQ(sum, 1000u);  // no room beside what it holds: the split gives nothing more
+}
+
 TEST(ApplyHoldersTest, HeldObjectsFillTheTiersOthersComeFromPeersOrAreStaged) {
   using clairfs::testing::MemBacking;
   MemBacking backing;
@@ -304,6 +402,65 @@ TEST(ApplyHoldersTest, HeldObjectsFillTheTiersOthersComeFromPeersOrAreStaged) {
   EXPECT_EQ(place("f0"), Placement::Tier(0));
   EXPECT_EQ(place("f2"), Placement::Tier(0));
   EXPECT_EQ(place("f1"), kStaging);
+}
+
+TEST(ApplyHoldersTest, ObjectsHeldButNotReadStayInTheTiersWhenLeftHere) {
+  using clairfs::testing::MemBacking;
+  MemBacking backing;
+  for (int i = 0; i < 6; ++i) backing.AddFile("f" + std::to_string(i), std::string(100, 'x'));
+  auto name = [](int i) { return "f" + std::to_string(i); };
+  auto plan = clairfs::testing::PlanOfEpochs(backing, {{0, 1}}, name);
+  // f2-f5: held by the tiers, read by no stream here; f5 not held (a dead object).
+  for (int i = 2; i < 6; ++i) {
+    const uint32_t id = plan->AddObject(name(i), backing.Version(name(i)));
+    plan->objects[id].held = i < 5;
+  }
+  plan->Finalize();
+  std::unordered_map<uint64_t, HolderInfo> holders;
+  holders[KeyHash("f0")] = {0, 5};
+  holders[KeyHash("f1")] = {1, 0};
+  holders[KeyHash("f2")] = {0, 3};  // left here for its readers
+  holders[KeyHash("f3")] = {1, 0};  // given to another node: a spare copy, room permitting
+  holders[KeyHash("f5")] = {0, 0};  // not held: never placed in a tier
+  // f4: no holder (nobody reads it): a spare copy too, room permitting.
+  // Room for three objects: f0 and f2 (given), then one spare copy, f3 (before f4 by key).
+  const PlacementLimits limits{{"ssd"}, {300}, 1000};
+  LocalPlacement local = ApplyHolders(*plan, limits, holders, 0, [](int) { return true; });
+  auto place = [&](const char* k) { return plan->objects[plan->Find(k)].place; };
+  EXPECT_EQ(place("f0"), Placement::Tier(0));
+  EXPECT_EQ(place("f1"), kPeer);
+  EXPECT_EQ(place("f2"), Placement::Tier(0));
+  EXPECT_EQ(place("f3"), Placement::Tier(0));
+  EXPECT_FALSE(place("f4").InTier());  // no room left: evicted
+  EXPECT_FALSE(place("f5").InTier());
+  // In the tier's fill order by the cluster's first read: f3 (0), f2 (3), f0 (5).
+  EXPECT_EQ(plan->tier_order[0],
+            (std::vector<uint32_t>{plan->Find("f3"), plan->Find("f2"), plan->Find("f0")}));
+  EXPECT_EQ(local.owned_files, 3u);
+  EXPECT_EQ(local.kept_unread_files, 1u);
+  EXPECT_EQ(local.kept_unread_bytes, 100u);
+  EXPECT_EQ(local.spare_files, 1u);
+  EXPECT_EQ(local.from_peers_files, 1u);
+  EXPECT_EQ(local.unowned_files, 0u);  // nothing unread counts as read
+  // A spare copy of an object read here is read from the tier, not from its holder: f1 held.
+  plan->objects[plan->Find("f1")].held = true;
+  local = ApplyHolders(*plan, limits, holders, 0, [](int) { return true; });
+  EXPECT_EQ(place("f1"), Placement::Tier(0));  // read here: before the unread f3
+  EXPECT_FALSE(place("f3").InTier());
+  EXPECT_EQ(local.from_peers_files, 0u);
+  plan->objects[plan->Find("f1")].held = false;
+  // Room for one object: the one read here takes it over the one held for others... unless
+  // that one is held and the read one is not: what the tiers hold is kept first.
+  const PlacementLimits one{{"ssd"}, {100}, 1000};
+  ApplyHolders(*plan, one, holders, 0, [](int) { return true; });
+  EXPECT_EQ(place("f2"), Placement::Tier(0));
+  EXPECT_EQ(place("f0"), kStaging);
+  plan->objects[plan->Find("f0")].held = true;
+  local = ApplyHolders(*plan, one, holders, 0, [](int) { return true; });
+  EXPECT_EQ(place("f0"), Placement::Tier(0));
+  EXPECT_FALSE(place("f2").InTier());  // dropped, and not counted as a read from the store
+  EXPECT_EQ(local.unowned_files, 0u);
+  EXPECT_EQ(local.kept_unread_files, 0u);
 }
 
 }  // namespace

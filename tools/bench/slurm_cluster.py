@@ -19,12 +19,18 @@ against the lists computed beforehand with the names given), waits
 until its node's tiers are filled, then reads epoch by epoch (clairfs-bench --verify: the XXH3
 sum of what it read, compared with the store's), every rank's epoch started when all ended the
 last (one `srun --overlap` step per epoch: without --overlap, Slurm 22.05 may hold a step for
-seconds to minutes until the last one's resources are released). Job 2, the requeue, the same on n1..n{K}: one node swapped for a new one. Prints per job
+seconds to minutes until the last one's resources are released). Job 2, the requeue, the same on
+K2 nodes (--requeue-nodes, default K), each rank r of K2 reading rank r's order of a K2-rank
+sampler: with K2 = K on n1..n{K}, one node swapped for a new one; with K2 > K on n0..n{K2-1},
+every node of job 1 and K2 - K new ones (a grown job); with K2 < K on n{K-K2}..n{K-1}, nodes of
+job 1 only, K - K2 of them gone (a shrunk job). Every node has the same tier. Prints per job
 and epoch the seconds and each node's backing and peer bytes, and as its last line one JSON
-object: nodes, dataset_bytes, backing_bytes (job 1, all epochs), peer_bytes (job 1, into the
+object: nodes, requeue_nodes, dataset_bytes, backing_bytes (job 1, all epochs), peer_bytes (job 1, into the
 nodes), epoch_seconds (job 1), wrong_bytes (bytes of the epochs whose sum differed, both jobs),
 restart_backing_bytes (job 2, from its start to the end of its first epoch), restart_peer_bytes,
-restart_epoch_seconds, and the run's parameters.
+restart_epoch_seconds, and the run's parameters. With CLAIRFS_BENCH_KEEP=1 the kept directory's
+out/ has per job the daemons' log (JOB.daemons.log), and per rank its plan file after the fill
+(JOB.rR.plan) and its stats after each epoch (JOB.rR.eE.stats).
 """
 import argparse
 import json
@@ -53,6 +59,9 @@ def main():
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--sampler", choices=("distributed", "locality"), default="distributed")
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--requeue-nodes", type=int, default=0,
+                    help="the requeue's node count K2 (default K: one node swapped; K+1: grown by a new node; "
+                    "K-1: shrunk by one)")
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--mean-kb", type=int, default=32)
     ap.add_argument("--link-mbit", type=int, default=100)
@@ -65,6 +74,10 @@ def main():
     a = ap.parse_args()
     if a.nodes < 2:
         sys.exit("--nodes: at least 2")
+    if a.requeue_nodes == 0:
+        a.requeue_nodes = a.nodes
+    if a.requeue_nodes < 1:
+        sys.exit("--requeue-nodes: at least 1")
     helper = os.path.join(a.build, "slurm", "clairfs-slurm")
     plugin = os.path.join(a.build, "slurm", "clairfs_spank.so")
     bench = os.path.join(a.build, "tools", "bench", "clairfs-bench")
@@ -87,13 +100,19 @@ def main():
 
 
 def run(a, tmp, helper, plugin, bench):
-    k = a.nodes
+    k, k2 = a.nodes, a.requeue_nodes
     data = os.path.join(tmp, "data")
     subprocess.run([PYTHON, os.path.join(REPO, "tools", "make_dataset.py"), data, "--files", str(a.files),
                     "--classes", "100", "--mean-kb", str(a.mean_kb), "--sigma", "0.5", "--seed", "1"],
                    check=True, stdout=subprocess.DEVNULL)
     dataset_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(data) for f in fs)
-    jobs = {"run": [f"n{i}" for i in range(k)], "requeue": [f"n{i}" for i in range(1, k + 1)]}
+    if k2 == k:
+        requeue_on = [f"n{i}" for i in range(1, k + 1)]  # one swapped
+    elif k2 > k:
+        requeue_on = [f"n{i}" for i in range(k2)]  # all of job 1's and k2 - k new
+    else:
+        requeue_on = [f"n{i}" for i in range(k - k2, k)]  # k - k2 gone
+    jobs = {"run": [f"n{i}" for i in range(k)], "requeue": requeue_on}
     sums, lists = {}, {}
     for tag, names in jobs.items():
         lists[tag] = os.path.join(tmp, "lists", tag)
@@ -123,18 +142,19 @@ def run(a, tmp, helper, plugin, bench):
                 "cluster_env=UCX_TLS=tcp", f"cluster_env=UCX_NET_DEVICES=cfs{net_id}br",
                 "cluster_env=MPIR_CVAR_NOLOCAL=1"] + \
         ([f"cluster_ssd={node_local}/ssd", "cluster_ssd_tier=0"] if a.tier == "ssd" else [])
-    cluster = MultiNodeSlurm(root, k + 1, ["required " + plugin + " " + " ".join(settings)],
+    machines = max(k + 1 if k2 == k else k, k2)
+    cluster = MultiNodeSlurm(root, machines, ["required " + plugin + " " + " ".join(settings)],
                              node_local_mode=0o1777, net_id=net_id, users_open_fuse=True, link_mbit=a.link_mbit)
     os.makedirs(root)
     cluster.start(timeout=120)
     try:
-        log(f"{k + 1} nodes up, links {a.link_mbit or 'uncapped'} Mbit/s")
+        log(f"{machines} nodes up, links {a.link_mbit or 'uncapped'} Mbit/s")
         first = job(cluster, a, data, lists["run"], out_dir, bench, sums["run"], jobs["run"], "run")
         second = job(cluster, a, data, lists["requeue"], out_dir, bench, sums["requeue"], jobs["requeue"], "requeue")
     finally:
         cluster.stop()
     result = {
-        "nodes": k, "sampler": a.sampler, "tier": a.tier, "epochs": a.epochs, "files": a.files, "mean_kb": a.mean_kb,
+        "nodes": k, "requeue_nodes": k2, "sampler": a.sampler, "tier": a.tier, "epochs": a.epochs, "files": a.files, "mean_kb": a.mean_kb,
         "link_mbit": a.link_mbit, "dataset_bytes": dataset_bytes,
         "backing_bytes": first["backing"][-1], "peer_bytes": first["peer"][-1],
         "epoch_seconds": first["seconds"], "wrong_bytes": first["wrong"] + second["wrong"],
@@ -192,7 +212,8 @@ set -eu
 export PYTHONPATH={REPO}/python
 t0=$EPOCHREALTIME
 srun --overlap --ntasks-per-node=1 bash -c '{order}cat "$0/r$SLURM_PROCID.manifest" > "$CLAIRFS_MOUNT/.clairfs/manifest" &&
-  {PYTHON} -m clairfs wait "$CLAIRFS_MOUNT" --timeout 600 > /dev/null' {lists} {data} {out_dir}
+  {PYTHON} -m clairfs wait "$CLAIRFS_MOUNT" --timeout 600 > /dev/null &&
+  cat "$CLAIRFS_MOUNT/.clairfs/plan" > "$2/$SLURM_JOB_ID.r$SLURM_PROCID.plan"' {lists} {data} {out_dir}
 echo "filled $(awk -v a=$EPOCHREALTIME -v b=$t0 'BEGIN {{printf "%.3f", a - b}}')"
 for ((e = 0; e < {a.epochs}; e++)); do
   t=$EPOCHREALTIME
@@ -201,6 +222,7 @@ for ((e = 0; e < {a.epochs}; e++)); do
     cat "$CLAIRFS_MOUNT/.clairfs/stats" > "$3/$SLURM_JOB_ID.r$SLURM_PROCID.e$2.stats"' {lists} {bench} $e {out_dir}
   echo "epoch $e $(awk -v a=$EPOCHREALTIME -v b=$t 'BEGIN {{printf "%.3f", a - b}}')"
 done
+cp "$(dirname "$CLAIRFS_MOUNT")/daemons.log" "{out_dir}/$SLURM_JOB_ID.daemons.log" || true
 """
     job_id = cluster.sbatch([f"--output={out_dir}/job-%j.out", "-N", str(k), "--ntasks-per-node=1",
                              "-w", ",".join(nodes), f"--clairfs={data}"], script, user=NOBODY)
