@@ -147,6 +147,7 @@ class Freshness(FreshnessBase):
         self.start(revalidate_interval=3600)  # the sweep cannot explain what is seen
         self.plan_two_epochs_and_read_the_first()
         rel = self.planned[3]
+        before = self.stats(self.mnt)
         harness.rewrite_in_place(os.path.join(self.src, rel), data_for(rel, 2))
         changed = time.monotonic()
         seen = self.until(lambda: read_polled(self.at(rel)) == data_for(rel, 2), 10,
@@ -157,8 +158,13 @@ class Freshness(FreshnessBase):
         harness.wait_for(lambda: time.monotonic() - changed >= PLANNED_BOUND, 5, "the bound")
         self.assertEqual(read(self.at(rel)), data_for(rel, 2))
         self.assertEqual(read(self.at(self.planned[4])), data_for(self.planned[4], 1))
-        fresh = self.stats(self.mnt)["fresh"]
-        self.assertGreaterEqual(fresh["invalidated"], 1, fresh)
+        after = self.stats(self.mnt)
+        fresh = after["fresh"]
+        # The check ahead found the change and dropped the kernel's pages; or the kernel let
+        # them go on its own (memory pressure on a loaded machine), and a read reached the
+        # daemon, which checks the version of every read it serves.
+        self.assertTrue(fresh["invalidated"] >= 1 or
+                        after["read_requests"] > before["read_requests"], (before, after))
         self.assertGreater(fresh["checked"], 0, fresh)
 
     def test_planned_file_revoked_elsewhere_is_refused_within_the_bound(self):
