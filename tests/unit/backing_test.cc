@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,6 +155,63 @@ TEST(PosixBacking, FifoIsRefusedWithoutBlocking) {
   EXPECT_EQ(std::string(bytes.value().data.get(), bytes.value().size), "ata");
   ASSERT_TRUE(backing->Fstat(f.value().handle, "sub/f", &st).ok());
   EXPECT_EQ(st.st_ino, f.value().st.st_ino);
+}
+
+// The pages a file's read left in the page cache, counted with mincore.
+size_t ResidentPages(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return SIZE_MAX;
+  struct stat st;
+  fstat(fd, &st);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t n = (static_cast<size_t>(st.st_size) + page - 1) / page;
+  void* map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return SIZE_MAX;
+  std::vector<unsigned char> in(n);
+  size_t resident = SIZE_MAX;
+  if (mincore(map, static_cast<size_t>(st.st_size), in.data()) == 0) {
+    resident = static_cast<size_t>(
+        std::count_if(in.begin(), in.end(), [](unsigned char c) { return (c & 1) != 0; }));
+  }
+  munmap(map, static_cast<size_t>(st.st_size));
+  return resident;
+}
+
+// IoOptions::pages: kDrop lets the kernel drop the pages of a file read whole once the bytes
+// are in the blob (the daemon holds them now), unless the file was modified within the last
+// second; kKeep leaves them.
+TEST(PosixBacking, AWholeReadDropsTheFilesPagesUnlessModifiedJustNow) {
+  TempDir dir;
+  const std::string data(256 << 10, 'x');
+  WriteFile(dir.path() + "/old", data);
+  WriteFile(dir.path() + "/kept", data);
+  for (const char* name : {"old", "kept"}) {  // clean pages: neither advice drops dirty ones
+    const int fd = open((dir.path() + "/" + name).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(fsync(fd), 0);
+    close(fd);
+  }
+  struct stat st;
+  ASSERT_EQ(stat((dir.path() + "/kept").c_str(), &st), 0);
+  const auto changed = std::chrono::system_clock::time_point(
+      std::chrono::seconds(st.st_ctim.tv_sec) + std::chrono::nanoseconds(st.st_ctim.tv_nsec));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return std::chrono::system_clock::now() > changed + 1200ms; }, 10s));
+  auto drop = OpenBacking(dir.path(), {.pages = IoOptions::Pages::kDrop});
+  auto keep = OpenBacking(dir.path(), {.pages = IoOptions::Pages::kKeep});
+  ASSERT_TRUE(keep->Read("kept", ByteRange::Whole()).ok());
+  EXPECT_GT(ResidentPages(dir.path() + "/kept"), 0u);
+  ASSERT_TRUE(drop->Read("old", ByteRange::Whole()).ok());
+  EXPECT_EQ(ResidentPages(dir.path() + "/old"), 0u);
+  // Just written: its pages stay (a writer may be at work).
+  WriteFile(dir.path() + "/new", data);
+  const int fd = open((dir.path() + "/new").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fsync(fd), 0);
+  close(fd);
+  ASSERT_TRUE(drop->Read("new", ByteRange::Whole()).ok());
+  EXPECT_GT(ResidentPages(dir.path() + "/new"), 0u);
 }
 
 // A file rewritten in place while it is read: every blob holds exactly one version's bytes.
