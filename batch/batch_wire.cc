@@ -59,8 +59,6 @@ const char* WireErrorText(WireError e) {
       return "more samples than max_samples";
     case WireError::kNoSamples:
       return "a read of no samples";
-    case WireError::kBadPath:
-      return "a path over 4096 bytes";
   }
   return "unknown";
 }
@@ -123,7 +121,6 @@ WireError DecodeHelloReply(std::span<const uint8_t> body, HelloReply* out) {
 WireError EncodeRead(uint64_t tag, const ReadRequest& r, std::vector<uint8_t>* out) {
   uint64_t body = kReadFixedBytes + kReadItemBytes * static_cast<uint64_t>(r.items.size());
   for (const ReadItem& item : r.items) {
-    if (item.path.size() > kMaxPathBytes) return WireError::kBadPath;
     body += item.path.size();
     if (body > kMaxBodyBytes) return WireError::kBodyTooLarge;
   }
@@ -165,7 +162,6 @@ WireError DecodeRead(std::span<const uint8_t> body, uint32_t max_samples, ReadRe
   for (uint32_t i = 0; i < count; ++i, item += kReadItemBytes) {
     const uint32_t n = Get32(item + 16);
     if (Get32(item + 20) != 0) return WireError::kBadFlags;
-    if (n > kMaxPathBytes) return WireError::kBadPath;
     out->items[i].offset = Get64(item);
     out->items[i].length = Get64(item + 8);
     paths += n;

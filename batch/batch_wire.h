@@ -48,7 +48,6 @@ enum class WireError {
   kBadLength,       // the body's length is not what its fields say
   kTooManySamples,  // a kRead of more samples than the server's max_samples
   kNoSamples,       // a kRead of 0 samples
-  kBadPath,         // a path over kMaxPathBytes
 };
 
 // E2BIG for kBodyTooLarge and kTooManySamples, else EPROTO.
@@ -88,12 +87,12 @@ struct ReadRequest {
   uint64_t window_bytes = 0;
   std::vector<ReadItem> items;
 };
-// Fails (kBodyTooLarge) when the body would pass kMaxBodyBytes, or (kBadPath) for a path over
-// kMaxPathBytes; else *out is the frame.
+// Fails (kBodyTooLarge) when the body would pass kMaxBodyBytes; else *out is the frame. Paths
+// are sent as they are: one over kMaxPathBytes is the server's to refuse (EINVAL for its sample).
 WireError EncodeRead(uint64_t tag, const ReadRequest& r, std::vector<uint8_t>* out);
 // count must be 1..max_samples (kNoSamples, kTooManySamples: checked before anything is
-// allocated for the items), each path at most kMaxPathBytes, and the body exactly as long as
-// the fixed part, the items and the paths.
+// allocated for the items), and the body exactly as long as the fixed part, the items and the
+// paths (whose lengths are not otherwise bounded here: a path's rules are the reader's).
 WireError DecodeRead(std::span<const uint8_t> body, uint32_t max_samples, ReadRequest* out);
 
 struct ReplyItem {

@@ -3,6 +3,7 @@ format) and independent of the C++ client: a sealed memfd buffer handed over at 
 kRead, the reply's samples sliced out of the buffer. Also runnable as a script (for a child
 run as another user): `batchutil.py SOCKET PATH...` prints one JSON list of [errno, hex bytes]
 per path, or {"error": errno} when the connection or the request as a whole fails."""
+import errno
 import fcntl
 import json
 import mmap
@@ -20,7 +21,8 @@ TIMEOUT = 30.0
 
 
 class BatchError(OSError):
-    pass
+    """A kError from the server: errno is its error. Failures of the connection itself are
+    plain OSErrors (ETIMEDOUT, EPIPE, EPROTO for bytes that are no frame)."""
 
 
 def frame(ftype, tag, body):
@@ -32,10 +34,10 @@ def recv_exact(sock, n):
     while len(out) < n:
         r, _, _ = select.select([sock], [], [], TIMEOUT)
         if not r:
-            raise BatchError(110, "no answer in time")
+            raise OSError(errno.ETIMEDOUT, "no answer in time")
         chunk = sock.recv(n - len(out))
         if not chunk:
-            raise BatchError(32, "connection closed")
+            raise OSError(errno.EPIPE, "connection closed")
         out += chunk
     return bytes(out)
 
@@ -43,7 +45,7 @@ def recv_exact(sock, n):
 def recv_frame(sock):
     magic, ftype, flags, body_bytes, reserved, tag = HEADER.unpack(recv_exact(sock, HEADER.size))
     if magic != MAGIC or flags or reserved:
-        raise BatchError(71, "bad frame")
+        raise OSError(errno.EPROTO, "bad frame")
     body = recv_exact(sock, body_bytes)
     if ftype == ERROR:
         err = struct.unpack_from("<i", body)[0]

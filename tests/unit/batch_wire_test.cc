@@ -126,11 +126,16 @@ TEST(BatchWire, ReadRefusals) {
   huge[16] = huge[17] = huge[18] = huge[19] = 0xff;
   EXPECT_EQ(DecodeRead(huge, UINT32_MAX, &out), WireError::kBadLength);
   EXPECT_EQ(DecodeRead(huge, 65536, &out), WireError::kTooManySamples);
-  auto long_path = body;  // path_bytes over 4096
+  auto long_path = body;  // path_bytes past the body's end
   long_path[kReadFixedBytes + 17] = 0x20;
-  EXPECT_EQ(DecodeRead(long_path, 10, &out), WireError::kBadPath);
-  ReadRequest too_long{0, 0, {{0, 1, std::string(kMaxPathBytes + 1, 'a')}}};
-  EXPECT_EQ(EncodeRead(1, too_long, &f), WireError::kBadPath);
+  EXPECT_EQ(DecodeRead(long_path, 10, &out), WireError::kBadLength);
+  // A path over 4096 bytes is carried (its sample gets EINVAL from the server).
+  const std::string long_name(kMaxPathBytes + 1, 'a');
+  ReadRequest too_long{0, 0, {{0, 1, long_name}}};
+  ASSERT_EQ(EncodeRead(1, too_long, &f), WireError::kOk);
+  ASSERT_EQ(DecodeRead(std::span<const uint8_t>(f).subspan(kHeaderBytes), 10, &out),
+            WireError::kOk);
+  EXPECT_EQ(out.items[0].path.size(), kMaxPathBytes + 1);
   EXPECT_EQ(AlignUp(0), 0u);
   EXPECT_EQ(AlignUp(1), 64u);
   EXPECT_EQ(AlignUp(128), 128u);
