@@ -247,10 +247,15 @@ void BatchServer::AcceptLoop() {
     }
     std::vector<gid_t> groups(64);
     len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0 && errno == ERANGE) {
-      groups.resize(len / sizeof(gid_t));
-      len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
-      if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) len = 0;
+    // Without them (a failure), the primary group alone decides: never more than the caller has.
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) {
+      if (errno == ERANGE) {
+        groups.resize(len / sizeof(gid_t));
+        len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) len = 0;
+      } else {
+        len = 0;
+      }
     }
     groups.resize(len / sizeof(gid_t));
     const timeval tv = TimevalOf(options_.send_timeout);

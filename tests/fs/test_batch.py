@@ -16,7 +16,19 @@ from batchutil import Client
 from harness import ClairfsCase, config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-USER = 64125  # an id without an account: setpriv needs none
+USER = 64125  # ids without accounts: setpriv needs none
+GROUP = 64126
+
+
+def batch_as(uid, sock, paths, groups=()):
+    """What a batch read of paths gives uid (with supplementary groups) through sock."""
+    r = subprocess.run(harness.setpriv(uid, groups) + [sys.executable, "-I", "-S",
+                                                       os.path.join(HERE, "batchutil.py"), sock,
+                                                       *paths],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"batch child as uid {uid} failed: {r.stderr}")
+    return json.loads(r.stdout)
 
 
 class BatchTest(ClairfsCase):
@@ -87,18 +99,20 @@ class BatchTest(ClairfsCase):
     def test_another_user_gets_what_the_mount_gives_it(self):
         self.put("open/shared.bin", b"shared bytes", 0o644)
         self.put("open/private.bin", b"private bytes", 0o600)
+        self.put("open/group.bin", b"members", 0o640)
         self.mount(self.ds, self.mnt)
         sock = self.socket_path()
         self.assertEqual(stat.S_IMODE(os.lstat(sock).st_mode), 0o666)  # root: allow_other
-        r = subprocess.run(harness.setpriv(USER) + [sys.executable, "-I", "-S",
-                                                    os.path.join(HERE, "batchutil.py"), sock,
-                                                    "open/shared.bin", "open/private.bin"],
-                           capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        got = json.loads(r.stdout)
+        got = batch_as(USER, sock, ["open/shared.bin", "open/private.bin"])
         self.assertEqual(got[0], [0, b"shared bytes".hex()])
         self.assertEqual(got[1], [errno.EACCES, ""])
         self.assertEqual(self.stats(self.mnt)["batch"]["denied"], 1)
+        # A group's file: its members (a supplementary group, as the kernel names it at
+        # connect) read it, others are refused.
+        os.chown(os.path.join(self.ds, "open/group.bin"), 0, GROUP)
+        self.assertEqual(batch_as(USER, sock, ["open/group.bin"], groups=[GROUP]),
+                         [[0, b"members".hex()]])
+        self.assertEqual(batch_as(USER, sock, ["open/group.bin"]), [[errno.EACCES, ""]])
         # Root itself (the daemon's user) reads both.
         c = Client(sock)
         self.addCleanup(c.close)
