@@ -245,6 +245,33 @@ TEST_F(BatchServerTest, RewriteBetweenRequestsGivesTheNewVersionWhole) {
   EXPECT_EQ(Bytes(out[0]), Pattern(1500, 7));
 }
 
+TEST_F(BatchServerTest, PlannedFileFromTheTierThenItsRewriteWhole) {
+  // A planned file is served from the RAM tier (no byte from the store), consumed in the plan;
+  // rewritten, the tier's copy is of another version and the new one is read whole.
+  Make();
+  auto plan = testing::PlanOfEpochs(*backing_, {{0, 1}},
+                                    [](int i) { return std::string(i == 0 ? "a" : "dir/b"); });
+  prefetcher_->Start();
+  prefetcher_->Install(plan);
+  ASSERT_TRUE(testing::WaitFor([&] { return stats_.fetched_objects.load() == 2; }, 10s));
+  auto c = Client();
+  ASSERT_TRUE(c);
+  std::vector<BatchClient::Sample> out;
+  std::string why;
+  const std::vector<BatchClient::Item> items = {{"a"}, {"dir/b"}};
+  const uint64_t backing_bytes = stats_.backing_bytes.load();
+  ASSERT_EQ(c->Read(items, 0, batch::kToEnd, &out, &why), 0) << why;
+  EXPECT_EQ(Bytes(out[0]), Pattern(1000, 1));
+  EXPECT_EQ(Bytes(out[1]), Pattern(300'000, 2));
+  EXPECT_EQ(stats_.backing_bytes.load(), backing_bytes);  // both from the tier
+  EXPECT_EQ(stats_.served_tier[0].load(), 2u);
+  WriteFile(P("data/dir/b"), Pattern(200'000, 8));
+  ASSERT_EQ(c->Read(items, 0, batch::kToEnd, &out, &why), 0) << why;
+  EXPECT_EQ(out[1].error, 0);
+  EXPECT_EQ(out[1].file_size, 200'000u);
+  EXPECT_EQ(Bytes(out[1]), Pattern(200'000, 8));
+}
+
 TEST_F(BatchServerTest, OverMaxSamplesIsE2bigAndClosed) {
   BatchOptions o;
   o.max_samples = 4;
