@@ -500,7 +500,8 @@ TEST_F(BatchServerTest, StaleSocketIsReplacedAndStopRemovesIt) {
   EXPECT_NE(lstat(Sock().c_str(), &st), 0);
   WriteFile(Sock(), "x");
   BatchServer other(*reader_, {}, batch_stats_);
-  EXPECT_FALSE(other.Start(Sock(), false).ok());
+  EXPECT_FALSE(other.Start(Sock(), false).ok());                    // not a socket: left alone
+  EXPECT_FALSE(other.Start(P(std::string(120, 'x')), false).ok());  // over sun_path
 }
 
 }  // namespace
