@@ -396,7 +396,8 @@ TEST_F(BatchServerTest, PerUserLimit) {
   ASSERT_TRUE(c1);
   std::unique_ptr<BatchClient> c2;
   std::string why;
-  EXPECT_NE(BatchClient::Connect(Sock(), {}, &c2, &why), 0);
+  EXPECT_EQ(BatchClient::Connect(Sock(), {}, &c2, &why), EBUSY) << why;
+  EXPECT_NE(why.find("batch.max_clients_per_user"), std::string::npos) << why;
   EXPECT_EQ(batch_stats_.refused_connections.load(), 1u);
 }
 
