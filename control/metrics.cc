@@ -285,6 +285,12 @@ void Watch(Exposition& e, const json& s) {
       "Directory watches that could not be added (their changes count after the timeouts).");
   One(e, s, "clairfs_watch_overflows_total", Type::kCounter, "/watch/overflows",
       "Change event queues lost (their changes count after the timeouts).");
+  One(e, s, "clairfs_metadata_lookups_total", Type::kCounter, "/metadata/lookups",
+      "LOOKUPs of dataset names answered.");
+  One(e, s, "clairfs_metadata_lookups_ahead_total", Type::kCounter, "/metadata/lookups_ahead",
+      "LOOKUPs answered with stats made ahead (no backing-store call).");
+  One(e, s, "clairfs_metadata_reader_stats_total", Type::kCounter, "/metadata/reader_stats",
+      "Backing-store stats made on a reader's path (lookup, getattr, binding a read).");
   One(e, s, "clairfs_stat_ahead_batches_total", Type::kCounter, "/stat_ahead/batches",
       "Backing-store calls statting the files the plan reads next (open_mode none).");
   One(e, s, "clairfs_stat_ahead_stats_total", Type::kCounter, "/stat_ahead/stats",
