@@ -70,6 +70,9 @@ void StatAhead::Forget(const std::string& path) {
   std::lock_guard lock(mu_);
   ++forgets_;
   records_.erase(path);
+  // A name made, removed or renamed changes its directory's own attributes (mtime, size,
+  // links), which no report names.
+  if (const std::string_view dir = DirOf(path); !dir.empty()) records_.erase(std::string(dir));
 }
 
 void StatAhead::ForgetAll() {

@@ -155,7 +155,8 @@ class StatAhead {
   // false. count: a read's question, counted in used / missed (a lookup's is counted by its
   // caller).
   bool Recent(const std::string& path, struct stat* st, bool count = true);
-  // A change of path was reported: its record is dropped, and so is the batch running now.
+  // A change of path was reported: its record and its directory's are dropped (the
+  // directory's attributes change with its names), and so is the batch running now.
   void Forget(const std::string& path);
   // Reports were lost, or a directory's names changed wholesale: every record is dropped.
   void ForgetAll();

@@ -160,6 +160,9 @@ TEST_F(StatAheadTest, RecordsTheDirectoriesOfUpcomingPathsOnce) {
   EXPECT_EQ(ahead_->size(), 4u);                                   // w/a, w/b, w, u
   EXPECT_EQ(counters_.stats.load(), 2u);                           // files only
   EXPECT_EQ(counters_.used.load() + counters_.missed.load(), 0u);  // uncounted questions
+  ahead_->Forget("w/c");  // a name of w changed: so did w's own attributes
+  EXPECT_FALSE(ahead_->Recent("w", &st, false));
+  EXPECT_TRUE(ahead_->Recent("w/a", &st, false));
 }
 
 // Freshness: every upcoming path is statted again about every max_age without any read
