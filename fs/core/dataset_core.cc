@@ -141,6 +141,7 @@ Result<DatasetCore::Entry> DatasetCore::Lookup(uint64_t parent, std::string_view
   if (inodes_.Keyed(e.attr.st_dev, e.attr.st_ino, &linked, &known) && known.path != path) {
     struct stat kst;
     if (!ReaderLstat(known.path, &kst).ok() || !known.Names(kst)) linked = 0;
+    ahead = false;  // a call of its own after all
   }
   if (ahead) fs_stats_.metadata.lookups_ahead.fetch_add(1, std::memory_order_relaxed);
   e.node = inodes_.Acquire(path, e.attr.st_dev, e.attr.st_ino, e.attr.st_mode, linked);
