@@ -301,6 +301,12 @@ void Watch(Exposition& e, const json& s) {
       "Batch samples that failed otherwise (ENOENT, ELOOP, ENOBUFS, EIO, ...).");
   One(e, s, "clairfs_batch_protocol_errors_total", Type::kCounter, "/batch/protocol_errors",
       "Batch frames refused or clients cut off (bad frames, limits, timeouts).");
+  One(e, s, "clairfs_metadata_lookups_total", Type::kCounter, "/metadata/lookups",
+      "LOOKUPs of dataset names answered.");
+  One(e, s, "clairfs_metadata_lookups_ahead_total", Type::kCounter, "/metadata/lookups_ahead",
+      "LOOKUPs answered with stats made ahead (no backing-store call).");
+  One(e, s, "clairfs_metadata_reader_stats_total", Type::kCounter, "/metadata/reader_stats",
+      "Backing-store stats made on a reader's path (lookup, getattr, binding a read).");
   One(e, s, "clairfs_stat_ahead_batches_total", Type::kCounter, "/stat_ahead/batches",
       "Backing-store calls statting the files the plan reads next (open_mode none).");
   One(e, s, "clairfs_stat_ahead_stats_total", Type::kCounter, "/stat_ahead/stats",

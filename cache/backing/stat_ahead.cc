@@ -45,11 +45,11 @@ void StatAhead::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool StatAhead::Recent(const std::string& path, struct stat* st) {
+bool StatAhead::Recent(const std::string& path, struct stat* st, bool count) {
   if (!running_.load(std::memory_order_acquire)) return false;
   // Quiet first: from then on every change made before this call has been forgotten.
   if (!hooks_.quiet()) {
-    counters_.missed.fetch_add(1, std::memory_order_relaxed);
+    if (count) counters_.missed.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   const auto now = Clock::now();
@@ -58,11 +58,11 @@ bool StatAhead::Recent(const std::string& path, struct stat* st) {
     auto it = records_.find(path);
     if (it != records_.end() && it->second.vouched && now - it->second.at <= options_.max_age) {
       *st = it->second.st;
-      counters_.used.fetch_add(1, std::memory_order_relaxed);
+      if (count) counters_.used.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
   }
-  counters_.missed.fetch_add(1, std::memory_order_relaxed);
+  if (count) counters_.missed.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
@@ -70,6 +70,9 @@ void StatAhead::Forget(const std::string& path) {
   std::lock_guard lock(mu_);
   ++forgets_;
   records_.erase(path);
+  // A name made, removed or renamed changes its directory's own attributes (mtime, size,
+  // links), which no report names.
+  if (const std::string_view dir = DirOf(path); !dir.empty()) records_.erase(std::string(dir));
 }
 
 void StatAhead::ForgetAll() {
@@ -220,6 +223,20 @@ void StatAhead::Batch() {
   std::vector<Signpost> posts;
   hooks_.upcoming(reach_.load(std::memory_order_relaxed), &upcoming,
                   hooks_.post ? &posts : nullptr);
+  // The directories they lie in, each once (a lookup checks its parent's identity): after the
+  // files, so that files[0, files) are the planned positions.
+  const size_t files = upcoming.size();
+  {
+    std::unordered_map<std::string_view, bool> dirs;  // views into upcoming's files
+    for (size_t i = 0; i < files; ++i) {
+      const std::string_view dir = DirOf(upcoming[i]);
+      if (!dir.empty()) dirs.try_emplace(dir, true);
+    }
+    std::vector<std::string> add;
+    add.reserve(dirs.size());
+    for (const auto& d : dirs) add.emplace_back(d.first);
+    for (std::string& d : add) upcoming.push_back(std::move(d));
+  }
   // Recent answers only for paths whose directory is watched from before the stat: a change
   // made before the watch began was reported to nobody. One question per directory, before the
   // stats. Paths of directories not watched are statted only for freshness (check_all).
@@ -238,7 +255,8 @@ void StatAhead::Batch() {
   // is statted twice.
   std::vector<std::string> paths;
   std::vector<bool> vouched;
-  size_t covered = 0;  // upcoming paths with a usable record after this batch
+  std::vector<bool> is_file;  // a planned position's path, not one of their directories
+  size_t covered = 0;         // upcoming paths with a usable record after this batch
   paths.reserve(upcoming.size());
   {
     std::lock_guard lock(mu_);
@@ -247,12 +265,13 @@ void StatAhead::Batch() {
       auto it = records_.find(upcoming[i]);
       if (it != records_.end() && begin - it->second.at < options_.max_age / 2 &&
           (it->second.vouched || !w)) {
-        covered += it->second.vouched;
+        covered += i < files && it->second.vouched;
         continue;
       }
       if (!w && !options_.check_all) continue;
       paths.push_back(std::move(upcoming[i]));
       vouched.push_back(w);
+      is_file.push_back(i < files);
     }
   }
   const bool statted = !paths.empty();
@@ -264,7 +283,12 @@ void StatAhead::Batch() {
       std::lock_guard lock(mu_);
       if (forgets_ == forgets && !stop_) {  // else a change was reported meanwhile: dropped
         for (size_t i = 0; i < paths.size() && i < st.size() && i < status.size(); ++i) {
-          if (!status[i].ok() || !S_ISREG(st[i].st_mode)) continue;
+          if (!status[i].ok()) continue;
+          if (!is_file[i]) {  // a directory's record serves lookups below it
+            if (S_ISDIR(st[i].st_mode)) Insert(paths[i], st[i], begin, vouched[i]);
+            continue;
+          }
+          if (!S_ISREG(st[i].st_mode)) continue;
           Insert(paths[i], st[i], begin, vouched[i]);
           covered += vouched[i];
           counters_.stats.fetch_add(1, std::memory_order_relaxed);

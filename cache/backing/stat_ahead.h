@@ -18,6 +18,13 @@
 // stalls costs a batch (one I/O call with the store's deadline, Backing::LstatMany), never a
 // reader.
 //
+// Directories: each batch also stats the directories the upcoming paths lie in (each once per
+// batch, with the files, in the same call; skipped while its record is young, as a file's is),
+// and records them under the same rules (vouched when the directory they lie in is watched), so
+// that a LOOKUP of a planned name (DatasetCore::Lookup) checks its parent's identity and takes
+// the name's attributes without a backing call on the reader's path. Only regular files and
+// directories are recorded.
+//
 // One thread makes the batches. Readers wake it (Consumed) once they have consumed half of
 // what the records covered after the last batch (at most ahead / 2, at least kMinReads: a
 // batch then stats about what was consumed since the last), or the last batch is
@@ -145,9 +152,11 @@ class StatAhead {
   void Stop();
 
   // A stat of path the rules above let stand for one made now: true with it in *st; else
-  // false (counted as a miss).
-  bool Recent(const std::string& path, struct stat* st);
-  // A change of path was reported: its record is dropped, and so is the batch running now.
+  // false. count: a read's question, counted in used / missed (a lookup's is counted by its
+  // caller).
+  bool Recent(const std::string& path, struct stat* st, bool count = true);
+  // A change of path was reported: its record and its directory's are dropped (the
+  // directory's attributes change with its names), and so is the batch running now.
   void Forget(const std::string& path);
   // Reports were lost, or a directory's names changed wholesale: every record is dropped.
   void ForgetAll();

@@ -104,7 +104,7 @@ Result<DatasetCore::Binding> DatasetCore::Bind(uint64_t node, const InodeTable::
       opened = true;
       st = h->st;
     } else {
-      looked = backing_.Lstat(info.path, &st);
+      looked = ReaderLstat(info.path, &st);
     }
   }
   if (!looked.ok() && StoreUnreachable(looked)) {

@@ -82,8 +82,17 @@ Status DatasetCore::PathError(Status s) {
   return Status::Error(Code::kStale, s.message());
 }
 
+Status DatasetCore::ReaderLstat(const std::string& path, struct stat* st) {
+  fs_stats_.metadata.reader_stats.fetch_add(1, std::memory_order_relaxed);
+  return backing_.Lstat(path, st);
+}
+
+bool DatasetCore::Ahead(const std::string& path, struct stat* st) {
+  return ahead_ && ahead_->Recent(path, st, /*count=*/false);
+}
+
 Status DatasetCore::Verify(uint64_t node, const InodeTable::NodeInfo& info, struct stat* st) {
-  Status s = backing_.Lstat(info.path, st);
+  Status s = ReaderLstat(info.path, st);
   if (!s.ok()) return PathError(std::move(s));
   return CheckIdentity(node, info, *st);
 }
@@ -102,16 +111,28 @@ Result<DatasetCore::Entry> DatasetCore::Lookup(uint64_t parent, std::string_view
     return e;
   }
   if (parent == kControlLink) return Status::FromErrno(ENOTDIR, kControlName);
+  fs_stats_.metadata.lookups.fetch_add(1, std::memory_order_relaxed);
   auto dir = NodeOf(parent);
   if (!dir.ok()) return dir.status();
   if (dir->type != S_IFDIR) return Status::FromErrno(ENOTDIR, dir->path);
   // The name is looked up in the directory the parent node stands for, not in whatever
   // directory its path names now (the root is the backing root descriptor: never stale).
+  // A stat made ahead that the watch vouches for (StatAhead::Recent: its rules, max_age
+  // included) stands for the stat made now, of the parent and of the name; a record showing
+  // another object than the parent's is checked with a stat of its own.
+  bool ahead = true;
   if (parent != InodeTable::kRootId) {
-    if (Status s = Verify(parent, *dir, &e.attr); !s.ok()) return s;
+    if (!Ahead(dir->path, &e.attr) || !dir->Names(e.attr)) {
+      ahead = false;
+      if (Status s = Verify(parent, *dir, &e.attr); !s.ok()) return s;
+    }
   }
   const std::string path = Child(dir->path, name);
-  if (Status s = backing_.Lstat(path, &e.attr); !s.ok()) return s;
+  if (!Ahead(path, &e.attr)) {
+    ahead = false;
+    if (Status s = ReaderLstat(path, &e.attr); !s.ok()) return s;
+  }
+  // (A record is of a regular file or a directory: Visible holds.)
   if (!Visible(path, e.attr)) return Status::Error(Code::kNotFound, path + ": leads outside");
   // Another name of an object that has a node shares it only while the node's own path still
   // names the object (a hard link); otherwise the inode number was reused.
@@ -119,8 +140,10 @@ Result<DatasetCore::Entry> DatasetCore::Lookup(uint64_t parent, std::string_view
   InodeTable::NodeInfo known;
   if (inodes_.Keyed(e.attr.st_dev, e.attr.st_ino, &linked, &known) && known.path != path) {
     struct stat kst;
-    if (!backing_.Lstat(known.path, &kst).ok() || !known.Names(kst)) linked = 0;
+    if (!ReaderLstat(known.path, &kst).ok() || !known.Names(kst)) linked = 0;
+    ahead = false;  // a call of its own after all
   }
+  if (ahead) fs_stats_.metadata.lookups_ahead.fetch_add(1, std::memory_order_relaxed);
   e.node = inodes_.Acquire(path, e.attr.st_dev, e.attr.st_ino, e.attr.st_mode, linked);
   inodes_.Report(e.node, e.attr);  // any type: what fs/fresh/revalidate.h compares with
   if (S_ISDIR(e.attr.st_mode) && dir_seen_) dir_seen_(e.node, path);
@@ -153,6 +176,7 @@ Result<DatasetCore::Attr> DatasetCore::GetAttr(uint64_t node, const OpenContents
     // open, those of the bytes the handle serves.
     st = h->st;
     if (h->store) {
+      fs_stats_.metadata.reader_stats.fetch_add(1, std::memory_order_relaxed);
       Status got = backing_.Fstat(h->store, h->path, &st);
       if (!got.ok() && StoreUnreachable(got)) {
         st = h->st;
@@ -164,7 +188,7 @@ Result<DatasetCore::Attr> DatasetCore::GetAttr(uint64_t node, const OpenContents
     // The root's attributes stay available while the store does not answer, so that the
     // control files (stats, errors) can still be reached through `.clairfs`: the last ones it
     // gave.
-    Status got = backing_.Lstat("", &st);
+    Status got = ReaderLstat("", &st);
     std::lock_guard lock(root_mu_);
     if (got.ok()) {
       root_st_ = st;

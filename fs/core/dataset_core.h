@@ -93,7 +93,10 @@ class DatasetCore {
   // (Forget drops them). The name is looked up in the directory the parent node stands for
   // (kStale if its path names another object). A symlink leading outside the dataset is
   // kNotFound. Another name of an object that has a node shares it only while the node's path
-  // still names the object (a hard link); otherwise the inode number was reused.
+  // still names the object (a hard link); otherwise the inode number was reused. With stats
+  // made ahead (SetWatchers), a record that StatAhead::Recent vouches for stands for the stat
+  // of the parent (its identity check) and of the name: a planned name statted ahead is
+  // answered without a backing call (counted in metadata.lookups_ahead).
   Result<Entry> Lookup(uint64_t parent, std::string_view name);
   // The kernel forgot n lookup references to node.
   void Forget(uint64_t node, uint64_t n);
@@ -214,6 +217,12 @@ class DatasetCore {
   Result<InodeTable::NodeInfo> NodeOf(uint64_t node) const;
   // kStale (counted) unless st is node's object (the root always is).
   Status CheckIdentity(uint64_t node, const InodeTable::NodeInfo& info, const struct stat& st);
+  // A stat of path on the backing store made on a reader's path (counted in
+  // metadata.reader_stats).
+  Status ReaderLstat(const std::string& path, struct stat* st);
+  // A stat of path made ahead that stands for one made now (StatAhead::Recent, not counted as
+  // a read's); false without stats made ahead.
+  bool Ahead(const std::string& path, struct stat* st);
   // The stat of what node's path names now, if that is node's own object (else kStale).
   Status Verify(uint64_t node, const InodeTable::NodeInfo& info, struct stat* st);
   // A failure to reach a node's path: kStale (counted) when the path no longer leads to an

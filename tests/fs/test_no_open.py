@@ -287,3 +287,65 @@ class NoOpenTest(ClairfsCase):
         for rel in order[half:]:
             self.assertTrue(self.read(mnt, rel) == files[rel], rel)
         self.assertIn("clairfs_stat_ahead_used_total", self.control_read(mnt, "metrics"))
+
+    def test_planned_lookups_after_dentries_are_dropped_make_no_backing_call(self):
+        # Memory pressure (here `drop_caches` 3) makes the kernel forget the dataset's names, so
+        # each planned read costs a LOOKUP. The stats made ahead (and one of each directory)
+        # answer it: no backing-store stat on the reader's path (metadata.reader_stats), and
+        # changes the watch reports are still seen by the next lookup.
+        if os.geteuid() != 0:
+            self.skipTest("drop_caches needs root")
+        n = 60
+        ds = os.path.join(self.tmpdir("lookups"), "ds")  # its own: files are changed
+        order = self.order[:n]
+        files = {rel: self.files[rel] for rel in order}
+        for rel, data in files.items():
+            os.makedirs(os.path.dirname(os.path.join(ds, rel)), exist_ok=True)
+            tu.write_file(os.path.join(ds, rel), data)
+        mnt = os.path.join(self.tmpdir("mnt"), "m")
+        os.mkdir(mnt)
+        cfg = no_open(ram="64MiB", staging="4MiB")
+        cfg["fuse"]["stat_max_age"] = 5  # a test's pauses stay well inside it
+        self.mount(ds, mnt, cfg=cfg)
+        self.write_manifest(mnt, "".join("#epoch\n" + "\n".join(order) + "\n" for _ in range(3)))
+        harness.wait_for(lambda: sum(t["bytes"] for t in self.stats(mnt)["tiers"]) >=
+                         sum(len(d) for d in files.values()), 30, "the RAM tier to fill")
+        for rel in order:  # epoch 1
+            self.assertTrue(self.read(mnt, rel) == files[rel], rel)
+
+        def drop_and_await_a_batch():
+            subprocess.run(["sync"], check=True, timeout=60)
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+            # A batch begun after the drop: the records are young (the idle refresh runs one
+            # every stat_max_age; a read would wake one sooner).
+            batches = self.stats(mnt)["stat_ahead"]["batches"]
+            harness.wait_for(lambda: self.stats(mnt)["stat_ahead"]["batches"] > batches, 30,
+                             "a batch of stats ahead after the drop")
+
+        drop_and_await_a_batch()
+        before = self.stats(mnt)
+        for rel in order:  # epoch 2: every name looked up again
+            self.assertTrue(self.read(mnt, rel) == files[rel], rel)
+        after = self.stats(mnt)
+        meta = {k: after["metadata"][k] - before["metadata"][k] for k in after["metadata"]}
+        self.assertGreaterEqual(meta["lookups"], n, meta)  # the names were forgotten
+        self.assertGreaterEqual(meta["lookups_ahead"], n, meta)
+        self.assertLessEqual(meta["reader_stats"], n // 20, meta)  # ~0 per planned read
+        self.assertGreaterEqual(after["read_requests"] - before["read_requests"], n, after)
+        # Epoch 3: one file ahead made unreadable to others, one deleted, on this node (the
+        # watch reports both); then the names are forgotten again and looked up.
+        revoked, deleted = order[5], order[9]
+        os.chmod(os.path.join(ds, revoked), 0o600)
+        os.unlink(os.path.join(ds, deleted))
+        drop_and_await_a_batch()
+        for rel in order:
+            path = os.path.join(mnt, rel)
+            if rel == deleted:
+                self.assertFalse(os.path.exists(path), rel)
+                continue
+            self.assertEqual(os.stat(path).st_mode & 0o7777,
+                             0o600 if rel == revoked else os.stat(os.path.join(ds, rel)).st_mode
+                             & 0o7777, rel)
+            self.assertTrue(self.read(mnt, rel) == files[rel], rel)
+        self.assertIn("clairfs_metadata_reader_stats_total", self.control_read(mnt, "metrics"))

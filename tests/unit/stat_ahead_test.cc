@@ -144,6 +144,27 @@ TEST_F(StatAheadTest, RecordsTheRegularFilesOfWatchedDirectoriesOnly) {
   EXPECT_EQ(counters_.missed.load(), 5u);
 }
 
+// The directories of the upcoming paths are recorded too (once each per batch, vouched when
+// the directory they lie in is watched), for the lookups below them; not counted as files.
+TEST_F(StatAheadTest, RecordsTheDirectoriesOfUpcomingPathsOnce) {
+  watched_ = {"", "w"};
+  Start();
+  AwaitBatch();
+  struct stat st, real;
+  ASSERT_TRUE(ahead_->Recent("w", &st, /*count=*/false));
+  ASSERT_EQ(lstat(Path("w").c_str(), &real), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_ino, real.st_ino);
+  EXPECT_TRUE(ahead_->Recent("u", &st, false));                    // "" is watched: vouched for
+  EXPECT_FALSE(ahead_->Recent("u/x", &st, false));                 // "u" is not
+  EXPECT_EQ(ahead_->size(), 4u);                                   // w/a, w/b, w, u
+  EXPECT_EQ(counters_.stats.load(), 2u);                           // files only
+  EXPECT_EQ(counters_.used.load() + counters_.missed.load(), 0u);  // uncounted questions
+  ahead_->Forget("w/c");  // a name of w changed: so did w's own attributes
+  EXPECT_FALSE(ahead_->Recent("w", &st, false));
+  EXPECT_TRUE(ahead_->Recent("w/a", &st, false));
+}
+
 // Freshness: every upcoming path is statted again about every max_age without any read
 // waking the thread, also in a directory not watched (whose stats Recent never uses).
 TEST_F(StatAheadTest, FreshRestatsEveryUpcomingPathWithoutReads) {

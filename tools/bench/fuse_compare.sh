@@ -351,7 +351,7 @@ for b in "${!CLAIRFS_LABELS[@]}"; do
       measure "$name ($v)" "$MNT"
       READS_OF=none
       stats=$(jq -c '{file_reads, read_requests, served, backing_reads, unplanned_file_reads,
-        ram_bytes, stall_ns, stat_ahead, fresh, errors}' "$MNT/.clairfs/stats" 2>/dev/null) ||
+        ram_bytes, stall_ns, stat_ahead, metadata, fresh, errors}' "$MNT/.clairfs/stats" 2>/dev/null) ||
         stats=unavailable
       NOTES+=("- $name ($v): \`$stats\`")
       teardown
