@@ -298,6 +298,12 @@ class BatchClient:
         with self._lock:
             self._drop()
 
+    def __enter__(self) -> "BatchClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _check_process(self) -> None:
         if self._pid != os.getpid() or self._sock is None:
             self._connect()
