@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# batch_compare.sh: the batch path (docs/batch-path.md) beside the mount and the page cache, in
+# one run over one small-file dataset (N files of 110 KiB, ImageFolder layout, one fixed-seed
+# shuffled read order), no compute:
+#   native   clairfs-bench (open/read/close) on the dataset directory, page cache warm
+#   fuse     clairfs-bench through the clairfs mount
+#   batch    the batch path: clairfs-bench --via batch --batch-samples 256 when the bench binary
+#            has it, else tools/bench/batch_bench.py read (P Python processes, each its own
+#            connection, batches of 256)
+# each at 1 and T threads (processes for the Python reader). clairfs runs with a RAM tier that
+# holds the whole dataset, warmed from a plan before the passes; before every fuse and batch
+# pass the page cache is dropped (echo 1 > /proc/sys/vm/drop_caches: root), so every sample
+# comes from the daemon. Also:
+#   daemon CPU  user + system seconds of the daemon per 100,000 samples (/proc/PID/stat)
+#   loader      a torch DataLoader (W workers, batch 256, decode = the bytes) through the mount
+#               and through clairfs.BatchFiles: samples/s (tools/bench/batch_bench.py loader)
+#   copies      tools/bench/copies.py --via fuse,batch: daemon RSS growth + page cache of the
+#               mount's files + page cache of the backing files, over the dataset's bytes
+#   wrong_bytes every sample read once more through each path and compared with the original
+# Report (markdown) on stderr; the last line of stdout one JSON object with native_page_cache_fps,
+# fuse_fps, batch_fps (at T threads), their 1-thread values, loader_fuse_sps, loader_batch_sps,
+# batch_copies, fuse_copies, wrong_bytes and the daemon CPU figures.
+#
+# Usage: tools/bench/batch_compare.sh [--files N] [--threads T] [--size BYTES]
+#          [--loader-workers W] [--tmp DIR]
+# Defaults: N=8000, T=4, SIZE=112640, W=8, /var/tmp. Needs root (drop_caches), jq, fusermount3,
+# fincore, /usr/bin/python3 with torch for the loader rows.
+# Env: CLAIRFS_BIN (default build/daemon/clairfs), BENCH_BIN (default
+#   build/tools/bench/clairfs-bench), PYTHON (default /usr/bin/python3), WARM_TIMEOUT (600 s).
+set -euo pipefail
+
+FILES=8000
+THREADS=4
+SIZE=112640
+WORKERS=8
+TMPBASE=/var/tmp
+BATCH=256
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/daemon/clairfs}
+BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
+PYTHON=${PYTHON:-/usr/bin/python3}
+WARM_TIMEOUT=${WARM_TIMEOUT:-600}
+HERE=$REPO/tools/bench
+CLASSES=100
+SEED=20260101
+
+NAME=batch_compare
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+declare -A OPTIONS=([--files]=FILES [--threads]=THREADS [--size]=SIZE
+  [--loader-workers]=WORKERS [--tmp]=TMPBASE)
+parse_options "$@"
+for n in "$FILES" "$THREADS" "$SIZE" "$WORKERS"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "not a positive integer: '$n'"
+done
+[[ $(id -u) == 0 ]] || die "needs root (drop_caches)"
+[[ -x $CLAIRFS_BIN ]] || die "clairfs not found: $CLAIRFS_BIN"
+[[ -x $BENCH_BIN ]] || die "bench binary not found: $BENCH_BIN"
+for tool in jq fusermount3 fincore "$PYTHON"; do command -v "$tool" >/dev/null || die "missing $tool"; done
+
+WORK=$(mktemp -d "$TMPBASE/clairfs-batch.XXXXXX")
+DATA=$WORK/data MNT=$WORK/mnt LIST=$WORK/list.txt
+mkdir -p "$DATA" "$MNT"
+snapshot_binaries
+DATA_BYTES=$((FILES * SIZE))
+BENCH_HAS_BATCH=$("$BENCH_BIN" --help 2>&1 | grep -q -- '--via' && echo 1 || echo 0)
+
+# ---- dataset ---------------------------------------------------------------------------------
+log "writing $FILES files of $SIZE bytes to $DATA"
+cat >"$WORK/make_dataset.py" <<'EOF'
+import os, random, sys
+root, listfile, n, size, classes, seed = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+rng = random.Random(seed)
+paths = []
+for c in range(classes):
+    os.makedirs(os.path.join(root, "train", f"c{c:03d}"), exist_ok=True)
+for i in range(n):
+    rel = f"train/c{i % classes:03d}/{i:07d}.bin"
+    with open(os.path.join(root, rel), "wb") as f:
+        f.write(rng.randbytes(size))
+    paths.append(rel)
+rng.shuffle(paths)
+with open(listfile, "w") as f:
+    f.write("\n".join(paths) + "\n")
+EOF
+run "$PYTHON" "$WORK/make_dataset.py" "$DATA" "$LIST" "$FILES" "$SIZE" "$CLASSES" "$SEED"
+sync
+
+cpu_seconds() {  # user + system CPU seconds of process $1 so far
+  local stat
+  stat=$(cat "/proc/$1/stat")
+  awk -v tck="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / tck }' <<<"${stat##*) }"
+}
+drop() { sync; echo 1 >/proc/sys/vm/drop_caches; }
+fps_of() { jq -r '.epochs[0].files_per_s' "$1"; }
+errors_of() { jq -r '[.epochs[].errors] | add' "$1"; }
+
+declare -A R=()   # result name -> value
+CMDS=()
+
+# ---- native, page cache warm -----------------------------------------------------------------
+run timeout 900 "$BENCH_BIN" --root "$DATA" --list "$LIST" --threads 4 --json >"$WORK/b.json"
+for t in 1 "$THREADS"; do
+  args=("$BENCH_BIN" --root "$DATA" --list "$LIST" --threads "$t" --json)
+  run timeout 900 "${args[@]}" >"$WORK/b.json"
+  R[native_$t]=$(fps_of "$WORK/b.json")
+  log "native page cache, $t threads: ${R[native_$t]} files/s"
+done
+
+# ---- clairfs ---------------------------------------------------------------------------------
+CFG=$WORK/clairfs.yaml
+printf 'cache:\n  tiers:\n    - kind: ram\n      capacity: %dMiB\n' \
+  $((DATA_BYTES * 5 / 4 / 1048576 + 64)) >"$CFG"
+log "clairfs: mount"
+"$CLAIRFS_BIN" -f -c "$CFG" "$DATA" "$MNT" >"$WORK/clairfs.log" 2>&1 &
+DAEMON=$!
+PIDS+=("$DAEMON") MOUNTS+=("$MNT")
+wait_mounted "$MNT" "$DAEMON" "$WORK/clairfs.log"
+# The plan: one epoch per pass below and some to spare, each in the list's order.
+for ((e = 0; e < 16; e++)); do echo "#epoch"; cat "$LIST"; done >"$MNT/.clairfs/manifest" ||
+  die "manifest rejected: $(cat "$MNT/.clairfs/errors" 2>/dev/null)"
+for ((i = 0; i < WARM_TIMEOUT * 5; i++)); do
+  jq -e --argjson b "$DATA_BYTES" '(.ram_bytes // 0) >= $b' "$MNT/.clairfs/stats" >/dev/null 2>&1 &&
+    break
+  sleep 0.2
+done
+jq -e --argjson b "$DATA_BYTES" '(.ram_bytes // 0) >= $b' "$MNT/.clairfs/stats" >/dev/null ||
+  die "RAM tier not warm after $WARM_TIMEOUT s"
+log "clairfs: RAM tier warm"
+[[ -e $MNT/.clairfs/batch ]] && HAS_BATCH=1 || HAS_BATCH=0
+
+# pass KEY THREADS CMD...: drop the page cache, run CMD, record fps and daemon CPU/100k samples.
+pass() {
+  local key=$1 t=$2 cpu0 cpu1
+  shift 2
+  drop
+  cpu0=$(cpu_seconds "$DAEMON")
+  run timeout 900 "$@" >"$WORK/b.json" || die "$key: failed: $(tail -c 600 "$WORK/b.json")"
+  cpu1=$(cpu_seconds "$DAEMON")
+  if [[ $key == batch_py* ]]; then
+    R[${key}_$t]=$(jq -r .fps "$WORK/b.json")
+  else
+    [[ $(errors_of "$WORK/b.json") == 0 ]] || die "$key: read errors"
+    R[${key}_$t]=$(fps_of "$WORK/b.json")
+  fi
+  R[${key}_cpu_$t]=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$FILES" 'BEGIN { printf "%.2f", (b - a) * 100000 / n }')
+  CMDS+=("$key $t: $*")
+  log "$key, $t threads: ${R[${key}_$t]} files/s, daemon CPU ${R[${key}_cpu_$t]} s / 100k"
+}
+
+for t in 1 "$THREADS"; do
+  pass fuse "$t" "$BENCH_BIN" --root "$MNT" --list "$LIST" --threads "$t" --json
+done
+BATCH_KEY=none
+if ((HAS_BATCH)); then
+  for t in 1 "$THREADS"; do
+    if ((BENCH_HAS_BATCH)); then
+      BATCH_KEY=batch
+      pass batch "$t" "$BENCH_BIN" --root "$MNT" --list "$LIST" --threads "$t" --via batch \
+        --batch-samples "$BATCH" --json
+    else
+      BATCH_KEY=batch_py
+      pass batch_py "$t" "$PYTHON" "$HERE/batch_bench.py" read --mount "$MNT" --list "$LIST" \
+        --procs "$t" --batch "$BATCH"
+    fi
+  done
+  # The Python reader as well when the C++ one ran: what a Python loader can reach.
+  if ((BENCH_HAS_BATCH)); then
+    for t in 1 "$THREADS"; do
+      pass batch_py "$t" "$PYTHON" "$HERE/batch_bench.py" read --mount "$MNT" --list "$LIST" \
+        --procs "$t" --batch "$BATCH"
+    done
+  fi
+else
+  log "no batch path on this daemon ($MNT/.clairfs/batch absent): batch rows skipped"
+fi
+
+# ---- wrong bytes -----------------------------------------------------------------------------
+WRONG=0
+for via in fuse $( ((HAS_BATCH)) && echo batch); do
+  drop
+  w=$(run timeout 900 "$PYTHON" "$HERE/batch_bench.py" verify --mount "$MNT" --orig "$DATA" \
+    --list "$LIST" --via "$via" | tail -1 | jq -r .wrong_bytes)
+  log "verify via $via: wrong_bytes $w"
+  WRONG=$((WRONG + w))
+done
+
+# ---- DataLoader ------------------------------------------------------------------------------
+for via in fuse $( ((HAS_BATCH)) && echo batch); do
+  drop
+  R[loader_$via]=$(run timeout 900 "$PYTHON" "$HERE/batch_bench.py" loader --mount "$MNT" \
+    --list "$LIST" --via "$via" --workers "$WORKERS" --batch "$BATCH" | tail -1 | jq -r .sps)
+  log "DataLoader via $via ($WORKERS workers, batch $BATCH): ${R[loader_$via]} samples/s"
+done
+STATS=$(jq -c '{file_reads, served, batch}' "$MNT/.clairfs/stats" 2>/dev/null || echo '{}')
+teardown
+
+# ---- copies ----------------------------------------------------------------------------------
+VIAS=fuse
+((HAS_BATCH)) && VIAS=fuse,batch
+log "copies: copies.py --files $FILES --via $VIAS"
+run timeout 1800 "$PYTHON" "$HERE/copies.py" --files "$FILES" --size "$SIZE" \
+  --clairfs-bin "clairfs=$CLAIRFS_BIN" --backing-pages default --via "$VIAS" --tmp "$WORK" \
+  >"$WORK/copies.txt"
+COPIES=$(tail -1 "$WORK/copies.txt")
+R[fuse_copies]=$(jq -r '.rows[] | select(.via == "fuse") | .copies' <<<"$COPIES")
+R[batch_copies]=$(jq -r '[.rows[] | select(.via == "batch") | .copies][0] // "null"' <<<"$COPIES")
+
+# ---- report ----------------------------------------------------------------------------------
+T=$THREADS
+num() { local v=${R[$1]:-}; [[ -n $v ]] && echo "$v" || echo null; }
+ratio() { awk -v a="${R[$1]:-}" -v b="${R[$2]:-}" 'BEGIN { if (a != "" && b > 0) printf "%.2f", a / b; else printf "null" }'; }
+{
+  echo "Dataset: $FILES files x $SIZE bytes, RAM tier holding all; drop_caches 1 before each fuse/batch pass."
+  echo "| path | 1 thread files/s | $T threads files/s | daemon CPU s/100k (1) | ($T) |"
+  echo "|---|---|---|---|---|"
+  echo "| native page cache | $(num native_1) | $(num native_$T) | | |"
+  echo "| FUSE (clairfs-bench) | $(num fuse_1) | $(num fuse_$T) | $(num fuse_cpu_1) | $(num fuse_cpu_$T) |"
+  [[ $BATCH_KEY == batch ]] && echo "| batch (clairfs-bench --via batch) | $(num batch_1) | $(num batch_$T) | $(num batch_cpu_1) | $(num batch_cpu_$T) |"
+  ((HAS_BATCH)) && echo "| batch (Python, processes) | $(num batch_py_1) | $(num batch_py_$T) | $(num batch_py_cpu_1) | $(num batch_py_cpu_$T) |"
+  echo "DataLoader ($WORKERS workers, batch $BATCH): fuse $(num loader_fuse) samples/s, batch $(num loader_batch) samples/s"
+  echo "copies: $(jq -c .rows <<<"$COPIES")"
+  echo "wrong_bytes: $WRONG; stats after: $STATS"
+  printf '%s\n' "${CMDS[@]}"
+} >&2
+BATCH_FPS_KEY=$([[ $BATCH_KEY == batch ]] && echo batch || echo batch_py)
+jq -cn --argjson files "$FILES" --argjson size "$SIZE" --argjson threads "$T" \
+  --argjson native1 "$(num native_1)" --argjson nativeT "$(num native_$T)" \
+  --argjson fuse1 "$(num fuse_1)" --argjson fuseT "$(num fuse_$T)" \
+  --argjson batch1 "$(num ${BATCH_FPS_KEY}_1)" --argjson batchT "$(num ${BATCH_FPS_KEY}_$T)" \
+  --argjson batchpy1 "$(num batch_py_1)" --argjson batchpyT "$(num batch_py_$T)" \
+  --argjson fcpu1 "$(num fuse_cpu_1)" --argjson fcpuT "$(num fuse_cpu_$T)" \
+  --argjson bcpu1 "$(num ${BATCH_FPS_KEY}_cpu_1)" --argjson bcpuT "$(num ${BATCH_FPS_KEY}_cpu_$T)" \
+  --argjson lf "$(num loader_fuse)" --argjson lb "$(num loader_batch)" \
+  --argjson fc "$(num fuse_copies)" --argjson bc "$(num batch_copies)" \
+  --argjson wrong "$WRONG" --arg reader "$BATCH_KEY" \
+  --argjson r1 "$(ratio ${BATCH_FPS_KEY}_$T fuse_$T)" --argjson r2 "$(ratio loader_batch loader_fuse)" \
+  '{files: $files, size: $size, threads: $threads, batch_reader: $reader,
+    native_page_cache_fps: $nativeT, native_page_cache_fps_1: $native1,
+    fuse_fps: $fuseT, fuse_fps_1: $fuse1, batch_fps: $batchT, batch_fps_1: $batch1,
+    batch_python_fps: $batchpyT, batch_python_fps_1: $batchpy1,
+    fuse_daemon_cpu_s_per_100k: $fcpuT, fuse_daemon_cpu_s_per_100k_1: $fcpu1,
+    batch_daemon_cpu_s_per_100k: $bcpuT, batch_daemon_cpu_s_per_100k_1: $bcpu1,
+    loader_fuse_sps: $lf, loader_batch_sps: $lb, batch_over_fuse: $r1, loader_batch_over_fuse: $r2,
+    batch_copies: $bc, fuse_copies: $fc, wrong_bytes: $wrong}'
