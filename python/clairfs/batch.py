@@ -281,6 +281,9 @@ class BatchClient:
         except BatchError as e:
             self._drop()
             raise BatchUnavailable(f"the server refused the hello: {e.strerror}") from e
+        except OSError as e:  # closed on us (too many clients), timed out, ...
+            self._drop()
+            raise BatchUnavailable(f"the hello to {path} failed: {e.strerror or e}") from e
         except BaseException:
             self._drop()
             raise
@@ -417,7 +420,7 @@ class BatchClient:
             while pending:
                 lease = self._take_window()
                 leases.append(lease)
-                step = pending[:self.max_samples or len(pending)]
+                step = self._fitting(items, pending)
                 got = self._request(lease, [items[i] for i in step])
                 retry = []
                 for n, (i, reply) in enumerate(zip(step, got)):
@@ -441,6 +444,19 @@ class BatchClient:
                     lease.buffer.free.append(lease.index)
             raise
         return Batch(self, [p for p, _, _ in items], leases, places)
+
+    def _fitting(self, items: list[tuple[str, int, int]], pending: list[int]) -> list[int]:
+        """The first of `pending` that one request may carry: at most max_samples, and a body
+        of at most MAX_BODY bytes."""
+        room = MAX_BODY - _READ.size
+        limit = min(len(pending), self.max_samples or len(pending))
+        for n, i in enumerate(pending[:limit]):
+            room -= _ITEM.size + len(os.fsencode(items[i][0]))
+            if room < 0:
+                if n == 0:
+                    raise BatchError(errno.ENAMETOOLONG, f"path too long: {items[i][0][:100]!r}...")
+                return pending[:n]
+        return pending[:limit]
 
     def _request(self, lease: _Lease, items: list[tuple[str, int, int]]) -> list[tuple]:
         window_bytes = lease.buffer.window_bytes
