@@ -426,7 +426,7 @@ class BatchClient:
                 for n, (i, reply) in enumerate(zip(step, got)):
                     err, _res, off, length, file_size = reply
                     if err != errno.ENOBUFS:
-                        places[i] = (err, lease.buffer, lease.offset + off, length, file_size)
+                        places[i] = (err, lease.buffer, off, length, file_size)
                         continue
                     retry.append(i)
                     if n == 0:
@@ -473,8 +473,8 @@ class BatchClient:
             self._drop()
             raise BatchError(errno.EPROTO, f"a reply of {count} items to a request of {len(items)}")
         got = list(_REPLY_ITEM.iter_unpack(memoryview(reply)[_REPLY.size:]))
-        for err, _res, off, length, _size in got:
-            if not err and off + length > window_bytes:
+        for err, _res, off, length, _size in got:  # buffer_offset: from the buffer's start
+            if not err and (off < lease.offset or off + length > lease.offset + window_bytes):
                 self._drop()
                 raise BatchError(errno.EPROTO, "the server placed a sample outside its window")
         return got
