@@ -171,6 +171,7 @@ class BatchClientTest(harness.ClairfsCase):
         with client.read(names) as b:
             self.assertEqual(bytes(b[7]), self.data[names[7]])
         parent_sock = client._sock
+        connections = clairfs.stats(self.mnt)["batch"]["connections"]
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: reads through the same client object, reports, exits
@@ -193,7 +194,8 @@ class BatchClientTest(harness.ClairfsCase):
         finally:
             os.close(r)
         self.assertEqual((report, status), (b"ok", 0))
-        # The parent's connection was not disturbed by the child's.
+        # The child made a connection of its own; the parent's was not disturbed by it.
+        self.assertEqual(clairfs.stats(self.mnt)["batch"]["connections"], connections + 1)
         self.assertIs(client._sock, parent_sock)
         with client.read(names[:5]) as b:
             self.assertEqual(bytes(b[4]), self.data[names[4]])
@@ -285,8 +287,12 @@ class BatchTorchTest(harness.ClairfsCase):
             self.assertTrue(torch.equal(gx, wx))
             self.assertTrue(torch.equal(gy, wy))
         after = clairfs.stats(mnt)
-        served = after.get("batch"), before.get("batch")
-        self.assertGreaterEqual(after["file_reads"] - before["file_reads"], len(ds), served)
+        # One request per batch, from one connection per worker, every sample served by it.
+        delta = {k: after["batch"][k] - before["batch"][k] for k in after["batch"]}
+        self.assertEqual(delta["requests"], len(got), delta)
+        self.assertEqual(delta["connections"], 2, delta)
+        self.assertEqual(delta["samples"], len(ds), delta)
+        self.assertGreaterEqual(after["file_reads"] - before["file_reads"], len(ds))
         # The package's planning takes the dataset like an ImageFolder.
         n = clairfs.register_loader(mnt, loader, 1)
         self.assertEqual(n, len(ds))
