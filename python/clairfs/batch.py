@@ -19,8 +19,10 @@ Memory and lifetime (the contract):
   `window_bytes`. A batch is written into free windows; the Batch holds them until it is
   closed (close(), the `with` block's end) or garbage-collected, and only then may they be
   written again. A sample's memoryview is valid while its Batch is open: close() releases the
-  views the Batch handed out (using them then raises ValueError); a copy (bytes(view)) or a
-  view taken from it outlives nothing it should not only if you keep the Batch open.
+  views the Batch handed out (using them then raises ValueError). An object still holding
+  a view's memory at close (numpy.frombuffer, torch.frombuffer of a view) keeps its windows
+  out of use for good, so it never sees another batch's bytes; copy what you keep instead
+  (bytes(view), bytearray(view)).
 - A batch larger than a free window takes several windows; when every window is held by open
   Batches, or a single sample is larger than a window, the client makes a new, larger buffer
   and hands it to the server (a second hello replaces the first); windows of the old buffer
@@ -171,14 +173,17 @@ class _Lease:
 
 
 def _release(client_ref, leases, views) -> None:
+    exported = False
     for v in views:
         try:
             v.release()
-        except (BufferError, ValueError):  # a view exported further: the Batch contract applies
-            pass
+        except BufferError:  # something still holds the view's memory (numpy, torch.frombuffer)
+            exported = True
     client = client_ref()
-    if client is not None:
+    if client is not None and not exported:
         client._give_back(leases)  # pylint: disable=protected-access
+    # With a view still exported, the windows are never written again: that memory stays with
+    # whoever holds it, and the client makes a new buffer when it runs out of windows.
 
 
 class Batch:
