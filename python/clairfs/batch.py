@@ -19,10 +19,11 @@ Memory and lifetime (the contract):
   `window_bytes`. A batch is written into free windows; the Batch holds them until it is
   closed (close(), the `with` block's end) or garbage-collected, and only then may they be
   written again. A sample's memoryview is valid while its Batch is open: close() releases the
-  views the Batch handed out (using them then raises ValueError). An object still holding
-  a view's memory at close (numpy.frombuffer, torch.frombuffer of a view) keeps its windows
-  out of use for good, so it never sees another batch's bytes; copy what you keep instead
-  (bytes(view), bytearray(view)).
+  views the Batch handed out (using them then raises ValueError). What was made from a view
+  without a copy (memoryview(view), numpy.frombuffer, torch.frombuffer) is not released with
+  it and shows whatever the window holds next: copy what you keep past the Batch (bytes(view),
+  bytearray(view)). (A view still exported at close, which release() refuses, keeps its
+  windows out of use for good.)
 - A batch larger than a free window takes several windows; when every window is held by open
   Batches, or a single sample is larger than a window, the client makes a new, larger buffer
   and hands it to the server (a second hello replaces the first); windows of the old buffer
