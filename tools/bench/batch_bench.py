@@ -11,9 +11,10 @@ mount's batch path or through the mount, and prints one JSON object (last line).
         original's bytes; prints {"files", "wrong_samples", "wrong_bytes"} (wrong_bytes: bytes
         that differ, plus any difference in length).
     batch_bench.py loader --mount MNT --list FILE --via fuse|batch [--workers W] [--batch B]
-        a torch DataLoader (W workers, batch B, decode = the bytes, default collate: the batch's
-        bytes reach the training process) over clairfs.BatchFiles (batch) or a Dataset
-        reading each file with open/read (fuse); one epoch, the workers' start included;
+        a torch DataLoader (W workers, batch B, decode = the bytes as a uint8 tensor, no image
+        decode; the default collate stacks a batch into one tensor in shared memory, which is
+        how it reaches the training process) over clairfs.BatchFiles (batch) or a Dataset
+        reading each file with open/readinto (fuse); one epoch, the workers' start included;
         prints {"samples", "seconds", "sps"}.
 Paths in FILE are relative to the mount (and to --orig). Every wait has a deadline.
 """
@@ -103,9 +104,16 @@ def cmd_verify(a):
     return 0
 
 
+def tensor_of(buffer):
+    """The bytes as a uint8 tensor sharing `buffer` (a bytearray: writable, no copy)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    return torch.frombuffer(buffer, dtype=torch.uint8)
+
+
 class MountFiles:
-    """Sample i: the bytes of paths[i], read with open/read through the mount (torch Dataset
-    protocol without importing torch at module level)."""
+    """Sample i: the bytes of paths[i] as a uint8 tensor, read with one open and one readinto
+    through the mount (the kernel's copy into the sample's own memory, as the batch path's
+    bytearray(view) is one copy out of the buffer)."""
 
     def __init__(self, paths):
         self.paths = paths
@@ -115,7 +123,13 @@ class MountFiles:
 
     def __getitem__(self, i):
         with open(self.paths[i], "rb", buffering=0) as f:
-            return f.readall()
+            buf = bytearray(os.fstat(f.fileno()).st_size)
+            n = f.readinto(buf)
+            return tensor_of(buf if n == len(buf) else buf[:n])
+
+
+def batch_decode(view):
+    return tensor_of(bytearray(view))
 
 
 def cmd_loader(a):
@@ -124,7 +138,7 @@ def cmd_loader(a):
     import torch.utils.data  # pylint: disable=import-outside-toplevel
     import clairfs  # pylint: disable=import-outside-toplevel
     paths = [os.path.join(a.mount, p) for p in read_list(a.list)]
-    ds = clairfs.BatchFiles(paths, decode=bytes) if a.via == "batch" else MountFiles(paths)
+    ds = clairfs.BatchFiles(paths, decode=batch_decode) if a.via == "batch" else MountFiles(paths)
     loader = torch.utils.data.DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
                                          timeout=DEADLINE)
     start = time.monotonic()  # the workers' start and first connections are in the time
