@@ -159,6 +159,8 @@ constexpr Seconds kPlanTimeout{0.0, kDay};
 constexpr Seconds kPeerTimeout{0.01, kDay};
 constexpr Seconds kDownFor{0.0, kDay};
 constexpr Seconds kNoPlanAfter{0.0, kDay};
+// A reply a client does not take within this long cuts it off: at least 0.1 s, at most an hour.
+constexpr Seconds kBatchSendTimeout{0.1, 3600.0};
 
 Status InSeconds(const std::string& key, double seconds, const Seconds& range) {
   if (range.zero_ok && seconds == 0) return Status::Ok();
@@ -183,7 +185,7 @@ Status GetSeconds(const YAML::Node& node, const char* name, const std::string& k
 
 Status ParseInto(const YAML::Node& root, Config* c) {
   if (!root || root.IsNull()) return Status::Ok();
-  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log", "control", "warn"}));
+  CLAIRFS_TRY(CheckKeys(root, "", {"fuse", "cache", "cluster", "log", "control", "warn", "batch"}));
   if (const auto k = root["cluster"]) {
     CLAIRFS_TRY(CheckKeys(k, "cluster",
                           {"enabled", "key_file", "plan_timeout", "peer_timeout", "down_for",
@@ -287,6 +289,20 @@ Status ParseInto(const YAML::Node& root, Config* c) {
     CLAIRFS_TRY(Get(l, "file", "log.file", &c->log.file));
     CLAIRFS_TRY(GetSize(l, "max_size", "log.max_size", &c->log.max_size));
     CLAIRFS_TRY(Get(l, "max_files", "log.max_files", &c->log.max_files));
+  }
+  if (const auto b = root["batch"]) {
+    CLAIRFS_TRY(CheckKeys(b, "batch",
+                          {"enabled", "max_clients", "max_clients_per_user", "max_samples",
+                           "max_buffer_bytes", "send_timeout"}));
+    BatchOptions& o = c->batch;
+    CLAIRFS_TRY(Get(b, "enabled", "batch.enabled", &o.enabled));
+    CLAIRFS_TRY(Get(b, "max_clients", "batch.max_clients", &o.max_clients));
+    CLAIRFS_TRY(
+        Get(b, "max_clients_per_user", "batch.max_clients_per_user", &o.max_clients_per_user));
+    CLAIRFS_TRY(Get(b, "max_samples", "batch.max_samples", &o.max_samples));
+    CLAIRFS_TRY(GetSize(b, "max_buffer_bytes", "batch.max_buffer_bytes", &o.max_buffer_bytes));
+    CLAIRFS_TRY(
+        GetSeconds(b, "send_timeout", "batch.send_timeout", kBatchSendTimeout, &o.send_timeout));
   }
   if (const auto w = root["warn"]) {
     CLAIRFS_TRY(CheckKeys(w, "warn", {"no_plan_after", "check_reads", "order_slack"}));
@@ -416,6 +432,14 @@ Status Config::Validate() const {
     CLAIRFS_TRY(InRange<uint64_t>("log.max_size", log.max_size, 4096, kMaxBytes, "bytes"));
   }
   CLAIRFS_TRY(InRange("log.max_files", log.max_files, 1, 1000));
+  CLAIRFS_TRY(InRange<uint32_t>("batch.max_clients", batch.max_clients, 1, 65536, "connections"));
+  CLAIRFS_TRY(InRange<uint32_t>("batch.max_clients_per_user", batch.max_clients_per_user, 1, 65536,
+                                "connections"));
+  // A kRead of this many samples must fit a 16 MiB body (24 bytes an item, a path of 1 byte).
+  CLAIRFS_TRY(InRange<uint32_t>("batch.max_samples", batch.max_samples, 1, 500'000, "samples"));
+  CLAIRFS_TRY(InRange<uint64_t>("batch.max_buffer_bytes", batch.max_buffer_bytes, 4096, 1ull << 40,
+                                "bytes"));
+  CLAIRFS_TRY(InSeconds("batch.send_timeout", batch.send_timeout, kBatchSendTimeout));
   CLAIRFS_TRY(InSeconds("warn.no_plan_after", p.watch.no_plan_after, kNoPlanAfter));
   CLAIRFS_TRY(InRange<uint32_t>("warn.check_reads", p.watch.check_reads, 0, 1u << 30, "reads"));
   CLAIRFS_TRY(InRange<uint32_t>("warn.order_slack", p.watch.order_slack, 1, 1u << 30, "reads"));

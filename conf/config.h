@@ -9,6 +9,7 @@
 // conf/ includes, of the other layers, only cache/base/status.h and the components' option headers
 // (*_options.h: plain structs with only standard headers, no code to link; docs/configuration.md,
 // "Defaults"), so that it parses straight into the structs the components take.
+#include "batch/batch_options.h"
 #include "cache/backing/io_options.h"
 #include "cache/base/status.h"
 #include "cache/prefetch/prefetch_options.h"
@@ -91,13 +92,14 @@ struct LogConfig {
 };
 
 // The whole file. Every default is a member initialiser of the components' option structs
-// (FsOptions, PrefetchOptions, IoOptions, PeerOptions) or of the structs above, written
-// nowhere else; tests/unit/config_test checks that conf/clairfs.yaml parses to Config{}.
+// (FsOptions, PrefetchOptions, IoOptions, PeerOptions, BatchOptions) or of the structs above,
+// written nowhere else; tests/unit/config_test checks that conf/clairfs.yaml parses to Config{}.
 struct Config {
   FsOptions fuse;  // fuse.* and control.group
   CacheConfig cache;
   ClusterConfig cluster;
   LogConfig log;
+  BatchOptions batch;  // batch.*: the batch path (docs/batch-path.md)
   // Checks ranges; the message names the bad key.
   Status Validate() const;
 

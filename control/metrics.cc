@@ -285,6 +285,22 @@ void Watch(Exposition& e, const json& s) {
       "Directory watches that could not be added (their changes count after the timeouts).");
   One(e, s, "clairfs_watch_overflows_total", Type::kCounter, "/watch/overflows",
       "Change event queues lost (their changes count after the timeouts).");
+  One(e, s, "clairfs_batch_connections_total", Type::kCounter, "/batch/connections",
+      "Batch path connections served (docs/batch-path.md).");
+  One(e, s, "clairfs_batch_refused_connections_total", Type::kCounter, "/batch/refused_connections",
+      "Batch path connections refused at once (batch.max_clients, batch.max_clients_per_user).");
+  One(e, s, "clairfs_batch_requests_total", Type::kCounter, "/batch/requests",
+      "Batch requests answered.");
+  One(e, s, "clairfs_batch_samples_total", Type::kCounter, "/batch/samples",
+      "Samples served through the batch path.");
+  One(e, s, "clairfs_batch_bytes_total", Type::kCounter, "/batch/bytes",
+      "Bytes written into batch clients' buffers.");
+  One(e, s, "clairfs_batch_denied_total", Type::kCounter, "/batch/denied",
+      "Batch samples refused for access (EACCES).");
+  One(e, s, "clairfs_batch_errors_total", Type::kCounter, "/batch/errors",
+      "Batch samples that failed otherwise (ENOENT, ELOOP, ENOBUFS, EIO, ...).");
+  One(e, s, "clairfs_batch_protocol_errors_total", Type::kCounter, "/batch/protocol_errors",
+      "Batch frames refused or clients cut off (bad frames, limits, timeouts).");
   One(e, s, "clairfs_stat_ahead_batches_total", Type::kCounter, "/stat_ahead/batches",
       "Backing-store calls statting the files the plan reads next (open_mode none).");
   One(e, s, "clairfs_stat_ahead_stats_total", Type::kCounter, "/stat_ahead/stats",

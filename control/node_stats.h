@@ -3,6 +3,7 @@
 // (control/stats_view.h). Each part gets a reference to its own group only.
 #pragma once
 
+#include "batch/batch_stats.h"
 #include "cache/base/stats.h"
 #include "cluster/cluster_stats.h"
 #include "fs/core/fs_stats.h"
@@ -16,6 +17,7 @@ struct NodeStats {
   WatchStats watch;      // the backing watch
   FreshStats fresh;      // the revalidation
   ClusterStats cluster;  // the peer tier
+  BatchStats batch;      // the batch path (batch/batch_server.h)
 };
 
 }  // namespace clairfs

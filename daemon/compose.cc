@@ -1,6 +1,7 @@
 #include "daemon/compose.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +13,19 @@
 #include "daemon/stop_signals.h"
 
 namespace clairfs {
+namespace {
+
+// Whether the comma-separated FUSE options hold `name` as a whole option.
+bool HasOption(const std::string& options, std::string_view name) {
+  for (size_t at = 0; at <= options.size();) {
+    const size_t end = std::min(options.find(',', at), options.size());
+    if (std::string_view(options).substr(at, end - at) == name) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
 
 std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine& cl,
                                                 int* exit_code) {
@@ -96,6 +110,10 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
                                 d->stats_.cache, d->stats_.fs, config.fuse, aliases, start.control);
   d->control_fs_ =
       std::make_unique<ControlFs>(*d->registrar_, *d->views_, *d->access_, config.fuse);
+  // The batch path's socket sits beside the control mount (docs/batch-path.md); who may reach
+  // it is who may reach the mount: other users only through an allow_other mount.
+  d->batch_path_ = start.control + ".batch";
+  d->allow_other_ = geteuid() == 0 || HasOption(cl.fuse_options, "allow_other");
   if (transport) {
     DaemonParts* p = d.get();
     start.sealed->CountRefusedIn(&p->stats_.cluster.peer_refused);

@@ -6,7 +6,8 @@
 // and in cluster mode the ClusterNode wired into the prefetcher (compose.cc). The threads are
 // started once serving (compose_threads.cc): the parts that keep the kernel's caches fresh
 // (Revalidator, BackingWatch, StatAhead) wired to the adapter's notifications and the
-// prefetcher's plan, the peer tier wired to the prefetcher, and the prefetcher. Mounting,
+// prefetcher's plan, the batch path (batch/batch_server.h, its socket beside the control mount),
+// the peer tier wired to the prefetcher, and the prefetcher. Mounting,
 // daemonizing and the session loop are daemon/serve.h's. Parts are destroyed in the reverse
 // order of their construction (the members' order below).
 #pragma once
@@ -16,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "batch/batch_reader.h"
+#include "batch/batch_server.h"
 #include "cache/backing/backing.h"
 #include "cache/backing/stat_ahead.h"
 #include "cache/base/stats.h"
@@ -73,6 +76,9 @@ class DaemonParts {
   // compared with what the kernel was given), then the peer tier and the prefetcher. A part
   // that cannot start is logged and leaves the rest going.
   void StartThreads();
+  // After the session loop and backing().Stop(): stops the batch path (its socket removed,
+  // `.clairfs/batch` gone), before the parts it reads through stop.
+  void StopBatch();
   // After the session loop and backing().Stop(): stops the freshness threads.
   void StopFreshness();
   // Then, once the control mount is down: the prefetcher, then the peer tier. stage names each
@@ -101,6 +107,9 @@ class DaemonParts {
 
   DaemonParts() = default;
   void StartFreshness();  // StartThreads's first step
+  // StartThreads's second step: the batch path (docs/batch-path.md), unless batch.enabled is
+  // false. A socket that cannot be made is logged and leaves the batch path off.
+  void StartBatch();
 
   Config config_;
   NodeStats stats_;  // every counter, each part given its own group
@@ -122,6 +131,13 @@ class DaemonParts {
   std::unique_ptr<Revalidator> revalidator_;
   std::unique_ptr<StatAhead> ahead_;
   std::unique_ptr<BackingWatch> watch_;
+  // The batch path: the socket's path (beside the control mount) and whether the mount lets
+  // other users in, set by Build; the reader and server, set by StartBatch (declared last:
+  // destroyed, so stopped, before every part they read through).
+  std::string batch_path_;
+  bool allow_other_ = false;
+  std::unique_ptr<BatchReader> batch_reader_;
+  std::unique_ptr<BatchServer> batch_;
 };
 
 }  // namespace clairfs

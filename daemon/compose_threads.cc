@@ -4,6 +4,7 @@
 // plan; the peer tier wired to the prefetcher; the prefetcher. Started after any daemonizing
 // fork, stopped in the order daemon/serve.cc gives.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -115,8 +116,34 @@ void DaemonParts::StartFreshness() {
   }
 }
 
+void DaemonParts::StartBatch() {
+  if (!config_.batch.enabled) return;
+  BatchReader::Parts parts{backing_.get(), prefetcher_.get(), &stats_.cache,
+                           &stats_.fs,     &stats_.batch,     ahead_.get()};
+  batch_reader_ = std::make_unique<BatchReader>(
+      parts, OwnCredentials(), geteuid() == 0 && CanSwitchIdentity(), allow_other_);
+  Registrar* registrar = registrar_.get();
+  batch_ = std::make_unique<BatchServer>(*batch_reader_, config_.batch, stats_.batch,
+                                         [registrar] { registrar->AwaitReleases(); });
+  if (Status s = batch_->Start(batch_path_, allow_other_); !s.ok()) {
+    spdlog::warn("the batch path is off: {}", s.message());
+    batch_.reset();
+    batch_reader_.reset();
+    return;
+  }
+  control_fs_->SetBatchPath(batch_path_);
+  spdlog::info("batch path at {}", batch_path_);
+}
+
+void DaemonParts::StopBatch() {
+  if (!batch_) return;
+  control_fs_->SetBatchPath("");
+  batch_->Stop();
+}
+
 void DaemonParts::StartThreads() {
   StartFreshness();
+  StartBatch();
   Prefetcher& prefetcher = *prefetcher_;
   if (peer_) {
     peer_->Start(

@@ -193,6 +193,8 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   fuse_loop_cfg_destroy(loop);
   // Calls stuck on the backing store fail now, so no prefetch thread waits out their deadline.
   parts.backing().Stop();
+  lc.SetStage("stopping the batch path");
+  parts.StopBatch();
   parts.StopFreshness();
   // fusermount3 -u of the mount alone (or a signal) ends the control mount too.
   lc.SetStage("unmounting the control files");

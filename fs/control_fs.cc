@@ -21,7 +21,7 @@ namespace {
 using Node = ControlFs::Node;
 
 // The names of the files, in the order of their nodes from Node::kManifest.
-constexpr const char* kNames[] = {"manifest", "stats", "plan", "errors", "metrics"};
+constexpr const char* kNames[] = {"manifest", "stats", "plan", "errors", "metrics", "batch"};
 constexpr fuse_ino_t kFirstFile = static_cast<fuse_ino_t>(Node::kManifest);
 
 // The generated file a node other than the root and the manifest is.
@@ -81,9 +81,19 @@ ControlFs::ControlFs(Registrar& registrar, const ControlViews& views, AccessPoli
 ControlFs::~ControlFs() = default;
 
 bool ControlFs::NodeOf(fuse_ino_t ino, Node* node) {
-  if (ino < FUSE_ROOT_ID || ino > static_cast<fuse_ino_t>(Node::kMetrics)) return false;
+  if (ino < FUSE_ROOT_ID || ino > static_cast<fuse_ino_t>(Node::kBatch)) return false;
   *node = static_cast<Node>(ino);
   return true;
+}
+
+void ControlFs::SetBatchPath(std::string path) {
+  std::lock_guard lock(batch_mu_);
+  batch_path_ = std::move(path);
+}
+
+std::string ControlFs::BatchPath() const {
+  std::lock_guard lock(batch_mu_);
+  return batch_path_;
 }
 
 void ControlFs::Init(fuse_conn_info* conn) {
@@ -121,6 +131,7 @@ void ControlFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (dir != Node::kRoot) return ReplyError(req, NotADirectory());
   for (fuse_ino_t i = 0; i < std::size(kNames); ++i) {
     if (std::strcmp(name, kNames[i]) != 0) continue;
+    if (kFirstFile + i == static_cast<fuse_ino_t>(Node::kBatch) && BatchPath().empty()) break;
     fuse_entry_param e{};
     e.ino = kFirstFile + i;
     Attr(static_cast<Node>(e.ino), &e.attr);
@@ -134,6 +145,9 @@ void ControlFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void ControlFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
   Node node;
   if (!NodeOf(ino, &node)) return ReplyError(req, Stale());
+  if (node == Node::kBatch && BatchPath().empty()) {
+    return ReplyError(req, Status::Error(Code::kNotFound, "batch"));
+  }
   struct stat st;
   Attr(node, &st);
   fuse_reply_attr(req, &st, 0);
@@ -182,6 +196,10 @@ void ControlFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
                                       std::move(view));
   } else if (mode != O_RDONLY) {
     return ReplyError(req, Status::Error(Code::kPermissionDenied, "a generated control file"));
+  } else if (node == Node::kBatch) {
+    std::string path = BatchPath();
+    if (path.empty()) return ReplyError(req, Status::Error(Code::kNotFound, "batch"));
+    h->text = std::make_shared<const std::string>(path + "\n");
   } else if (node != Node::kManifest) {
     registrar_.AwaitReleases();  // a plan whose writer's close() just returned is installed
     // What this caller may see, decided now for the life of the handle (docs/permissions.md).
@@ -252,14 +270,17 @@ void ControlFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void ControlFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   if (ino != FUSE_ROOT_ID) return ReplyError(req, NotADirectory());
-  static const char* const kAll[] = {".", "..", "manifest", "stats", "plan", "errors", "metrics"};
+  static const char* const kAll[] = {".",    "..",     "manifest", "stats",
+                                     "plan", "errors", "metrics",  "batch"};
   static_assert(std::size(kAll) == std::size(kNames) + 2);
+  const bool batch = !BatchPath().empty();
   std::vector<char> buf(size);
   size_t used = 0;
   struct stat st {};
   for (off_t i = std::max<off_t>(off, 0); i < static_cast<off_t>(std::size(kAll)); ++i) {
     st.st_ino = i < 2 ? FUSE_ROOT_ID : kFirstFile + static_cast<fuse_ino_t>(i - 2);
     st.st_mode = i < 2 ? S_IFDIR : S_IFREG;
+    if (st.st_ino == static_cast<fuse_ino_t>(Node::kBatch) && !batch) break;  // the last
     const size_t n = fuse_add_direntry(req, buf.data() + used, size - used, kAll[i], &st, i + 1);
     if (n > size - used) break;
     used += n;

@@ -3,7 +3,8 @@
 // (daemon/control_mount.h) that `<mount>/.clairfs` (a symbolic link, fs/clairfs_fs.cc) leads
 // to. A connection of its own, because the control files need OPEN, FLUSH and RELEASE (per
 // writer buffers, EINVAL at close(), snapshots per open) whatever the dataset connection does
-// with them. The root directory holds manifest, stats, plan, errors and metrics: the manifest is
+// with them. The root directory holds manifest, stats, plan, errors, metrics and (while the
+// batch path serves) batch: the manifest is
 // written through the Registrar (control/registrar.h), the generated files come from
 // ControlViews (control/views.h); write permission on the manifest comes from AccessPolicy, and
 // so does the view a reader gets of the generated files (control/counts_view.h).
@@ -16,6 +17,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "control/registrar.h"
@@ -48,7 +50,12 @@ class ControlFs {
     kPlan,
     kErrors,
     kMetrics,
+    kBatch,  // only while a batch path is served (SetBatchPath)
   };
+
+  // The batch path's socket (docs/batch-path.md), which `batch` names: set once the socket
+  // serves, before or while the session runs; empty (the default): no `batch` file.
+  void SetBatchPath(std::string path);
 
   // Request handlers (called through Ops()).
   void Init(fuse_conn_info* conn);
@@ -69,6 +76,7 @@ class ControlFs {
   // True and *node set iff ino is one of this connection's nodes.
   static bool NodeOf(fuse_ino_t ino, Node* node);
   void Attr(Node node, struct stat* st) const;
+  std::string BatchPath() const;
 
   Registrar& registrar_;
   const ControlViews& views_;
@@ -81,6 +89,9 @@ class ControlFs {
   // handles_mu_ is a leaf.
   std::mutex handles_mu_;
   std::unordered_map<const Handle*, std::unique_ptr<Handle>> handles_;
+  // batch_mu_ is a leaf.
+  mutable std::mutex batch_mu_;
+  std::string batch_path_;
 };
 
 }  // namespace clairfs

@@ -437,7 +437,8 @@ ROWS = [
      "epoch larger than the limit"),
 ]
 # Rows of their own modules.
+from fault_batch import ROWS as BATCH_ROWS  # noqa: E402
 from fault_fresh import ROWS as FRESH_ROWS  # noqa: E402
 
-ROWS += FRESH_ROWS
+ROWS += FRESH_ROWS + BATCH_ROWS
 EXT4_ROWS = {"inode_reuse"}

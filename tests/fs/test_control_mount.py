@@ -14,7 +14,7 @@ import test_access
 import treeutil as tu
 
 CONTROL_TYPE = "fuse.clairfs-control"
-NAMES = {"manifest", "stats", "plan", "errors", "metrics"}
+NAMES = {"manifest", "stats", "plan", "errors", "metrics", "batch"}  # batch: batch.enabled (default)
 
 
 def control_layers(path):

@@ -284,7 +284,10 @@ TEST(Config, ShippedFileComparisonSeesOneChangedValue) {
            {"down_for: 60", "down_for: 61"},
            {"backing_advantage: 0", "backing_advantage: 1"},
            {"max_files: 4", "max_files: 5"},
-           {"order_slack: 8192", "order_slack: 8191"}}) {
+           {"order_slack: 8192", "order_slack: 8191"},
+           {"max_samples: 65536", "max_samples: 65535"},
+           {"send_timeout: 10", "send_timeout: 11"},
+           {"max_buffer_bytes: 1GiB", "max_buffer_bytes: 2GiB"}}) {
     std::string changed = text;
     const size_t at = changed.find(from);
     ASSERT_NE(at, std::string::npos) << from;
@@ -293,6 +296,26 @@ TEST(Config, ShippedFileComparisonSeesOneChangedValue) {
     ASSERT_TRUE(c.ok()) << to << ": " << c.status().message();
     EXPECT_FALSE(*c == Config{}) << to;
   }
+}
+
+TEST(Config, BatchKeys) {
+  auto c = ParseConfig(
+      "batch: {enabled: false, max_clients: 8, max_clients_per_user: 2, max_samples: 1024,\n"
+      "        max_buffer_bytes: 256MiB, send_timeout: 2.5}");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->batch.enabled);
+  EXPECT_EQ(c->batch.max_clients, 8u);
+  EXPECT_EQ(c->batch.max_clients_per_user, 2u);
+  EXPECT_EQ(c->batch.max_samples, 1024u);
+  EXPECT_EQ(c->batch.max_buffer_bytes, 256ull << 20);
+  EXPECT_EQ(c->batch.send_timeout, std::chrono::milliseconds(2500));
+  const Config d;
+  EXPECT_TRUE(d.batch.enabled);
+  EXPECT_EQ(d.batch.max_clients, 256u);
+  EXPECT_EQ(d.batch.max_clients_per_user, 64u);
+  EXPECT_EQ(d.batch.max_samples, 65536u);
+  EXPECT_EQ(d.batch.max_buffer_bytes, 1ull << 30);
+  EXPECT_EQ(d.batch.send_timeout, std::chrono::seconds(10));
 }
 
 TEST(Config, ImpossibleCapacitiesNameTheKey) {
@@ -431,6 +454,15 @@ TEST(Config, ErrorsNameTheKey) {
       {"fuse: {immutable: maybe}", "'fuse.immutable'"},
       {"fuse: {stat_max_age: 0}", "'fuse.stat_max_age'"},
       {"fuse: {stat_max_age: 61}", "'fuse.stat_max_age'"},
+      {"batch: {max_clients: 0}", "'batch.max_clients'"},
+      {"batch: {max_clients_per_user: 0}", "'batch.max_clients_per_user'"},
+      {"batch: {max_samples: 0}", "'batch.max_samples'"},
+      {"batch: {max_samples: 500001}", "'batch.max_samples'"},
+      {"batch: {max_buffer_bytes: 1KiB}", "'batch.max_buffer_bytes'"},
+      {"batch: {send_timeout: 0}", "'batch.send_timeout'"},
+      {"batch: {send_timeout: 3601}", "'batch.send_timeout'"},
+      {"batch: {enabled: sometimes}", "'batch.enabled'"},
+      {"batch: {socket: /x}", "'batch.socket'"},
   };
   for (const auto& c : cases) {
     auto r = ParseConfig(c.yaml);

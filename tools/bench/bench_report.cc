@@ -41,6 +41,8 @@ void PrintJson(const RunInfo& info, const std::vector<EpochResult>& results) {
   out["threads"] = info.threads;
   out["chunk_bytes"] = kChunkBytes;
   out["verify"] = info.verify;
+  out["via"] = info.via;
+  if (info.via == "batch") out["batch_samples"] = info.batch_samples;
   if (info.mode != Mode::kThroughput) {
     out["workers"] = info.threads;
     out["prefetch_factor"] = info.replay.prefetch_factor;
@@ -84,6 +86,7 @@ void PrintTable(const RunInfo& info, const std::vector<EpochResult>& results) {
   const bool stats = !info.stats_path.empty();
   std::printf("root %s, plan %s, mode %s, %d thread(s), %zu KiB reads", info.root.c_str(),
               info.plan.c_str(), ModeName(info.mode), info.threads, kChunkBytes / 1024);
+  if (info.via == "batch") std::printf(", via batch, %d samples a request", info.batch_samples);
   if (replay) {
     std::printf(", prefetch factor %d, batch %d, compute %.3f ms/sample + %.3f ns/byte",
                 info.replay.prefetch_factor, info.replay.batch_size, info.replay.compute_ms,

@@ -20,6 +20,8 @@ struct RunInfo {
   int threads = 1;       // reader threads (replay: workers)
   ReplayOptions replay;  // meaningful unless mode == kThroughput
   bool verify = false;
+  std::string via = "read";     // "read" (open/read/close) or "batch" (the batch path)
+  int batch_samples = 0;        // via batch: entries a request
   std::string stats_path;       // "" when no stats file was read
   std::string block_dev;        // "" when no device was read
   nlohmann::json stats_before;  // stats file before the first epoch; null if none

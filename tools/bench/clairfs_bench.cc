@@ -7,6 +7,7 @@
 //                 [--replay] [--prefetch-factor F] [--batch-size B] [--compute-ms MS]
 //                 [--compute-ns-per-byte NS] [--compute-only]
 //                 [--stats PATH | --no-stats] [--block-dev DEV]
+//                 [--via read|batch] [--batch-samples N] [--batch-buffer-mb M]
 //
 // Plan. --list FILE holds paths relative to --root, one per line, in read order. Lines starting
 // with '#' are skipped, except that a line "#epoch" begins a new epoch section, so a clairfs
@@ -25,6 +26,11 @@
 //   --compute-ns-per-byte): W workers read batches ahead of one consumer through a window of
 //   F x W batches, delivered in order; the consumer sleeps a simulated compute per batch
 //   (bench_replay.h). Adds per-epoch stall_s (consumer waiting for data) and compute_s.
+// - throughput via the batch path (--via batch; --root a clairfs mount): as throughput, but each
+//   thread has its own batch-path connection (found through <root>/.clairfs/batch) and claims
+//   --batch-samples entries (256) at once, read in one request into its buffer
+//   (--batch-buffer-mb, 64 MiB a thread; bench_batch.h). Same output, plus via and
+//   batch_samples; a file's latency is its request's.
 // - compute-only (--compute-only): the replay's consumer alone with every sample at hand, no
 //   reads: the lower bound of the replay's epoch time. With --compute-ns-per-byte the files
 //   are stat()ed once before the first epoch to learn their sizes.
@@ -61,6 +67,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_batch.h"
 #include "bench_plan.h"
 #include "bench_probe.h"
 #include "bench_read.h"
@@ -83,9 +90,12 @@ struct Options {
   bool replay = false;  // loader pipeline with a consumer
   bool compute_only = false;
   ReplayOptions replay_opt;
-  std::string stats;      // stats file; "" = auto-detect under root
-  bool no_stats = false;  // never read a stats file
-  std::string block_dev;  // "" = no device probe
+  std::string stats;         // stats file; "" = auto-detect under root
+  bool no_stats = false;     // never read a stats file
+  std::string block_dev;     // "" = no device probe
+  std::string via = "read";  // throughput: "read" (open/read/close) or "batch"
+  int batch_samples = 256;   // via batch: entries a request
+  int batch_buffer_mb = 64;  // via batch: each thread's buffer
 };
 
 // Sizes of every path (0 where stat fails), for the compute-only mode's per-byte compute.
@@ -142,12 +152,26 @@ int main(int argc, char** argv) {
   app.add_flag("--no-stats", opt.no_stats, "Do not read a stats file")->excludes(stats);
   app.add_option("--block-dev", opt.block_dev,
                  "Block device whose read counters to snapshot around every epoch (loop0)");
+  app.add_option("--via", opt.via,
+                 "Throughput mode: read (open/read/close) or batch (the "
+                 "batch path of the clairfs mount at --root)")
+      ->check(CLI::IsMember({"read", "batch"}));
+  app.add_option("--batch-samples", opt.batch_samples, "Via batch: entries a request [256]")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--batch-buffer-mb", opt.batch_buffer_mb,
+                 "Via batch: each thread's buffer, MiB [64]")
+      ->check(CLI::Range(1, 1 << 20));
   CLI11_PARSE(app, argc, argv);
   if (!opt.walk && opt.list.empty()) {
     std::fprintf(stderr, "clairfs-bench: one of --list FILE or --walk is required\n");
     return 2;
   }
   for (auto* o : {pf, bs, cms, cnb}) opt.replay = opt.replay || o->count() > 0;
+  const bool via_batch = opt.via == "batch";
+  if (via_batch && (opt.replay || opt.compute_only)) {
+    std::fprintf(stderr, "clairfs-bench: --via batch is a throughput mode (no replay)\n");
+    return 2;
+  }
 
   Plan plan;
   std::string error;
@@ -181,6 +205,17 @@ int main(int argc, char** argv) {
   opt.replay_opt.verify = opt.verify;
   info.replay = opt.replay_opt;
   info.verify = opt.verify;
+  info.via = opt.via;
+  info.batch_samples = via_batch ? opt.batch_samples : 0;
+  BatchBench batch;
+  if (via_batch) {
+    std::string why;
+    if (!batch.Connect(opt.root, opt.threads, static_cast<uint64_t>(opt.batch_buffer_mb) << 20,
+                       &why)) {
+      std::fprintf(stderr, "clairfs-bench: %s\n", why.c_str());
+      return 2;
+    }
+  }
   Probe probe(opt.no_stats ? std::string() : opt.stats, opt.block_dev);
   info.stats_path = probe.stats_path();
   info.block_dev = probe.block_dev();
@@ -203,7 +238,8 @@ int main(int argc, char** argv) {
     EpochResult r;
     switch (info.mode) {
       case Mode::kThroughput:
-        r = RunThroughputEpoch(e, root_fd, paths, opt.threads, opt.verify);
+        r = via_batch ? batch.RunEpoch(e, paths, opt.batch_samples, opt.verify)
+                      : RunThroughputEpoch(e, root_fd, paths, opt.threads, opt.verify);
         break;
       case Mode::kReplay:
         r = RunReplayEpoch(e, root_fd, paths, opt.replay_opt);

@@ -1,0 +1,123 @@
+"""Issue 40: the batch path (docs/batch-path.md) on a real mount. A client finds the socket
+through `<mount>/.clairfs/batch`, reads a batch and gets exactly the files' bytes (per-sample
+errors for the rest), counted in stats; batch.enabled: false leaves the file out; as root, another
+user gets what the mount would give it (EACCES for a 0600 file, the bytes of a 0644 one)."""
+import errno
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import unittest
+
+import harness
+from batchutil import Client
+from harness import ClairfsCase, config
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+USER = 64125  # ids without accounts: setpriv needs none
+GROUP = 64126
+
+
+def batch_as(uid, sock, paths, groups=()):
+    """What a batch read of paths gives uid (with supplementary groups) through sock."""
+    r = subprocess.run(harness.setpriv(uid, groups) + [sys.executable, "-I", "-S",
+                                                       os.path.join(HERE, "batchutil.py"), sock,
+                                                       *paths],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"batch child as uid {uid} failed: {r.stderr}")
+    return json.loads(r.stdout)
+
+
+class BatchTest(ClairfsCase):
+    def setUp(self):
+        super().setUp()
+        base = self.tmpdir("batch")
+        os.chmod(base, 0o755)  # another user must reach the dataset and the mountpoint
+        self.ds = os.path.join(base, "ds")
+        self.mnt = os.path.join(base, "m")
+        os.mkdir(self.ds, 0o755)
+        os.mkdir(self.mnt, 0o755)
+        self.files = {}
+        for i in range(40):
+            rel = f"d{i % 4}/f{i}.bin"
+            self.put(rel, os.urandom(1000 + 997 * i))
+
+    def put(self, rel, data, mode=0o644):
+        path = os.path.join(self.ds, rel)
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, mode)
+        self.files[rel] = data
+        return path
+
+    def socket_path(self):
+        text = self.control_read(self.mnt, "batch")
+        self.assertTrue(text.endswith("\n"), text)
+        path = text[:-1]
+        self.assertTrue(os.path.isabs(path), path)
+        self.assertTrue(stat.S_ISSOCK(os.lstat(path).st_mode), path)
+        return path
+
+    def test_batch_reads_the_files(self):
+        self.mount(self.ds, self.mnt)
+        sock = self.socket_path()
+        self.assertIn("batch", os.listdir(os.path.join(self.mnt, ".clairfs")))
+        c = Client(sock)
+        self.addCleanup(c.close)
+        names = sorted(self.files)
+        got = c.read(names)
+        self.assertEqual([e for e, _ in got], [0] * len(names))
+        for name, (_, data) in zip(names, got):
+            self.assertEqual(data, self.files[name], name)
+            with open(os.path.join(self.mnt, name), "rb") as f:
+                self.assertEqual(data, f.read(), name)
+        os.symlink("f0.bin", os.path.join(self.ds, "d0", "link"))
+        errs = [e for e, _ in c.read(["missing", "../x", "d0/link", "d0", ".clairfs/stats",
+                                      ("d1/f1.bin", 10, 20)])]
+        self.assertEqual(errs, [errno.ENOENT, errno.EINVAL, errno.ELOOP, errno.EINVAL,
+                                errno.ELOOP, 0])
+        s = self.stats(self.mnt)["batch"]
+        self.assertGreaterEqual(s["connections"], 1)
+        self.assertEqual(s["requests"], 2)
+        self.assertEqual(s["samples"], len(names) + 1)
+        self.assertEqual(s["errors"], 5)
+        self.assertEqual(s["bytes"], sum(map(len, self.files.values())) + 20)
+        metrics = self.control_read(self.mnt, "metrics")
+        self.assertIn(f"clairfs_batch_samples_total {len(names) + 1}", metrics)
+
+    def test_disabled_leaves_the_control_file_out(self):
+        self.mount(self.ds, self.mnt, cfg=config(batch={"enabled": False}))
+        self.assertNotIn("batch", os.listdir(os.path.join(self.mnt, ".clairfs")))
+        self.assertFalse(os.path.exists(os.path.join(self.mnt, ".clairfs", "batch")))
+
+    @unittest.skipIf(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                     "needs root and setpriv (another user played by a child)")
+    def test_another_user_gets_what_the_mount_gives_it(self):
+        self.put("open/shared.bin", b"shared bytes", 0o644)
+        self.put("open/private.bin", b"private bytes", 0o600)
+        self.put("open/group.bin", b"members", 0o640)
+        self.mount(self.ds, self.mnt)
+        sock = self.socket_path()
+        self.assertEqual(stat.S_IMODE(os.lstat(sock).st_mode), 0o666)  # root: allow_other
+        got = batch_as(USER, sock, ["open/shared.bin", "open/private.bin"])
+        self.assertEqual(got[0], [0, b"shared bytes".hex()])
+        self.assertEqual(got[1], [errno.EACCES, ""])
+        self.assertEqual(self.stats(self.mnt)["batch"]["denied"], 1)
+        # A group's file: its members (a supplementary group, as the kernel names it at
+        # connect) read it, others are refused.
+        os.chown(os.path.join(self.ds, "open/group.bin"), 0, GROUP)
+        self.assertEqual(batch_as(USER, sock, ["open/group.bin"], groups=[GROUP]),
+                         [[0, b"members".hex()]])
+        self.assertEqual(batch_as(USER, sock, ["open/group.bin"]), [[errno.EACCES, ""]])
+        # Root itself (the daemon's user) reads both.
+        c = Client(sock)
+        self.addCleanup(c.close)
+        self.assertEqual(c.read(["open/private.bin"]), [(0, b"private bytes")])
+
+
+if __name__ == "__main__":
+    unittest.main()
