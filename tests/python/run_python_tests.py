@@ -34,7 +34,7 @@ import run_fs_tests  # noqa: E402
 MODULES = ["test_control", "test_cli", "test_serve_metrics", "test_cache_admin", "test_torch",
            "test_records", "test_hdf5", "test_compact", "test_orders", "test_locality",
            "test_streams", "test_resume", "test_packaging", "test_imports", "test_predict",
-           "test_loaders", "test_batch"]
+           "test_loaders", "test_batch_client"]
 
 if __name__ == "__main__":
     sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="python"))
