@@ -80,7 +80,7 @@ F_SEAL_SHRINK = 0x0002
 MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 
 DEFAULT_WINDOW_BYTES = 32 << 20   # a batch of 256 samples of 110 KiB, aligned, fits in one
-DEFAULT_WINDOWS = 2               # one batch in use while the next one is read
+DEFAULT_WINDOWS = 1               # a dataset closes its batch before the next (more: on demand)
 DEFAULT_TIMEOUT = 60.0            # seconds for one reply (the server's own deadlines are shorter)
 
 

@@ -140,7 +140,7 @@ def cmd_loader(a):
     paths = [os.path.join(a.mount, p) for p in read_list(a.list)]
     ds = clairfs.BatchFiles(paths, decode=batch_decode) if a.via == "batch" else MountFiles(paths)
     loader = torch.utils.data.DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
-                                         timeout=DEADLINE)
+                                         timeout=DEADLINE if a.workers else 0)
     start = time.monotonic()  # the workers' start and first connections are in the time
     n = 0
     for b in loader:

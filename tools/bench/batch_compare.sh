@@ -21,9 +21,12 @@
 # fuse_fps, batch_fps (at T threads), their 1-thread values, loader_fuse_sps, loader_batch_sps,
 # batch_copies, fuse_copies, wrong_bytes and the daemon CPU figures.
 #
+# Every figure is the median of R runs (--repeats, default 3; the page cache dropped before
+# each), all values shown in the report.
+#
 # Usage: tools/bench/batch_compare.sh [--files N] [--threads T] [--size BYTES]
-#          [--loader-workers W] [--tmp DIR]
-# Defaults: N=8000, T=4, SIZE=112640, W=8, /var/tmp. Needs root (drop_caches), jq, fusermount3,
+#          [--loader-workers W] [--repeats R] [--tmp DIR]
+# Defaults: N=8000, T=4, SIZE=112640, W=8, R=3, /var/tmp. Needs root (drop_caches), jq, fusermount3,
 # fincore, /usr/bin/python3 with torch for the loader rows.
 # Env: CLAIRFS_BIN (default build/daemon/clairfs), BENCH_BIN (default
 #   build/tools/bench/clairfs-bench), PYTHON (default /usr/bin/python3), WARM_TIMEOUT (600 s).
@@ -35,6 +38,7 @@ SIZE=112640
 WORKERS=8
 TMPBASE=/var/tmp
 BATCH=256
+REPEATS=3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CLAIRFS_BIN=${CLAIRFS_BIN:-$REPO/build/daemon/clairfs}
 BENCH_BIN=${BENCH_BIN:-$REPO/build/tools/bench/clairfs-bench}
@@ -49,9 +53,9 @@ NAME=batch_compare
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 declare -A OPTIONS=([--files]=FILES [--threads]=THREADS [--size]=SIZE
-  [--loader-workers]=WORKERS [--tmp]=TMPBASE)
+  [--loader-workers]=WORKERS [--repeats]=REPEATS [--tmp]=TMPBASE)
 parse_options "$@"
-for n in "$FILES" "$THREADS" "$SIZE" "$WORKERS"; do
+for n in "$FILES" "$THREADS" "$SIZE" "$WORKERS" "$REPEATS"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "not a positive integer: '$n'"
 done
 [[ $(id -u) == 0 ]] || die "needs root (drop_caches)"
@@ -93,6 +97,7 @@ cpu_seconds() {  # user + system CPU seconds of process $1 so far
   awk -v tck="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / tck }' <<<"${stat##*) }"
 }
 drop() { sync; echo 1 >/proc/sys/vm/drop_caches; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 fps_of() { jq -r '.epochs[0].files_per_s' "$1"; }
 errors_of() { jq -r '[.epochs[].errors] | add' "$1"; }
 
@@ -102,10 +107,12 @@ CMDS=()
 # ---- native, page cache warm -----------------------------------------------------------------
 run timeout 900 "$BENCH_BIN" --root "$DATA" --list "$LIST" --threads 4 --json >"$WORK/b.json"
 for t in 1 "$THREADS"; do
-  args=("$BENCH_BIN" --root "$DATA" --list "$LIST" --threads "$t" --json)
+  args=("$BENCH_BIN" --root "$DATA" --list "$LIST" --threads "$t" --epochs "$REPEATS" --json)
   run timeout 900 "${args[@]}" >"$WORK/b.json"
-  R[native_$t]=$(fps_of "$WORK/b.json")
-  log "native page cache, $t threads: ${R[native_$t]} files/s"
+  R[native_$t]=$(jq -r '.epochs[].files_per_s' "$WORK/b.json" | median)
+  R[native_${t}_all]=$(jq -r '.epochs[].files_per_s' "$WORK/b.json" | xargs printf '%.0f ')
+  CMDS+=("native $t: ${args[*]}")
+  log "native page cache, $t threads: ${R[native_$t]} files/s (${R[native_${t}_all]})"
 done
 
 # ---- clairfs ---------------------------------------------------------------------------------
@@ -118,7 +125,7 @@ DAEMON=$!
 PIDS+=("$DAEMON") MOUNTS+=("$MNT")
 wait_mounted "$MNT" "$DAEMON" "$WORK/clairfs.log"
 # The plan: one epoch per pass below and some to spare, each in the list's order.
-for ((e = 0; e < 16; e++)); do echo "#epoch"; cat "$LIST"; done >"$MNT/.clairfs/manifest" ||
+for ((e = 0; e < 12 * REPEATS + 4; e++)); do echo "#epoch"; cat "$LIST"; done >"$MNT/.clairfs/manifest" ||
   die "manifest rejected: $(cat "$MNT/.clairfs/errors" 2>/dev/null)"
 for ((i = 0; i < WARM_TIMEOUT * 5; i++)); do
   jq -e --argjson b "$DATA_BYTES" '(.ram_bytes // 0) >= $b' "$MNT/.clairfs/stats" >/dev/null 2>&1 &&
@@ -130,23 +137,29 @@ jq -e --argjson b "$DATA_BYTES" '(.ram_bytes // 0) >= $b' "$MNT/.clairfs/stats" 
 log "clairfs: RAM tier warm"
 [[ -e $MNT/.clairfs/batch ]] && HAS_BATCH=1 || HAS_BATCH=0
 
-# pass KEY THREADS CMD...: drop the page cache, run CMD, record fps and daemon CPU/100k samples.
+
+# pass KEY THREADS CMD...: REPEATS times: drop the page cache, run CMD; records the median
+# files/s (all values kept in R[KEY_T_all]) and the daemon's CPU per 100k samples over them all.
 pass() {
-  local key=$1 t=$2 cpu0 cpu1
+  local key=$1 t=$2 cpu0 cpu1 k vals=()
   shift 2
-  drop
   cpu0=$(cpu_seconds "$DAEMON")
-  run timeout 900 "$@" >"$WORK/b.json" || die "$key: failed: $(tail -c 600 "$WORK/b.json")"
+  for ((k = 0; k < REPEATS; k++)); do
+    drop
+    run timeout 900 "$@" >"$WORK/b.json" || die "$key: failed: $(tail -c 600 "$WORK/b.json")"
+    if [[ $key == batch_py* ]]; then
+      vals+=("$(jq -r .fps "$WORK/b.json")")
+    else
+      [[ $(errors_of "$WORK/b.json") == 0 ]] || die "$key: read errors"
+      vals+=("$(fps_of "$WORK/b.json")")
+    fi
+  done
   cpu1=$(cpu_seconds "$DAEMON")
-  if [[ $key == batch_py* ]]; then
-    R[${key}_$t]=$(jq -r .fps "$WORK/b.json")
-  else
-    [[ $(errors_of "$WORK/b.json") == 0 ]] || die "$key: read errors"
-    R[${key}_$t]=$(fps_of "$WORK/b.json")
-  fi
-  R[${key}_cpu_$t]=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$FILES" 'BEGIN { printf "%.2f", (b - a) * 100000 / n }')
+  R[${key}_$t]=$(printf '%s\n' "${vals[@]}" | median)
+  R[${key}_${t}_all]=$(printf '%.0f ' "${vals[@]}")
+  R[${key}_cpu_$t]=$(awk -v a="$cpu0" -v b="$cpu1" -v n=$((FILES * REPEATS)) 'BEGIN { printf "%.2f", (b - a) * 100000 / n }')
   CMDS+=("$key $t: $*")
-  log "$key, $t threads: ${R[${key}_$t]} files/s, daemon CPU ${R[${key}_cpu_$t]} s / 100k"
+  log "$key, $t threads: ${R[${key}_$t]} files/s (${R[${key}_${t}_all]}), daemon CPU ${R[${key}_cpu_$t]} s / 100k"
 }
 
 for t in 1 "$THREADS"; do
@@ -187,12 +200,19 @@ for via in fuse $( ((HAS_BATCH)) && echo batch); do
 done
 
 # ---- DataLoader ------------------------------------------------------------------------------
-for via in fuse $( ((HAS_BATCH)) && echo batch); do
-  drop
-  R[loader_$via]=$(run timeout 900 "$PYTHON" "$HERE/batch_bench.py" loader --mount "$MNT" \
-    --list "$LIST" --via "$via" --workers "$WORKERS" --batch "$BATCH" | tail -1 | jq -r .sps)
-  log "DataLoader via $via ($WORKERS workers, batch $BATCH): ${R[loader_$via]} samples/s"
+for ((k = 0; k < REPEATS; k++)); do  # the two alternate, so drift hits both alike
+  for via in fuse $( ((HAS_BATCH)) && echo batch); do
+    drop
+    v=$(run timeout 900 "$PYTHON" "$HERE/batch_bench.py" loader --mount "$MNT" \
+      --list "$LIST" --via "$via" --workers "$WORKERS" --batch "$BATCH" | tail -1 | jq -r .sps)
+    R[loader_${via}_all]+="$v "
+    log "DataLoader via $via ($WORKERS workers, batch $BATCH): $v samples/s"
+  done
 done
+for via in fuse $( ((HAS_BATCH)) && echo batch); do
+  R[loader_$via]=$(tr ' ' '\n' <<<"${R[loader_${via}_all]}" | grep . | median)
+done
+CMDS+=("loader: $PYTHON $HERE/batch_bench.py loader --mount $MNT --list $LIST --via fuse|batch --workers $WORKERS --batch $BATCH")
 STATS=$(jq -c '{file_reads, served, batch}' "$MNT/.clairfs/stats" 2>/dev/null || echo '{}')
 teardown
 
@@ -215,11 +235,12 @@ ratio() { awk -v a="${R[$1]:-}" -v b="${R[$2]:-}" 'BEGIN { if (a != "" && b > 0)
   echo "Dataset: $FILES files x $SIZE bytes, RAM tier holding all; drop_caches 1 before each fuse/batch pass."
   echo "| path | 1 thread files/s | $T threads files/s | daemon CPU s/100k (1) | ($T) |"
   echo "|---|---|---|---|---|"
+  echo "(median of $REPEATS; all: native ${R[native_1_all]}/ ${R[native_${T}_all]}; fuse ${R[fuse_1_all]:-}/ ${R[fuse_${T}_all]:-}; batch ${R[batch_1_all]:-}/ ${R[batch_${T}_all]:-}; python ${R[batch_py_1_all]:-}/ ${R[batch_py_${T}_all]:-})"
   echo "| native page cache | $(num native_1) | $(num native_$T) | | |"
   echo "| FUSE (clairfs-bench) | $(num fuse_1) | $(num fuse_$T) | $(num fuse_cpu_1) | $(num fuse_cpu_$T) |"
   [[ $BATCH_KEY == batch ]] && echo "| batch (clairfs-bench --via batch) | $(num batch_1) | $(num batch_$T) | $(num batch_cpu_1) | $(num batch_cpu_$T) |"
   ((HAS_BATCH)) && echo "| batch (Python, processes) | $(num batch_py_1) | $(num batch_py_$T) | $(num batch_py_cpu_1) | $(num batch_py_cpu_$T) |"
-  echo "DataLoader ($WORKERS workers, batch $BATCH): fuse $(num loader_fuse) samples/s, batch $(num loader_batch) samples/s"
+  echo "DataLoader ($WORKERS workers, batch $BATCH): fuse $(num loader_fuse) samples/s (${R[loader_fuse_all]:-}), batch $(num loader_batch) samples/s (${R[loader_batch_all]:-})"
   echo "copies: $(jq -c .rows <<<"$COPIES")"
   echo "wrong_bytes: $WRONG; stats after: $STATS"
   printf '%s\n' "${CMDS[@]}"
@@ -236,7 +257,7 @@ jq -cn --argjson files "$FILES" --argjson size "$SIZE" --argjson threads "$T" \
   --argjson fc "$(num fuse_copies)" --argjson bc "$(num batch_copies)" \
   --argjson wrong "$WRONG" --arg reader "$BATCH_KEY" \
   --argjson r1 "$(ratio ${BATCH_FPS_KEY}_$T fuse_$T)" --argjson r2 "$(ratio loader_batch loader_fuse)" \
-  '{files: $files, size: $size, threads: $threads, batch_reader: $reader,
+  --argjson repeats "$REPEATS" '{files: $files, size: $size, threads: $threads, repeats: $repeats, batch_reader: $reader,
     native_page_cache_fps: $nativeT, native_page_cache_fps_1: $native1,
     fuse_fps: $fuseT, fuse_fps_1: $fuse1, batch_fps: $batchT, batch_fps_1: $batch1,
     batch_python_fps: $batchpyT, batch_python_fps_1: $batchpy1,
