@@ -11,9 +11,14 @@
 Both define __getitems__(indices): torch 1.13's DataLoader (with a batch size) calls it with a
 batch's indices, and the batch is read in one round trip to the daemon (clairfs.batch), into
 this process's buffer; DataLoader workers each open their own connection. decode gets a
-memoryview of the sample's bytes, valid only during the call: it must return something that
-does not keep it (bytes(view), a decoded image...). A sample's failure raises as open() of its
-path would (FileNotFoundError, PermissionError, ...).
+memoryview of the sample's bytes in that buffer. The dataset keeps the batch open until it
+reads its next batch in the same process, so what decode returns may refer to the view's
+memory without a copy (torch.frombuffer(view, dtype=torch.uint8)) as long as it is used up
+before that: the DataLoader's default collate copies a batch's samples into the batch tensor
+before its worker fetches the next batch. A result kept longer (a collate_fn that returns the
+samples as they are, results of __getitems__ called by hand and kept) must be a copy:
+bytes(view), a decoded image (the default decodes are copies). A sample's failure raises as
+open() of its path would (FileNotFoundError, PermissionError, ...).
 
 Both have `.samples` (ImageFolder's list of (path, target); BatchFiles' items), so
 clairfs.register_loader and clairfs.LocalitySampler take them like an ImageFolder.
@@ -89,6 +94,15 @@ class _BatchReader:
     def __init__(self, mount: str | None, reason: str | None = None) -> None:
         self.mount = mount
         self.reason = reason       # why the batch path is not used, when that is known at once
+        self._held = None          # (pid, Batch): the last batch, open until the next read
+
+    def __getstate__(self):
+        return {"mount": self.mount, "reason": self.reason, "_held": None}
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and held[0] == os.getpid():
+            held[1].close()
 
     def _fallback(self, reason: str) -> None:
         key = (os.getpid(), self.mount or "")
@@ -101,10 +115,17 @@ class _BatchReader:
     def read(self, items: Sequence[Any], decode: Callable[[memoryview], Any]) -> list:
         """[decode(bytes of item) for item in items], in one request when it can."""
         if self.mount is not None and self.reason is None:
+            self._release_held()  # the previous batch's results were collated by now
             try:
                 client = client_for(self.mount)
-                with client.read(items) as batch:
-                    return [decode(batch[i]) for i in range(len(items))]
+                batch = client.read(items)
+                try:
+                    out = [decode(batch[i]) for i in range(len(items))]
+                except BaseException:
+                    batch.close()
+                    raise
+                self._held = (os.getpid(), batch)
+                return out
             except BatchUnavailable as e:
                 self.reason = e.reason    # for this process's copy of the dataset from now on
                 self._fallback(e.reason)
@@ -124,7 +145,8 @@ class BatchFiles(torch.utils.data.Dataset):
 
     items: paths of files on one clairfs mount (absolute, or relative to `root`), or records
     (path, offset, length). root: the directory relative paths are under (default: the current
-    directory). decode: called with a memoryview valid during the call (default: bytes)."""
+    directory). decode: called with a memoryview of the sample, valid until this dataset reads
+    its next batch in this process (default: bytes, a copy)."""
 
     def __init__(self, paths: Sequence[Any], decode: Callable[[memoryview], Any] | None = None,
                  root: str | None = None) -> None:

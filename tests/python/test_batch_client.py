@@ -315,6 +315,29 @@ class BatchTorchTest(harness.ClairfsCase):
         with self.assertRaises(FileNotFoundError):
             ds.__getitems__([0, len(ds) - 1])
 
+    def test_zero_copy_decode_with_the_default_collate(self):
+        # decode may return a tensor over the batch buffer: the default collate copies it
+        # before the worker reads the next batch. Equal-sized records, so they stack.
+        mnt = self.mount_images()
+        if not has_batch_path(mnt):
+            self.skipTest("this daemon has no batch path (.clairfs/batch absent)")
+        ref = datasets.ImageFolder(self.orig)
+        recs = [(os.path.join(mnt, os.path.relpath(p, self.orig)), 16, 200) for p, _ in ref.samples]
+        ds = clairfs.BatchFiles(recs, decode=lambda v: torch.frombuffer(v, dtype=torch.uint8))
+        got = torch.cat(list(DataLoader(ds, batch_size=16, num_workers=2)))
+        want = []
+        for p, _ in ref.samples:
+            with open(p, "rb") as f:
+                want.append(torch.frombuffer(bytearray(f.read()[16:216]), dtype=torch.uint8))
+        self.assertTrue(torch.equal(got, torch.stack(want)))
+        # The dataset holds a batch until its next one: then its views are released.
+        views = clairfs.BatchFiles(recs, decode=lambda v: v)
+        first = views.__getitems__([0, 1])
+        self.assertEqual(bytes(first[1]), want[1].numpy().tobytes())
+        views.__getitems__([2])
+        with self.assertRaises(ValueError):
+            bytes(first[1])
+
     def test_fallback_through_the_mount(self):
         cfg = harness.config()
         if BatchFallbackTest.daemon_knows_batch():

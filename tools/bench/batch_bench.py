@@ -11,7 +11,8 @@ mount's batch path or through the mount, and prints one JSON object (last line).
         original's bytes; prints {"files", "wrong_samples", "wrong_bytes"} (wrong_bytes: bytes
         that differ, plus any difference in length).
     batch_bench.py loader --mount MNT --list FILE --via fuse|batch [--workers W] [--batch B]
-        a torch DataLoader (W workers, batch B, decode = the bytes as a uint8 tensor, no image
+        a torch DataLoader (W workers, batch B, decode = the bytes as a uint8 tensor (over the
+        batch buffer for the batch path, over a bytearray read into for the mount), no image
         decode; the default collate stacks a batch into one tensor in shared memory, which is
         how it reaches the training process) over clairfs.BatchFiles (batch) or a Dataset
         reading each file with open/readinto (fuse); one epoch, the workers' start included;
@@ -112,8 +113,8 @@ def tensor_of(buffer):
 
 class MountFiles:
     """Sample i: the bytes of paths[i] as a uint8 tensor, read with one open and one readinto
-    through the mount (the kernel's copy into the sample's own memory, as the batch path's
-    bytearray(view) is one copy out of the buffer)."""
+    through the mount (the kernel's copy into the sample's own memory; the batch path's copy is
+    the daemon's into the buffer)."""
 
     def __init__(self, paths):
         self.paths = paths
@@ -129,7 +130,10 @@ class MountFiles:
 
 
 def batch_decode(view):
-    return tensor_of(bytearray(view))
+    """The sample as a uint8 tensor over the batch buffer, no copy: the default collate copies
+    it into the batch tensor before the worker reads its next batch (clairfs.torch_batch)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    return torch.frombuffer(view, dtype=torch.uint8)
 
 
 def cmd_loader(a):
