@@ -413,7 +413,7 @@ class BatchClient:
                 length = TO_END if length is None or length < 0 else int(length)
                 items.append((self.relative(path), int(offset), length))
             else:
-                items.append((self.relative(s), 0, TO_END))
+                items.append((self.relative(s), 0, TO_END))  # type: ignore[arg-type]
         with self._lock:
             self._check_process()
             return self._read_locked(items)

@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import torch.utils.data
 
-from .batch import BatchError, BatchUnavailable, client_for
+from .batch import Batch, BatchError, BatchUnavailable, client_for
 from .control import CONTROL_DIR
 
 LOG = logging.getLogger("clairfs.batch")
@@ -94,7 +94,8 @@ class _BatchReader:
     def __init__(self, mount: str | None, reason: str | None = None) -> None:
         self.mount = mount
         self.reason = reason       # why the batch path is not used, when that is known at once
-        self._held = None          # (pid, Batch): the last batch, open until the next read
+        self._held: tuple[int, Batch] | None = None  # the last batch (with its pid), open
+        #                                              until this process's next read
 
     def __getstate__(self):
         return {"mount": self.mount, "reason": self.reason, "_held": None}
