@@ -27,7 +27,7 @@
 # Usage: tools/bench/batch_compare.sh [--files N] [--threads T] [--size BYTES]
 #          [--loader-workers W] [--repeats R] [--tmp DIR]
 # Defaults: N=8000, T=4, SIZE=112640, W=8, R=3, /var/tmp. Needs root (drop_caches), jq, fusermount3,
-# fincore, /usr/bin/python3 with torch for the loader rows.
+# fincore; /usr/bin/python3 with torch for the loader rows (null without it).
 # Env: CLAIRFS_BIN (default build/daemon/clairfs), BENCH_BIN (default
 #   build/tools/bench/clairfs-bench), PYTHON (default /usr/bin/python3), WARM_TIMEOUT (600 s).
 set -euo pipefail
@@ -200,7 +200,9 @@ for via in fuse $( ((HAS_BATCH)) && echo batch); do
 done
 
 # ---- DataLoader ------------------------------------------------------------------------------
-for ((k = 0; k < REPEATS; k++)); do  # the two alternate, so drift hits both alike
+LOADER_RUNS=$REPEATS
+"$PYTHON" -c 'import torch' 2>/dev/null || { LOADER_RUNS=0; log "no torch for $PYTHON: loader rows skipped"; }
+for ((k = 0; k < LOADER_RUNS; k++)); do  # the two alternate, so drift hits both alike
   for via in fuse $( ((HAS_BATCH)) && echo batch); do
     drop
     v=$(run timeout 900 "$PYTHON" "$HERE/batch_bench.py" loader --mount "$MNT" \
@@ -209,7 +211,8 @@ for ((k = 0; k < REPEATS; k++)); do  # the two alternate, so drift hits both ali
     log "DataLoader via $via ($WORKERS workers, batch $BATCH): $v samples/s"
   done
 done
-for via in fuse $( ((HAS_BATCH)) && echo batch); do
+for via in fuse $( ((HAS_BATCH && LOADER_RUNS)) && echo batch); do
+  ((LOADER_RUNS)) || break
   R[loader_$via]=$(tr ' ' '\n' <<<"${R[loader_${via}_all]}" | grep . | median)
 done
 CMDS+=("loader: $PYTHON $HERE/batch_bench.py loader --mount $MNT --list $LIST --via fuse|batch --workers $WORKERS --batch $BATCH")
