@@ -6,9 +6,11 @@ import errno
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
+import time
 import unittest
 
 import harness
@@ -88,6 +90,27 @@ class BatchTest(ClairfsCase):
         self.assertEqual(s["bytes"], sum(map(len, self.files.values())) + 20)
         metrics = self.control_read(self.mnt, "metrics")
         self.assertIn(f"clairfs_batch_samples_total {len(names) + 1}", metrics)
+
+    def test_stop_with_clients_connected(self):
+        """An unmount with a client idle and one mid-frame: the daemon stops within its grace,
+        the socket goes with it, and the clients see the connection end."""
+        d = self.mount(self.ds, self.mnt)
+        sock = self.socket_path()
+        idle = Client(sock)
+        self.addCleanup(idle.close)
+        half = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(half.close)
+        half.connect(sock)
+        half.sendall(b"CFB1")  # a header begun, never finished
+        proc = d.proc
+        t0 = time.monotonic()
+        harness.unmount(self.mnt)
+        proc.wait(timeout=10)
+        self.assertLess(time.monotonic() - t0, 5.0)
+        self.assertEqual(proc.returncode, 0)
+        self.assertFalse(os.path.exists(sock))
+        with self.assertRaises(OSError):
+            idle.read(["d0/f0.bin"])
 
     def test_disabled_leaves_the_control_file_out(self):
         self.mount(self.ds, self.mnt, cfg=config(batch={"enabled": False}))

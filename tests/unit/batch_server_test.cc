@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -412,6 +413,76 @@ TEST_F(BatchServerTest, AnotherUserWithoutIdentitySwitchIsRefused) {
   ASSERT_EQ(c->Read(std::vector<BatchClient::Item>{{"a"}}, 0, batch::kToEnd, &out, &why), 0);
   EXPECT_EQ(out[0].error, EACCES);
   EXPECT_EQ(batch_stats_.denied.load(), 1u);
+}
+
+// Sends a hello with fd attached on socket s and returns the errno of the kError it gets (0 for
+// a kHelloReply).
+int Hello(int s, int fd) {
+  const auto f = batch::EncodeHello(1);
+  iovec iov{const_cast<uint8_t*>(f.data()), f.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  if (sendmsg(s, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(f.size())) return -1;
+  batch::Header h;
+  std::vector<uint8_t> body;
+  if (!RawFrame(s, &h, &body)) return -1;
+  return h.type == batch::FrameType::kHelloReply ? 0 : ErrorOf(body);
+}
+
+TEST_F(BatchServerTest, HelloRefusesBuffersItCannotTrust) {
+  BatchOptions o;
+  o.max_buffer_bytes = 1 << 20;
+  Make(o);
+  const int s = RawConnect(Sock());
+  ASSERT_GE(s, 0);
+  const int unsealed = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(ftruncate(unsealed, 4096), 0);
+  EXPECT_EQ(Hello(s, unsealed), EINVAL);  // may shrink under the server's writes
+  const int big = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(ftruncate(big, 2 << 20), 0);
+  ASSERT_EQ(fcntl(big, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  EXPECT_EQ(Hello(s, big), E2BIG);  // over batch.max_buffer_bytes
+  const int file = open(P("data/a").c_str(), O_RDWR | O_CLOEXEC);
+  EXPECT_EQ(Hello(s, file), EINVAL);  // not a memfd
+  const std::string ro_path = "/proc/self/fd/" + std::to_string(big);
+  const int read_only = open(ro_path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(read_only, 0);
+  EXPECT_EQ(Hello(s, read_only), EINVAL);  // not open for writing
+  const int good = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(ftruncate(good, 4096), 0);
+  ASSERT_EQ(fcntl(good, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  EXPECT_EQ(Hello(s, good), 0);  // the connection went on through the refusals
+  for (int fd : {unsealed, big, file, read_only, good, s}) close(fd);
+  EXPECT_EQ(batch_stats_.protocol_errors.load(), 4u);
+}
+
+TEST_F(BatchServerTest, StopEndsIdleAndBusyConnectionsPromptly) {
+  Make();
+  auto idle = Client();
+  ASSERT_TRUE(idle);
+  const int half = RawConnect(Sock());  // in the middle of a frame
+  uint8_t head[batch::kHeaderBytes];
+  batch::EncodeHeader({batch::FrameType::kRead, 100, 1}, head);
+  ASSERT_EQ(send(half, head, sizeof(head), MSG_NOSIGNAL), 24);
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->Connections() == 2; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_EQ(server_->Connections(), 0u);
+  std::vector<BatchClient::Sample> out;
+  std::string why;
+  EXPECT_NE(idle->Read(std::vector<BatchClient::Item>{{"a"}}, 0, batch::kToEnd, &out, &why), 0);
+  EXPECT_TRUE(ClosedByPeer(half));
+  close(half);
 }
 
 TEST_F(BatchServerTest, StaleSocketIsReplacedAndStopRemovesIt) {
