@@ -21,7 +21,8 @@
 # fuse_fps, batch_fps (at T threads), their 1-thread values, loader_fuse_sps, loader_batch_sps,
 # batch_copies, fuse_copies, wrong_bytes and the daemon CPU figures.
 #
-# Every figure is the median of R runs (--repeats, default 3; the page cache dropped before
+# Every figure is the median of R runs (--repeats, default 3; the passes take turns, round by
+# round, so drift in the load falls on all of them alike; the page cache dropped before
 # each), all values shown in the report.
 #
 # Usage: tools/bench/batch_compare.sh [--files N] [--threads T] [--size BYTES]
@@ -138,56 +139,59 @@ log "clairfs: RAM tier warm"
 [[ -e $MNT/.clairfs/batch ]] && HAS_BATCH=1 || HAS_BATCH=0
 
 
-# pass KEY THREADS CMD...: REPEATS times: drop the page cache, run CMD; records the median
-# files/s (all values kept in R[KEY_T_all]) and the daemon's CPU per 100k samples over them all.
-pass() {
-  local key=$1 t=$2 cpu0 cpu1 k vals=()
+# once KEY THREADS CMD...: drop the page cache, run CMD once; appends its files/s to
+# R[KEY_THREADS_all] and the daemon's CPU seconds during it to CPU[KEY_THREADS].
+declare -A CPU=()
+once() {
+  local key=$1 t=$2 cpu0 cpu1 v
   shift 2
+  drop
   cpu0=$(cpu_seconds "$DAEMON")
-  for ((k = 0; k < REPEATS; k++)); do
-    drop
-    run timeout 900 "$@" >"$WORK/b.json" || die "$key: failed: $(tail -c 600 "$WORK/b.json")"
-    if [[ $key == batch_py* ]]; then
-      vals+=("$(jq -r .fps "$WORK/b.json")")
-    else
-      [[ $(errors_of "$WORK/b.json") == 0 ]] || die "$key: read errors"
-      vals+=("$(fps_of "$WORK/b.json")")
-    fi
-  done
+  run timeout 900 "$@" >"$WORK/b.json" || die "$key: failed: $(tail -c 600 "$WORK/b.json")"
   cpu1=$(cpu_seconds "$DAEMON")
-  R[${key}_$t]=$(printf '%s\n' "${vals[@]}" | median)
-  R[${key}_${t}_all]=$(printf '%.0f ' "${vals[@]}")
-  R[${key}_cpu_$t]=$(awk -v a="$cpu0" -v b="$cpu1" -v n=$((FILES * REPEATS)) 'BEGIN { printf "%.2f", (b - a) * 100000 / n }')
-  CMDS+=("$key $t: $*")
-  log "$key, $t threads: ${R[${key}_$t]} files/s (${R[${key}_${t}_all]}), daemon CPU ${R[${key}_cpu_$t]} s / 100k"
+  if [[ $key == batch_py ]]; then
+    v=$(jq -r .fps "$WORK/b.json")
+  else
+    [[ $(errors_of "$WORK/b.json") == 0 ]] || die "$key: read errors"
+    v=$(fps_of "$WORK/b.json")
+  fi
+  R[${key}_${t}_all]+="$(printf '%.0f' "$v") "
+  CPU[${key}_$t]=$(awk -v c="${CPU[${key}_$t]:-0}" -v a="$cpu0" -v b="$cpu1" 'BEGIN { print c + b - a }')
+  ((k > 0)) || CMDS+=("$key $t: $*")
+  log "$key, $t threads: $v files/s"
+}
+# finish KEY THREADS: the median of its runs, and the daemon's CPU per 100k samples over them.
+finish() {
+  local key=$1 t=$2
+  R[${key}_$t]=$(tr ' ' '\n' <<<"${R[${key}_${t}_all]}" | grep . | median)
+  R[${key}_cpu_$t]=$(awk -v c="${CPU[${key}_$t]}" -v n=$((FILES * REPEATS)) 'BEGIN { printf "%.2f", c * 100000 / n }')
+  log "$key, $t threads: median ${R[${key}_$t]} files/s (${R[${key}_${t}_all]}), daemon CPU ${R[${key}_cpu_$t]} s / 100k"
 }
 
-for t in 1 "$THREADS"; do
-  pass fuse "$t" "$BENCH_BIN" --root "$MNT" --list "$LIST" --threads "$t" --json
-done
-BATCH_KEY=none
+# The passes take turns (fuse, batch, Python batch at 1 thread, then at T, REPEATS rounds), so
+# that a change of the machine's load over the run falls on every row alike.
+BATCH_KEY=none KEYS=(fuse)
 if ((HAS_BATCH)); then
-  for t in 1 "$THREADS"; do
-    if ((BENCH_HAS_BATCH)); then
-      BATCH_KEY=batch
-      pass batch "$t" "$BENCH_BIN" --root "$MNT" --list "$LIST" --threads "$t" --via batch \
-        --batch-samples "$BATCH" --json
-    else
-      BATCH_KEY=batch_py
-      pass batch_py "$t" "$PYTHON" "$HERE/batch_bench.py" read --mount "$MNT" --list "$LIST" \
-        --procs "$t" --batch "$BATCH"
-    fi
-  done
-  # The Python reader as well when the C++ one ran: what a Python loader can reach.
-  if ((BENCH_HAS_BATCH)); then
-    for t in 1 "$THREADS"; do
-      pass batch_py "$t" "$PYTHON" "$HERE/batch_bench.py" read --mount "$MNT" --list "$LIST" \
-        --procs "$t" --batch "$BATCH"
-    done
-  fi
+  if ((BENCH_HAS_BATCH)); then BATCH_KEY=batch KEYS+=(batch batch_py); else BATCH_KEY=batch_py KEYS+=(batch_py); fi
 else
   log "no batch path on this daemon ($MNT/.clairfs/batch absent): batch rows skipped"
 fi
+for ((k = 0; k < REPEATS; k++)); do
+  for t in 1 "$THREADS"; do
+    for key in "${KEYS[@]}"; do
+      case $key in
+        fuse) once fuse "$t" "$BENCH_BIN" --root "$MNT" --list "$LIST" --threads "$t" --json ;;
+        batch) once batch "$t" "$BENCH_BIN" --root "$MNT" --list "$LIST" --threads "$t" \
+          --via batch --batch-samples "$BATCH" --json ;;
+        batch_py) once batch_py "$t" "$PYTHON" "$HERE/batch_bench.py" read --mount "$MNT" \
+          --list "$LIST" --procs "$t" --batch "$BATCH" ;;
+      esac
+    done
+  done
+done
+for t in 1 "$THREADS"; do
+  for key in "${KEYS[@]}"; do finish "$key" "$t"; done
+done
 
 # ---- wrong bytes -----------------------------------------------------------------------------
 WRONG=0
