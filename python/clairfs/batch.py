@@ -24,10 +24,12 @@ Memory and lifetime (the contract):
   it and shows whatever the window holds next: copy what you keep past the Batch (bytes(view),
   bytearray(view)). (A view still exported at close, which release() refuses, keeps its
   windows out of use for good.)
-- A batch larger than a free window takes several windows; when every window is held by open
-  Batches, or a single sample is larger than a window, the client makes a new, larger buffer
-  and hands it to the server (a second hello replaces the first); windows of the old buffer
-  stay mapped until the Batches holding them are closed.
+- A batch larger than a free window takes several windows (the samples that did not fit are
+  asked for again in the next); when every window is held by open Batches, a single sample
+  is larger than a window, or the last batch took several windows (the next batch then gets
+  windows that hold it whole), the client makes a new, larger buffer and hands it to the
+  server (a second hello replaces the first); windows of the old buffer stay mapped until the
+  Batches holding them are closed.
 - One connection per client, one request at a time (a lock serialises threads). After a
   fork() the child cannot share the parent's connection or buffer: a client used in a process
   other than the one that made it opens its own connection and buffer first (DataLoader
@@ -81,6 +83,7 @@ MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 
 DEFAULT_WINDOW_BYTES = 32 << 20   # a batch of 256 samples of 110 KiB, aligned, fits in one
 DEFAULT_WINDOWS = 1               # a dataset closes its batch before the next (more: on demand)
+MAX_WINDOW_BYTES = 1 << 30        # no larger windows for spilled batches (the server's default cap)
 DEFAULT_TIMEOUT = 60.0            # seconds for one reply (the server's own deadlines are shorter)
 
 
@@ -266,6 +269,7 @@ class BatchClient:
         self._buffer: _Buffer | None = None
         self._tag = 0
         self.hellos = 0   # how many buffers were handed to the server (growth shows here)
+        self._want_window = 0  # the window size the next read should have (0: as it is)
         self._connect()
 
     # ------------------------------------------------------------ connection
@@ -385,7 +389,9 @@ class BatchClient:
 
     def _take_window(self) -> _Lease:
         assert self._buffer is not None
-        if not self._buffer.free:
+        if self._want_window > self._buffer.window_bytes:
+            self._grow(self._want_window)  # the last batch spilled over: windows that hold one
+        elif not self._buffer.free:
             self._grow(self._buffer.window_bytes)
         buf = self._buffer
         return _Lease(self, buf, buf.free.pop())
@@ -444,6 +450,11 @@ class BatchClient:
                             need = 2 * lease.buffer.window_bytes
                         self._grow(need)
                 pending = retry + pending[len(step):]
+            need = sum(-(-p[3] // ALIGN) * ALIGN for p in places if not p[0])
+            if len(leases) > 1 and self._buffer is not None and need > self._buffer.window_bytes:
+                # A batch larger than a window: the next of its size gets one window (so its
+                # samples are not refused with ENOBUFS and sent again).
+                self._want_window = min(need + need // 4, MAX_WINDOW_BYTES)
         except BaseException:
             for lease in leases:
                 if lease.buffer is self._buffer:

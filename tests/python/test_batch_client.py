@@ -165,6 +165,28 @@ class BatchClientTest(harness.ClairfsCase):
                 self.assertEqual(bytes(b[3]), self.data[names[3]])
         self.assertEqual(client.hellos, hellos)
 
+    def test_a_spilled_batch_gets_a_window_of_its_size_next(self):
+        # A batch over several windows has its overflowing samples refused (ENOBUFS, counted
+        # in the batch errors) and asked for again; the next batch gets windows that hold it
+        # whole, so from then on no sample is refused and no new buffer is made.
+        names = [n for n in self.data if n.startswith("many/")]
+        client = cbatch.BatchClient(self.mnt, window_bytes=64 << 10, windows=2)
+        self.addCleanup(client.close)
+        errors = clairfs.stats(self.mnt)["batch"]["errors"]
+        with client.read(names) as b:
+            self.assertEqual(bytes(b[-1]), self.data[names[-1]])
+        self.assertGreater(clairfs.stats(self.mnt)["batch"]["errors"], errors)
+        with client.read(names):
+            pass
+        self.assertGreaterEqual(client.window_bytes, sum(len(self.data[n]) for n in names))
+        errors, hellos = clairfs.stats(self.mnt)["batch"]["errors"], client.hellos
+        for _ in range(3):
+            with client.read(names) as b:
+                for i, n in enumerate(names):
+                    self.assertEqual(bytes(b[i]), self.data[n], n)
+        self.assertEqual((clairfs.stats(self.mnt)["batch"]["errors"], client.hellos),
+                         (errors, hellos))
+
     def test_fork_reconnects(self):
         names = [n for n in self.data if n.startswith("many/")]
         client = clairfs.client_for(self.mnt)
