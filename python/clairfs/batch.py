@@ -291,9 +291,18 @@ class BatchClient:
         except BatchError as e:
             self._drop()
             raise BatchUnavailable(f"the server refused the hello: {e.strerror}") from e
-        except OSError as e:  # closed on us (too many clients), timed out, ...
+        except OSError as e:  # closed on us (over the server's limits), timed out, ...
+            reason = f"the hello to {path} failed: {e.strerror or e}"
+            if self._sock is not None:  # a refused connection has the server's kError waiting
+                try:
+                    self._sock.settimeout(min(self.timeout, 5.0))
+                    self._receive(0, HELLO_REPLY)
+                except BatchError as refusal:
+                    reason = f"the server refused the connection: {refusal.strerror}"
+                except OSError:
+                    pass
             self._drop()
-            raise BatchUnavailable(f"the hello to {path} failed: {e.strerror or e}") from e
+            raise BatchUnavailable(reason) from e
         except BaseException:
             self._drop()
             raise

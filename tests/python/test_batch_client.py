@@ -259,6 +259,27 @@ class BatchFallbackTest(harness.ClairfsCase):
         rec = clairfs.BatchFiles([("f9.bin", 100, 50), ("f9.bin", 4000, None)], root=mnt)
         self.assertEqual(rec.__getitems__([0, 1]), [bodies["f9.bin"][100:150], bodies["f9.bin"][4000:]])
 
+    def test_refused_connection(self):
+        # Over batch.max_clients the server accepts and closes at once with a kError (EBUSY):
+        # the client says so as BatchUnavailable, and the first connection goes on.
+        if not self.daemon_knows_batch():
+            self.skipTest("this daemon has no batch path")
+        orig = self.tmpdir("br")
+        with open(os.path.join(orig, "a.bin"), "wb") as f:
+            f.write(b"x" * 1000)
+        mnt = os.path.join(self.tmpdir("brm"), "mnt")
+        os.mkdir(mnt)
+        cfg = harness.config()
+        cfg["batch"] = {"max_clients": 1}
+        self.mount(orig, mnt, cfg=cfg)
+        with cbatch.BatchClient(mnt) as first:
+            with self.assertRaises(clairfs.BatchUnavailable) as cm:
+                cbatch.BatchClient(mnt, timeout=30)
+            self.assertIn("refused", cm.exception.reason)
+            with first.read(["a.bin"]) as b:
+                self.assertEqual(bytes(b[0]), b"x" * 1000)
+        self.assertEqual(clairfs.stats(mnt)["batch"]["refused_connections"], 1)
+
     @staticmethod
     def daemon_knows_batch():
         """Whether the daemon built has the batch path (its config then takes `batch:`)."""
