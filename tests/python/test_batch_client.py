@@ -1,7 +1,8 @@
 """The batch path's Python client (clairfs.batch) and datasets (clairfs.torch_batch) against a
 real daemon: the bytes of every sample equal the file's, ranges, per-item errors, the buffer's
-windows reused and grown, a new connection after fork(), a 2-worker DataLoader through
-BatchImageFolder equal to torchvision's ImageFolder over the original directory, and the
+windows reused and grown, a new connection after fork(), a connection refused over
+batch.max_clients, a 2-worker DataLoader through BatchImageFolder equal to torchvision's
+ImageFolder over the original directory, a zero-copy decode, LocalitySampler, and the
 fallback through the mount when the daemon runs with `batch.enabled: false`.
 
 The tests that need the daemon's batch server are skipped (with that reason) when the daemon
