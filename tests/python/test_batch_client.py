@@ -188,6 +188,34 @@ class BatchClientTest(harness.ClairfsCase):
         self.assertEqual((clairfs.stats(self.mnt)["batch"]["errors"], client.hellos),
                          (errors, hellos))
 
+    def test_threads_share_a_client(self):
+        # One connection per process: threads take turns on it (a request at a time) and each
+        # gets its own batch's bytes.
+        import threading
+        names = [n for n in self.data if n.startswith("many/")]
+        client = cbatch.BatchClient(self.mnt)
+        self.addCleanup(client.close)
+        failures = []
+
+        def reader(k):
+            try:
+                for r in range(10):
+                    picked = names[(k + r) % 7::3]
+                    with client.read(picked) as b:
+                        for i, n in enumerate(picked):
+                            if bytes(b[i]) != self.data[n]:
+                                failures.append((k, r, n))
+            except Exception as e:  # reported below
+                failures.append((k, repr(e)))
+
+        threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertFalse(any(t.is_alive() for t in threads), "a reader thread hung")
+        self.assertEqual(failures, [])
+
     def test_fork_reconnects(self):
         names = [n for n in self.data if n.startswith("many/")]
         client = clairfs.client_for(self.mnt)
