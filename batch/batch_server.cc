@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -27,6 +28,8 @@ enum class Io { kOk, kClosed, kTimedOut, kFailed };
 
 // A request is checked for a peer that hung up every this many samples.
 constexpr uint32_t kHangupCheckEvery = 64;
+// A frame's body is received in steps of this many bytes, its buffer grown for each.
+constexpr size_t kBodyStepBytes = 1u << 20;
 
 // Receives exactly n bytes into buf; descriptors that come with them (SCM_RIGHTS) are appended
 // to *fds (close-on-exec). idle: the wait for the first byte is a wait for the next request,
@@ -346,8 +349,14 @@ void BatchServer::Serve(const std::shared_ptr<Conn>& c) {
       refuse(h.tag, batch::ErrnoOf(e), batch::WireErrorText(e));
       break;
     }
-    std::vector<uint8_t> body(h.body_bytes);
-    io = RecvAll(fd, body.data(), body.size(), &fds, false, stopping_);
+    // The body grows as its bytes arrive: a header announcing 16 MiB costs only what follows.
+    std::vector<uint8_t> body;
+    io = Io::kOk;
+    while (io == Io::kOk && body.size() < h.body_bytes) {
+      const size_t at = body.size();
+      body.resize(at + std::min<size_t>(h.body_bytes - at, kBodyStepBytes));
+      io = RecvAll(fd, body.data() + at, body.size() - at, &fds, false, stopping_);
+    }
     if (io != Io::kOk) {
       if (io == Io::kTimedOut) stats_.protocol_errors.fetch_add(1, std::memory_order_relaxed);
       break;

@@ -195,6 +195,7 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   parts.backing().Stop();
   lc.SetStage("stopping the batch path");
   parts.StopBatch();
+  lc.SetStage("stopping the freshness threads");
   parts.StopFreshness();
   // fusermount3 -u of the mount alone (or a signal) ends the control mount too.
   lc.SetStage("unmounting the control files");

@@ -99,9 +99,20 @@ int BatchClient::Connect(const std::string& socket_path, const Options& options,
     c->buffer_ = static_cast<uint8_t*>(m);
   }
   const uint64_t tag = c->next_tag_++;
-  if (const int e = c->Send(EncodeHello(tag), c->memfd_, why); e != 0) return e;
   Header h;
   std::vector<uint8_t> body;
+  if (const int e = c->Send(EncodeHello(tag), c->memfd_, why); e != 0) {
+    // A server that refused the connection at once (EBUSY: too many clients) said why before
+    // it closed: that answer, when it is there, rather than the failed send's.
+    std::string refused;
+    h.type = FrameType::kHello;  // never sent by a server: set only if a frame came
+    const int r = c->Receive(&h, &body, &refused);
+    if (r != 0 && h.type == FrameType::kError) {
+      if (why) *why = refused;
+      return r;
+    }
+    return e;
+  }
   if (const int e = c->Receive(&h, &body, why); e != 0) return e;
   HelloReply reply;
   if (h.type != FrameType::kHelloReply || h.tag != tag ||

@@ -112,6 +112,21 @@ class BatchTest(ClairfsCase):
         with self.assertRaises(OSError):
             idle.read(["d0/f0.bin"])
 
+    def test_a_socket_that_cannot_be_made_leaves_the_mount_serving(self):
+        """Something else at the socket's path (here a directory): the batch path is off, said
+        in the log, `.clairfs/batch` absent, and the mount serves as ever."""
+        d = self.mount(self.ds, self.mnt)
+        sock = self.socket_path()
+        d.stop()
+        os.mkdir(sock)
+        self.addCleanup(os.rmdir, sock)
+        d = self.mount(self.ds, self.mnt)
+        self.assertFalse(os.path.exists(os.path.join(self.mnt, ".clairfs", "batch")))
+        with open(os.path.join(self.mnt, "d0/f0.bin"), "rb") as f:
+            self.assertEqual(f.read(), self.files["d0/f0.bin"])
+        with open(d.log_path) as f:
+            self.assertIn("the batch path is off", f.read())
+
     def test_disabled_leaves_the_control_file_out(self):
         self.mount(self.ds, self.mnt, cfg=config(batch={"enabled": False}))
         self.assertNotIn("batch", os.listdir(os.path.join(self.mnt, ".clairfs")))

@@ -396,7 +396,8 @@ TEST_F(BatchServerTest, PerUserLimit) {
   ASSERT_TRUE(c1);
   std::unique_ptr<BatchClient> c2;
   std::string why;
-  EXPECT_NE(BatchClient::Connect(Sock(), {}, &c2, &why), 0);
+  EXPECT_EQ(BatchClient::Connect(Sock(), {}, &c2, &why), EBUSY) << why;
+  EXPECT_NE(why.find("batch.max_clients_per_user"), std::string::npos) << why;
   EXPECT_EQ(batch_stats_.refused_connections.load(), 1u);
 }
 
@@ -500,7 +501,8 @@ TEST_F(BatchServerTest, StaleSocketIsReplacedAndStopRemovesIt) {
   EXPECT_NE(lstat(Sock().c_str(), &st), 0);
   WriteFile(Sock(), "x");
   BatchServer other(*reader_, {}, batch_stats_);
-  EXPECT_FALSE(other.Start(Sock(), false).ok());
+  EXPECT_FALSE(other.Start(Sock(), false).ok());                    // not a socket: left alone
+  EXPECT_FALSE(other.Start(P(std::string(120, 'x')), false).ok());  // over sun_path
 }
 
 }  // namespace
