@@ -14,7 +14,8 @@ mount's batch path or through the mount, and prints one JSON object (last line).
         a torch DataLoader (W workers, batch B, decode = the bytes as a uint8 tensor (over the
         batch buffer for the batch path, over a bytearray read into for the mount), no image
         decode; the default collate stacks a batch into one tensor in shared memory, which is
-        how it reaches the training process) over clairfs.BatchFiles (batch) or a Dataset
+        how it reaches the training process; --no-deliver: a collate that keeps only the count)
+        over clairfs.BatchFiles (batch) or a Dataset
         reading each file with open/readinto (fuse); one epoch, the workers' start included;
         prints {"samples", "seconds", "sps"}.
 Paths in FILE are relative to the mount (and to --orig). Every wait has a deadline.
@@ -136,6 +137,11 @@ def batch_decode(view):
     return torch.frombuffer(view, dtype=torch.uint8)
 
 
+def _count(samples):
+    """A collate_fn that hands on only how many samples the batch had."""
+    return len(samples)
+
+
 def cmd_loader(a):
     import warnings  # pylint: disable=import-outside-toplevel
     warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -143,12 +149,15 @@ def cmd_loader(a):
     import clairfs  # pylint: disable=import-outside-toplevel
     paths = [os.path.join(a.mount, p) for p in read_list(a.list)]
     ds = clairfs.BatchFiles(paths, decode=batch_decode) if a.via == "batch" else MountFiles(paths)
+    # --no-deliver: each worker hands on the batch's sample count only (no copy into shared
+    # memory, nothing to the training process): what reading alone costs in a loader.
+    collate = _count if a.no_deliver else None
     loader = torch.utils.data.DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
-                                         timeout=DEADLINE if a.workers else 0)
+                                         timeout=DEADLINE if a.workers else 0, collate_fn=collate)
     start = time.monotonic()  # the workers' start and first connections are in the time
     n = 0
     for b in loader:
-        n += len(b)
+        n += b if isinstance(b, int) else len(b)
     seconds = time.monotonic() - start
     print(json.dumps({"samples": n, "seconds": round(seconds, 4), "sps": round(n / seconds, 1)}))
     return 0 if n == len(paths) else 1
@@ -170,6 +179,8 @@ def main():
             p.add_argument("--via", choices=("fuse", "batch"), required=True)
         if name == "loader":
             p.add_argument("--workers", type=int, default=8)
+            p.add_argument("--no-deliver", action="store_true",
+                           help="collate to the sample count: reading alone")
     a = ap.parse_args()
     return {"read": cmd_read, "verify": cmd_verify, "loader": cmd_loader}[a.cmd](a)
 

@@ -13,7 +13,8 @@
 # comes from the daemon. Also:
 #   daemon CPU  user + system seconds of the daemon per 100,000 samples (/proc/PID/stat)
 #   loader      a torch DataLoader (W workers, batch 256, decode = the bytes) through the mount
-#               and through clairfs.BatchFiles: samples/s (tools/bench/batch_bench.py loader)
+#               and through clairfs.BatchFiles: samples/s (tools/bench/batch_bench.py loader);
+#               also with a collate keeping only the count (--no-deliver): reading alone
 #   copies      tools/bench/copies.py --via fuse,batch: daemon RSS growth + page cache of the
 #               mount's files + page cache of the backing files, over the dataset's bytes
 #   wrong_bytes every sample read once more through each path and compared with the original
@@ -208,16 +209,22 @@ LOADER_RUNS=$REPEATS
 "$PYTHON" -c 'import torch' 2>/dev/null || { LOADER_RUNS=0; log "no torch for $PYTHON: loader rows skipped"; }
 for ((k = 0; k < LOADER_RUNS; k++)); do  # the two alternate, so drift hits both alike
   for via in fuse $( ((HAS_BATCH)) && echo batch); do
-    drop
-    v=$(run timeout 900 "$PYTHON" "$HERE/batch_bench.py" loader --mount "$MNT" \
-      --list "$LIST" --via "$via" --workers "$WORKERS" --batch "$BATCH" | tail -1 | jq -r .sps)
-    R[loader_${via}_all]+="$v "
-    log "DataLoader via $via ($WORKERS workers, batch $BATCH): $v samples/s"
+    for deliver in "" --no-deliver; do  # the batches to the training process, or counts only
+      drop
+      v=$(run timeout 900 "$PYTHON" "$HERE/batch_bench.py" loader --mount "$MNT" \
+        --list "$LIST" --via "$via" --workers "$WORKERS" --batch "$BATCH" $deliver |
+        tail -1 | jq -r .sps)
+      key=loader_$via${deliver:+_read}
+      R[${key}_all]+="$v "
+      log "DataLoader via $via ($WORKERS workers, batch $BATCH${deliver:+, counts only}): $v samples/s"
+    done
   done
 done
 for via in fuse $( ((HAS_BATCH && LOADER_RUNS)) && echo batch); do
   ((LOADER_RUNS)) || break
-  R[loader_$via]=$(tr ' ' '\n' <<<"${R[loader_${via}_all]}" | grep . | median)
+  for key in loader_$via loader_${via}_read; do
+    R[$key]=$(tr ' ' '\n' <<<"${R[${key}_all]}" | grep . | median)
+  done
 done
 CMDS+=("loader: $PYTHON $HERE/batch_bench.py loader --mount $MNT --list $LIST --via fuse|batch --workers $WORKERS --batch $BATCH")
 STATS=$(jq -c '{file_reads, served, batch}' "$MNT/.clairfs/stats" 2>/dev/null || echo '{}')
@@ -248,6 +255,7 @@ ratio() { awk -v a="${R[$1]:-}" -v b="${R[$2]:-}" 'BEGIN { if (a != "" && b > 0)
   [[ $BATCH_KEY == batch ]] && echo "| batch (clairfs-bench --via batch) | $(num batch_1) | $(num batch_$T) | $(num batch_cpu_1) | $(num batch_cpu_$T) |"
   ((HAS_BATCH)) && echo "| batch (Python, processes) | $(num batch_py_1) | $(num batch_py_$T) | $(num batch_py_cpu_1) | $(num batch_py_cpu_$T) |"
   echo "DataLoader ($WORKERS workers, batch $BATCH): fuse $(num loader_fuse) samples/s (${R[loader_fuse_all]:-}), batch $(num loader_batch) samples/s (${R[loader_batch_all]:-})"
+  echo "DataLoader, counts only (--no-deliver): fuse $(num loader_fuse_read) samples/s (${R[loader_fuse_read_all]:-}), batch $(num loader_batch_read) samples/s (${R[loader_batch_read_all]:-})"
   echo "copies: $(jq -c .rows <<<"$COPIES")"
   echo "wrong_bytes: $WRONG; stats after: $STATS"
   printf '%s\n' "${CMDS[@]}"
@@ -261,6 +269,7 @@ jq -cn --argjson files "$FILES" --argjson size "$SIZE" --argjson threads "$T" \
   --argjson fcpu1 "$(num fuse_cpu_1)" --argjson fcpuT "$(num fuse_cpu_$T)" \
   --argjson bcpu1 "$(num ${BATCH_FPS_KEY}_cpu_1)" --argjson bcpuT "$(num ${BATCH_FPS_KEY}_cpu_$T)" \
   --argjson lf "$(num loader_fuse)" --argjson lb "$(num loader_batch)" \
+  --argjson lfr "$(num loader_fuse_read)" --argjson lbr "$(num loader_batch_read)" \
   --argjson fc "$(num fuse_copies)" --argjson bc "$(num batch_copies)" \
   --argjson wrong "$WRONG" --arg reader "$BATCH_KEY" \
   --argjson r1 "$(ratio ${BATCH_FPS_KEY}_$T fuse_$T)" --argjson r2 "$(ratio loader_batch loader_fuse)" \
@@ -270,5 +279,5 @@ jq -cn --argjson files "$FILES" --argjson size "$SIZE" --argjson threads "$T" \
     batch_python_fps: $batchpyT, batch_python_fps_1: $batchpy1,
     fuse_daemon_cpu_s_per_100k: $fcpuT, fuse_daemon_cpu_s_per_100k_1: $fcpu1,
     batch_daemon_cpu_s_per_100k: $bcpuT, batch_daemon_cpu_s_per_100k_1: $bcpu1,
-    loader_fuse_sps: $lf, loader_batch_sps: $lb, batch_over_fuse: $r1, loader_batch_over_fuse: $r2,
+    loader_fuse_sps: $lf, loader_batch_sps: $lb, loader_fuse_read_sps: $lfr, loader_batch_read_sps: $lbr, batch_over_fuse: $r1, loader_batch_over_fuse: $r2,
     batch_copies: $bc, fuse_copies: $fc, wrong_bytes: $wrong}'
