@@ -109,6 +109,12 @@ Status BatchReader::Bind(const std::string& path, OpenContents* h) {
   // else the file is opened (O_NONBLOCK, no symlink followed) and its fstat names the version.
   h->dataset = true;
   h->path = path;
+  if (p_.dir_seen) {
+    for (size_t slash = path.find('/'); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      p_.dir_seen(path.substr(0, slash));
+    }
+  }
   struct stat st;
   if (!p_.ahead || !p_.ahead->Recent(path, &st)) {
     if (Status s = p_.backing->Lstat(path, &st); !s.ok()) return s;

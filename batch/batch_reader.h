@@ -52,6 +52,11 @@ class BatchReader {
     FsStats* fs_stats = nullptr;
     BatchStats* batch_stats = nullptr;
     StatAhead* ahead = nullptr;  // null: every version from a stat of the store
+    // Called with each directory on a sample's path (dataset relative, the root left out)
+    // before its version is taken, as a LOOKUP through the mount has the backing watch follow
+    // a directory: a stat made ahead answers for a file only while its directory is watched
+    // (StatAhead::Recent). Null: no watch.
+    std::function<void(const std::string& dir)> dir_seen;
   };
   // Every part must outlive the reader. self: the daemon's credentials; can_switch: it may take
   // another user's (geteuid() == 0 && CanSwitchIdentity()); allow_other: the mount lets other

@@ -118,8 +118,16 @@ void DaemonParts::StartFreshness() {
 
 void DaemonParts::StartBatch() {
   if (!config_.batch.enabled) return;
-  BatchReader::Parts parts{backing_.get(), prefetcher_.get(), &stats_.cache,
-                           &stats_.fs,     &stats_.batch,     ahead_.get()};
+  BatchReader::Parts parts;
+  parts.backing = backing_.get();
+  parts.prefetcher = prefetcher_.get();
+  parts.stats = &stats_.cache;
+  parts.fs_stats = &stats_.fs;
+  parts.batch_stats = &stats_.batch;
+  parts.ahead = ahead_.get();
+  if (watch_) {
+    parts.dir_seen = [w = watch_.get()](const std::string& dir) { w->WatchPath(dir); };
+  }
   batch_reader_ = std::make_unique<BatchReader>(
       parts, OwnCredentials(), geteuid() == 0 && CanSwitchIdentity(), allow_other_);
   Registrar* registrar = registrar_.get();

@@ -71,6 +71,24 @@ void BackingWatch::Watch(uint64_t dir_id, const std::string& path) {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
+void BackingWatch::WatchPath(const std::string& path) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || watched_.count(path) || !asked_paths_.insert(path).second) return;
+    pending_.push_back({kNoNode, path});
+  }
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void BackingWatch::AskAgain(const Dir& d) {
+  if (d.id == kNoNode) {
+    asked_paths_.erase(d.path);
+  } else {
+    asked_.erase(d.id);
+  }
+}
+
 void BackingWatch::Stop() {
   {
     std::lock_guard lock(mu_);
@@ -151,12 +169,15 @@ void BackingWatch::AddPending() {
         spdlog::debug("backing watch: cannot watch '{}': {}", d.path, wd.status().message());
       }
       std::lock_guard lock(mu_);
-      asked_.erase(d.id);  // asked again at its next lookup
+      AskAgain(d);  // asked again at its next lookup or batch
       continue;
     }
-    // inotify gives one descriptor per directory: a later node of it takes the entry over.
+    // inotify gives one descriptor per directory: a later node of it takes the entry over; a
+    // WatchPath's never takes over one with a node (whose events the kernel must hear of).
     std::lock_guard lock(mu_);
-    if (auto old = dirs_.find(wd.value()); old != dirs_.end()) Unwatched(old->second.path);
+    auto old = dirs_.find(wd.value());
+    if (old != dirs_.end() && d.id == kNoNode && old->second.id != kNoNode) continue;
+    if (old != dirs_.end()) Unwatched(old->second.path);
     ++watched_[d.path];
     if (dirs_.insert_or_assign(wd.value(), std::move(d)).second) {
       counters_.directories.fetch_add(1, std::memory_order_relaxed);
@@ -196,7 +217,7 @@ void BackingWatch::Drain() {
       if (ev->mask & IN_IGNORED) {  // the directory went (deleted, or its file system)
         {
           std::lock_guard lock(mu_);
-          asked_.erase(dir->second.id);
+          AskAgain(dir->second);
           Unwatched(dir->second.path);
         }
         dirs_.erase(dir);
@@ -205,12 +226,14 @@ void BackingWatch::Drain() {
       }
       const std::string name = ev->len > 0 ? std::string(ev->name) : std::string();
       if (name.empty()) {  // the directory itself
-        if (ev->mask & kAttributeEvents) nodes.insert({dir->second.id, Scope::kAttributes});
+        if ((ev->mask & kAttributeEvents) && dir->second.id != kNoNode) {
+          nodes.insert({dir->second.id, Scope::kAttributes});
+        }
         continue;
       }
       const std::string path = Child(dir->second.path, name);
       if (ev->mask & kEntryEvents) {
-        entries.insert({dir->second.id, name});
+        if (dir->second.id != kNoNode) entries.insert({dir->second.id, name});
         changed.insert(path);
         // A directory renamed or removed: what is under it is not watched under its path.
         if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO))) {

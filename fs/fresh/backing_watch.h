@@ -78,6 +78,12 @@ class BackingWatch {
   // added by the thread). A directory asked for before is not asked again, so the kernel's
   // repeated lookups cost a set lookup. Thread-safe.
   void Watch(uint64_t dir_id, const std::string& path);
+  // Asks for a watch on the directory at path for a reader that does not go through the
+  // kernel (the batch path, docs/batch-path.md): the kernel has no node of it, so its events
+  // drop no kernel entry or attributes, they only reach Hooks::changed and Hooks::lost. A
+  // directory watched or asked for before (by either call) is not asked again; a later
+  // Watch(dir_id, path) takes its watch over. Thread-safe.
+  void WatchPath(const std::string& path);
   // Ends the thread; it returns within the store deadline of a watch being added.
   void Stop();
   // Whether changes to the names in directory path ("" the root) are reported from now on: a
@@ -102,9 +108,12 @@ class BackingWatch {
   void UnwatchedBelow(const std::string& path);
 
   struct Dir {
-    uint64_t id;
+    uint64_t id;  // kNoNode: asked for by WatchPath
     std::string path;
   };
+  static constexpr uint64_t kNoNode = 0;
+  // Under mu_: d may be asked for again (its watch failed or went).
+  void AskAgain(const Dir& d);
   const PosixBacking& backing_;
   const Hooks hooks_;
   const std::shared_ptr<const int> inotify_;  // shared with abandoned WatchDir calls
@@ -113,7 +122,8 @@ class BackingWatch {
   // Lock order: mu_ is a leaf. Guards pending_, asked_, watched_ and stopping_.
   mutable std::mutex mu_;
   std::vector<Dir> pending_;
-  std::unordered_set<uint64_t> asked_;  // dir ids asked for (watched or pending)
+  std::unordered_set<uint64_t> asked_;           // dir ids asked for (watched or pending)
+  std::unordered_set<std::string> asked_paths_;  // paths asked for by WatchPath
   // Paths of the directories watched (Watched), with how many watch descriptors name each.
   std::unordered_map<std::string, int> watched_;
   bool stopping_ = false;

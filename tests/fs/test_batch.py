@@ -91,6 +91,29 @@ class BatchTest(ClairfsCase):
         metrics = self.control_read(self.mnt, "metrics")
         self.assertIn(f"clairfs_batch_samples_total {len(names) + 1}", metrics)
 
+    def test_planned_reads_take_the_stats_made_ahead_and_see_a_change(self):
+        """A batch reader reaches no kernel node, yet its directories are watched (as a LOOKUP
+        has them watched), so the versions of a planned epoch come from the stats made ahead
+        instead of a stat each; a file rewritten on this node is still read new."""
+        names = sorted(self.files)
+        self.mount(self.ds, self.mnt)
+        self.write_manifest(self.mnt, "".join("#epoch\n" + "".join(n + "\n" for n in names)
+                                              for _ in range(4)))
+        c = Client(self.socket_path())
+        self.addCleanup(c.close)
+        got = c.read(names)  # epoch 1: the directories are watched from here on
+        self.assertEqual([d for _, d in got], [self.files[n] for n in names])
+        used = self.stats(self.mnt)["stat_ahead"]["used"]
+        got = c.read(names)  # epoch 2
+        self.assertEqual([d for _, d in got], [self.files[n] for n in names])
+        gained = self.stats(self.mnt)["stat_ahead"]["used"] - used
+        self.assertGreaterEqual(gained, len(names) // 2,
+                                f"versions from stats made ahead: {self.stats(self.mnt)}")
+        new = os.urandom(5000)
+        self.put(names[3], new)
+        got = c.read(names)  # epoch 3
+        self.assertEqual(got[3], (0, new))
+
     def test_stop_with_clients_connected(self):
         """An unmount with a client idle and one mid-frame: the daemon stops within its grace,
         the socket goes with it, and the clients see the connection end."""

@@ -95,10 +95,12 @@ def _entry(path, dtype):
             "gid": st.st_gid, "target": target}
 
 
-def snapshot(root):
+def snapshot(root, keep=None):
     """{relative path: entry dict} for root ('.') and everything below it, symlinks not followed.
 
     'dtype' is the type readdir reported (d_type, or lstat where d_type is DT_UNKNOWN).
+    keep (a function of the relative path): when given, only the entries it keeps are lstat'ed
+    and recorded (directories it drops are not entered).
     """
     snap = {".": _entry(root, "d")}
     stack = [""]
@@ -107,6 +109,8 @@ def snapshot(root):
         with os.scandir(os.path.join(root, rel_dir)) as it:
             for e in it:
                 rel = os.path.join(rel_dir, e.name) if rel_dir else e.name
+                if keep is not None and not keep(rel):
+                    continue
                 if e.is_symlink():
                     dtype = "l"
                 elif e.is_dir(follow_symlinks=False):

@@ -377,36 +377,39 @@ class SlurmIntegration(unittest.TestCase):
         self.assert_released(mountpoint)
 
     def test_7_daemon_moves_into_the_named_cgroup(self):
-        """With cgroup=/clairfs the daemon runs in that cgroup of every hierarchy mounted.
+        """With cgroup=/NAME the daemon runs in that cgroup of every hierarchy mounted.
         Checked in a private mount namespace whose only cgroup hierarchy is a named v1
         hierarchy of the test's own (the machine's cgroups are unmounted there, so nothing
-        is created or moved in them)."""
+        is created or moved in them). The kernel keeps a named hierarchy after its last
+        unmount, so its name is the same at every run (one hierarchy in all, not one per
+        run) and the cgroup in it is this run's own."""
         if shutil.which("unshare") is None:
             self.skipTest("unshare (util-linux) is missing")
         cg = os.path.join(self.tmp, "cgroup-test")
         os.makedirs(cg, exist_ok=True)
-        settings = [x for x in self.settings if not x.startswith("cgroup=")] + ["cgroup=/clairfs"]
+        group = f"clairfs-{os.getpid()}"
+        settings = [x for x in self.settings if not x.startswith("cgroup=")] + [f"cgroup=/{group}"]
         inner = os.path.join(self.tmp, "cgroup-test.sh")
-        # $1 hierarchy mountpoint, $2 helper, $3 dataset, then the settings.
+        # $1 hierarchy mountpoint, $2 helper, $3 dataset, $4 the cgroup, then the settings.
         with open(inner, "w") as f:
             f.write("""set -eu
-cg=$1 helper=$2 dataset=$3
-shift 3
+cg=$1 helper=$2 dataset=$3 group=$4
+shift 4
 findmnt -rn -t cgroup,cgroup2 -o TARGET | sort -r | while read -r m; do umount -l "$m"; done
-mount -t cgroup -o none,name=clairfs-slurm-test-$$ cgroup "$cg" || { echo "no-named-hierarchy"; exit 0; }
+mount -t cgroup -o none,name=clairfs-slurm-test cgroup "$cg" || { echo "no-named-hierarchy"; exit 0; }
 status=0
 mnt=$("$helper" acquire 4545 "$dataset" "$@" | head -1) || status=1
 if [ $status -eq 0 ]; then
   echo "mount=$mnt"
-  echo "procs=$(tr '\\n' ' ' < "$cg/clairfs/cgroup.procs")"
+  echo "procs=$(tr '\\n' ' ' < "$cg/$group/cgroup.procs")"
   echo "daemons=$(pgrep -d ' ' -f -- "$mnt" || true)"
 fi
 "$helper" release 4545 "$@" || status=1
-rmdir "$cg/clairfs" 2>/dev/null || status=1
+rmdir "$cg/$group" 2>/dev/null || status=1
 umount "$cg"
 exit $status
 """)
-        r = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", inner, cg, HELPER, self.dataset]
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", inner, cg, HELPER, self.dataset, group]
                            + settings, capture_output=True, text=True, timeout=120)
         if "no-named-hierarchy" in r.stdout:
             self.skipTest("this machine refuses a named cgroup v1 hierarchy")

@@ -80,6 +80,13 @@ class Recorder {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, 10s, [&] { return entries_.count({parent, name}) > 0; });
   }
+  bool AnyEntryOf(uint64_t parent) {
+    std::lock_guard lock(mu_);
+    for (const auto& e : entries_) {
+      if (e.first == parent) return true;
+    }
+    return false;
+  }
   bool Changed(const std::string& path) {
     std::lock_guard lock(mu_);
     return changed_.count(path) > 0;
@@ -207,6 +214,36 @@ TEST_F(BackingWatchTest, QuietOnlyOnceEveryQueuedChangeWasReported) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "never quiet";
     std::this_thread::sleep_for(1ms);
   }
+}
+
+// The batch path's readers reach no kernel node: their directories are watched by path, and
+// a change in them reaches the stats made ahead (changed) without touching any kernel node.
+TEST_F(BackingWatchTest, ADirectoryWatchedByPathReportsChangesButNoNode) {
+  AwaitWatches(1);
+  watch_->WatchPath("d");
+  watch_->WatchPath("d");  // asked once
+  AwaitWatches(2);
+  EXPECT_TRUE(watch_->Watched("d"));
+  WriteFile(Path("d/new"), "new");
+  EXPECT_TRUE(rec_.AwaitChanged("d/new"));
+  // The file's own node (100, named by node_of) hears of its change, applied after the new
+  // name's event; the directory has no node, so no entry of it is dropped.
+  WriteFile(Path("d/a"), "changed");
+  EXPECT_TRUE(rec_.AwaitChanged("d/a"));
+  EXPECT_TRUE(rec_.AwaitNode(100, Scope::kContents));
+  EXPECT_FALSE(rec_.AnyEntryOf(0));
+}
+
+// A LOOKUP's watch takes over one asked for by path; one asked for by path never takes over
+// a LOOKUP's, whose events the kernel must hear of.
+TEST_F(BackingWatchTest, ALookedUpDirectoryKeepsItsNodeWhateverTheOrder) {
+  AwaitWatches(1);
+  watch_->Watch(50, "d");
+  watch_->WatchPath("d");  // asked while the node's watch may still be pending
+  AwaitWatches(2);
+  WriteFile(Path("d/b"), "b");
+  EXPECT_TRUE(rec_.AwaitEntry(50, "b"));
+  EXPECT_EQ(watch_->counters().directories.load(), 2u);
 }
 
 TEST_F(BackingWatchTest, ADirectoryRenamedIsNoLongerWatchedUnderItsPath) {

@@ -116,8 +116,12 @@ class BatchServerTest : public ::testing::Test {
     po.staging_capacity = 1 << 20;
     prefetcher_ =
         std::make_unique<Prefetcher>(*backing_, std::vector<Tier*>{ram_.get()}, po, &stats_);
-    BatchReader::Parts parts{backing_.get(), prefetcher_.get(), &stats_,
-                             &fs_stats_,     &batch_stats_,     nullptr};
+    BatchReader::Parts parts;
+    parts.backing = backing_.get();
+    parts.prefetcher = prefetcher_.get();
+    parts.stats = &stats_;
+    parts.fs_stats = &fs_stats_;
+    parts.batch_stats = &batch_stats_;
     reader_ = std::make_unique<BatchReader>(parts, self, can_switch, true);
     server_ = std::make_unique<BatchServer>(*reader_, o, batch_stats_);
     ASSERT_TRUE(server_->Start(Sock(), false).ok());
