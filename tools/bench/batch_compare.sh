@@ -264,15 +264,15 @@ BATCH_FPS_KEY=$([[ $BATCH_KEY == batch ]] && echo batch || echo batch_py)
 jq -cn --argjson files "$FILES" --argjson size "$SIZE" --argjson threads "$T" \
   --argjson native1 "$(num native_1)" --argjson nativeT "$(num native_$T)" \
   --argjson fuse1 "$(num fuse_1)" --argjson fuseT "$(num fuse_$T)" \
-  --argjson batch1 "$(num ${BATCH_FPS_KEY}_1)" --argjson batchT "$(num ${BATCH_FPS_KEY}_$T)" \
+  --argjson batch1 "$(num "${BATCH_FPS_KEY}_1")" --argjson batchT "$(num "${BATCH_FPS_KEY}_$T")" \
   --argjson batchpy1 "$(num batch_py_1)" --argjson batchpyT "$(num batch_py_$T)" \
   --argjson fcpu1 "$(num fuse_cpu_1)" --argjson fcpuT "$(num fuse_cpu_$T)" \
-  --argjson bcpu1 "$(num ${BATCH_FPS_KEY}_cpu_1)" --argjson bcpuT "$(num ${BATCH_FPS_KEY}_cpu_$T)" \
+  --argjson bcpu1 "$(num "${BATCH_FPS_KEY}_cpu_1")" --argjson bcpuT "$(num "${BATCH_FPS_KEY}_cpu_$T")" \
   --argjson lf "$(num loader_fuse)" --argjson lb "$(num loader_batch)" \
   --argjson lfr "$(num loader_fuse_read)" --argjson lbr "$(num loader_batch_read)" \
   --argjson fc "$(num fuse_copies)" --argjson bc "$(num batch_copies)" \
   --argjson wrong "$WRONG" --arg reader "$BATCH_KEY" \
-  --argjson r1 "$(ratio ${BATCH_FPS_KEY}_$T fuse_$T)" --argjson r2 "$(ratio loader_batch loader_fuse)" \
+  --argjson r1 "$(ratio "${BATCH_FPS_KEY}_$T" "fuse_$T")" --argjson r2 "$(ratio loader_batch loader_fuse)" \
   --argjson repeats "$REPEATS" '{files: $files, size: $size, threads: $threads, repeats: $repeats, batch_reader: $reader,
     native_page_cache_fps: $nativeT, native_page_cache_fps_1: $native1,
     fuse_fps: $fuseT, fuse_fps_1: $fuse1, batch_fps: $batchT, batch_fps_1: $batch1,
