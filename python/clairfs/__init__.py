@@ -26,6 +26,11 @@ With torch (imported on first use of these names):
                                                       # their node holds (clairfs.locality)
     register_loader(..., skip_batches=B)              # a plan that starts at batch B
 
+The batch path (docs/batch-path.md): a whole batch in one request, into this process's memory
+    BatchClient(mount).read([path or (path, offset, length), ...]) -> Batch   (standard library)
+    read_batch(mount, samples), client_for(mount); BatchUnavailable, BatchError
+    BatchImageFolder(root, transform=...), BatchFiles(paths, decode=...)     (with torch)
+
 Reading files without a request to the daemon per warm file (standard library; PIL for images):
     open_file(path), read_file(path), pil_loader(path) # as open(path, "rb"), no isatty probe
 
@@ -48,16 +53,19 @@ _RECORDS_NAMES = ("Record", "fixed_records", "iter_tfrecord", "lmdb_data_path",
                   "lmdb_ranges_for_keys", "lmdb_records", "npy_records", "range_manifest_lines",
                   "read_tfrecord_at", "register_records", "tar_members", "tfrecord_records",
                   "write_tfrecord")
+_BATCH_NAMES = ("Batch", "BatchClient", "BatchError", "BatchUnavailable", "client_for", "read_batch")
+_TORCH_BATCH_NAMES = ("BatchFiles", "BatchImageFolder")
 _HDF5_NAMES = ("HDF5Layout", "hdf5_layout", "hdf5_metadata_ranges", "hdf5_ranges_for_indices",
                "hdf5_records", "register_hdf5")
 
 __all__ = ["ManifestError", "check_stream_name", "control_path", "default_stream_name", "errors",
            "manifest_line", "plan", "register_paths", "relative_path", "stats", "unregister",
            "write_compact_manifest", "write_manifest", "open_file", "pil_loader", "read_file",
-           *_RECORDS_NAMES, *_HDF5_NAMES, *_TORCH_NAMES]
+           *_RECORDS_NAMES, *_HDF5_NAMES, *_TORCH_NAMES, *_BATCH_NAMES, *_TORCH_BATCH_NAMES]
 
 if TYPE_CHECKING:  # what __getattr__ returns, for type checkers (nothing imported at run time)
     from ._record import Record
+    from .batch import Batch, BatchClient, BatchError, BatchUnavailable, client_for, read_batch
     from .fixed import fixed_records
     from .hdf5 import (HDF5Layout, hdf5_layout, hdf5_metadata_ranges, hdf5_ranges_for_indices,
                        hdf5_records, register_hdf5)
@@ -67,14 +75,16 @@ if TYPE_CHECKING:  # what __getattr__ returns, for type checkers (nothing import
     from .records import range_manifest_lines, register_records
     from .tar import tar_members
     from .tfrecord import iter_tfrecord, read_tfrecord_at, tfrecord_records, write_tfrecord
+    from .torch_batch import BatchFiles, BatchImageFolder
     from .torch_order import (ResumeSampler, dataset_paths, loader_orders, register_dataset,
                               register_loader, sampler_orders)
 
-# The module defining each name of the three groups above, imported when the name is first
+# The module defining each name of the groups above, imported when the name is first
 # used: torch takes seconds to import, and a job registering whole files needs neither
 # tarfile, mmap nor h5py (clairfs.hdf5 itself imports h5py only when a function of it runs).
 _HOME = {**dict.fromkeys(_TORCH_NAMES, "torch_order"), "LocalitySampler": "locality",
-         **dict.fromkeys(_HDF5_NAMES, "hdf5"),
+         **dict.fromkeys(_HDF5_NAMES, "hdf5"), **dict.fromkeys(_BATCH_NAMES, "batch"),
+         **dict.fromkeys(_TORCH_BATCH_NAMES, "torch_batch"),
          "Record": "_record", "tar_members": "tar", "fixed_records": "fixed",
          "npy_records": "npy", "iter_tfrecord": "tfrecord", "read_tfrecord_at": "tfrecord",
          "tfrecord_records": "tfrecord", "write_tfrecord": "tfrecord",

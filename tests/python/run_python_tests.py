@@ -14,6 +14,8 @@ the test; the orders computed with tensor ops against torch's own iteration). te
 runs several processes (DistributedSampler ranks, jobs) as streams of one mount. test_resume
 (no mount) resumes jobs part-way through an epoch against the same jobs run through.
 test_imports (no mount) checks the package's modules import each other without a cycle.
+test_batch_client reads through the batch path (clairfs.batch, clairfs.torch_batch) of a
+real daemon: bytes, ranges, errors, windows, fork, DataLoader workers, the fallback.
 test_packaging pip-installs python/ into fresh venvs offline (skipped without
 python3-venv, python3-pip, python3-setuptools, python3-wheel).
 Exit status: 0 all passed, 1 a failure, 77 skipped (no usable /dev/fuse or fusermount3).
@@ -34,7 +36,7 @@ import run_fs_tests  # noqa: E402
 MODULES = ["test_control", "test_cli", "test_serve_metrics", "test_cache_admin", "test_torch",
            "test_records", "test_hdf5", "test_compact", "test_orders", "test_locality",
            "test_streams", "test_resume", "test_packaging", "test_imports", "test_predict",
-           "test_loaders"]
+           "test_loaders", "test_batch_client"]
 
 if __name__ == "__main__":
     sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="python"))

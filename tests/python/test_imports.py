@@ -171,7 +171,7 @@ class ImportGraphTest(unittest.TestCase):
         import importlib
         import clairfs
         from clairfs import records
-        torch_modules = {"torch_order", "locality"}
+        torch_modules = {"torch_order", "locality", "torch_batch"}
         lazy = [(clairfs, n, m) for n, m in clairfs._HOME.items()]
         lazy += [(records, n, m) for n, m in records._PARSERS.items()]
         for where, name, module in lazy:
@@ -181,7 +181,8 @@ class ImportGraphTest(unittest.TestCase):
                 home = importlib.import_module(f"{PACKAGE}.{module}")
                 self.assertIs(getattr(where, name), getattr(home, name))
         self.assertEqual(set(clairfs._HOME),
-                         {*clairfs._TORCH_NAMES, *clairfs._RECORDS_NAMES, *clairfs._HDF5_NAMES})
+                         {*clairfs._TORCH_NAMES, *clairfs._RECORDS_NAMES, *clairfs._HDF5_NAMES,
+                          *clairfs._BATCH_NAMES, *clairfs._TORCH_BATCH_NAMES})
 
 
 if __name__ == "__main__":

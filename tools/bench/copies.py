@@ -10,11 +10,14 @@ counted, over the dataset's bytes:
   mount    the page cache of the mount's files (fincore)
   backing  the page cache of the dataset's own files (fincore): what the daemon's reads left
   copies   their sum
+With --via batch, epoch 1 is read through the batch path instead (clairfs.batch, batches of
+256 in plan order, into this process's buffer, which is not counted: it is where the bytes are
+delivered, as a read's buffer is); --via fuse,batch measures both, a run each.
 Prints a table and, as its last line, one JSON object with a row per run.
 
 Usage: /usr/bin/python3 tools/bench/copies.py [--files N] [--size BYTES]
-         [--clairfs-bin LABEL=PATH ...] [--backing-pages drop,keep] [--tmp DIR]
-Defaults: 3600 files of 112640 bytes, build/daemon/clairfs, both settings, /var/tmp."""
+         [--clairfs-bin LABEL=PATH ...] [--backing-pages drop,keep] [--via fuse,batch] [--tmp DIR]
+Defaults: 3600 files of 112640 bytes, build/daemon/clairfs, both settings, via fuse, /var/tmp."""
 import argparse
 import json
 import os
@@ -76,7 +79,21 @@ def is_mounted(mnt):
         return any(line.split()[1] == mnt for line in f)
 
 
-def run_one(binary, pages, data, paths, size, work):
+def read_epoch(mnt, paths, via):
+    """Epoch 1 in plan order: through the mount, or through the batch path in batches of 256."""
+    if via == "fuse":
+        for rel in paths:
+            clairfs.read_file(os.path.join(mnt, rel))
+        return
+    from clairfs import batch  # pylint: disable=import-outside-toplevel
+    with batch.BatchClient(mnt) as client:
+        for i in range(0, len(paths), 256):
+            with client.read(paths[i:i + 256]) as b:
+                for k in range(len(b)):
+                    b[k]  # raises the sample's error, if any  # pylint: disable=pointless-statement
+
+
+def run_one(binary, pages, data, paths, size, work, via="fuse"):
     mnt = tempfile.mkdtemp(prefix="mnt-", dir=work)
     cfg = os.path.join(work, f"cfg-{pages}.yaml")
     dataset = len(paths) * size
@@ -98,8 +115,7 @@ def run_one(binary, pages, data, paths, size, work):
         rss0 = rss(proc.pid)
         clairfs.register_paths(mnt, [paths, paths])
         wait_for(lambda: clairfs.stats(mnt).get("ram_bytes", 0) >= dataset, "the RAM tier")
-        for rel in paths:  # epoch 1, in plan order
-            clairfs.read_file(os.path.join(mnt, rel))
+        read_epoch(mnt, paths, via)  # epoch 1, in plan order
         row = {"daemon": rss(proc.pid) - rss0,
                "mount": cached_bytes([os.path.join(mnt, p) for p in paths]),
                "backing": cached_bytes([os.path.join(data, p) for p in paths])}
@@ -122,6 +138,7 @@ def main():
     ap.add_argument("--size", type=int, default=112640)
     ap.add_argument("--clairfs-bin", action="append", default=[])
     ap.add_argument("--backing-pages", default="drop,keep")
+    ap.add_argument("--via", default="fuse", help="fuse, batch or fuse,batch")
     ap.add_argument("--tmp", default="/var/tmp")
     a = ap.parse_args()
     bins = [b.split("=", 1) if "=" in b else ("clairfs", b) for b in a.clairfs_bin]
@@ -135,11 +152,11 @@ def main():
         newest = max(os.stat(os.path.join(data, p)).st_mtime for p in paths)
         wait_for(lambda: time.time() > newest + 1.1, "the dataset to be a second old", 10)
         for label, binary in bins:
-            for pages in a.backing_pages.split(","):
+            for pages, via in [(p, v) for p in a.backing_pages.split(",") for v in a.via.split(",")]:
                 row = run_one(os.path.abspath(binary), pages if pages != "default" else "",
-                              data, paths, a.size, work)
-                rows.append({"clairfs": label, "backing_pages": pages, **row})
-                print(f"{label:>12} backing_pages={pages:<7} daemon {row['daemon']:.3f}  "
+                              data, paths, a.size, work, via)
+                rows.append({"clairfs": label, "backing_pages": pages, "via": via, **row})
+                print(f"{label:>12} backing_pages={pages:<7} via {via:<5} daemon {row['daemon']:.3f}  "
                       f"mount {row['mount']:.3f}  backing {row['backing']:.3f}  "
                       f"copies {row['copies']:.3f}", flush=True)
     finally:
