@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 namespace clairfs {
@@ -40,6 +41,14 @@ int WriteAll(int fd, std::vector<iovec> iov, uint64_t off) {
     }
   }
   return 0;
+}
+
+// Copies all of iov into map at off.
+void CopyAll(char* map, const std::vector<iovec>& iov, uint64_t off) {
+  for (const iovec& v : iov) {
+    std::memcpy(map + off, v.iov_base, v.iov_len);
+    off += v.iov_len;
+  }
 }
 
 }  // namespace
@@ -159,7 +168,7 @@ Status BatchReader::Bind(const std::string& path, OpenContents* h) {
 }
 
 BatchReader::Sample BatchReader::Read(const Caller& caller, std::string_view path,
-                                      uint64_t offset, uint64_t length, int buffer_fd,
+                                      uint64_t offset, uint64_t length, Buffer buffer,
                                       uint64_t at, uint64_t limit) {
   Sample out;
   const auto fail = [&](int e) {
@@ -187,7 +196,9 @@ BatchReader::Sample BatchReader::Read(const Caller& caller, std::string_view pat
     if (!s.ok()) return fail(ErrnoOf(s));
     // All of one version, all it holds in the range (ReadContents): fewer is a change.
     if (reply.bytes != step) return fail(ESTALE);
-    if (const int e = WriteAll(buffer_fd, std::move(reply.iov), at + done); e != 0) {
+    if (buffer.map != nullptr) {
+      CopyAll(buffer.map, reply.iov, at + done);  // [at, limit) lies inside the mapping
+    } else if (const int e = WriteAll(buffer.fd, std::move(reply.iov), at + done); e != 0) {
       return fail(EIO);  // the client's buffer refused the bytes (sealed, too large a file)
     }
     done += step;

@@ -18,9 +18,9 @@
 //    then names the version served (ESTALE if it changes while read). The same counters as a
 //    read through the mount (file_reads, served.*, bytes_read, read_requests).
 //  - Placement: the bytes [offset, offset+length) of that version (length clipped at its end,
-//    kToEnd: to the end; an offset past the end gives 0 bytes) are written with pwritev into
-//    buffer_fd at `at` (the caller aligns it), only if they end at or before `limit` (else
-//    ENOBUFS and nothing is written).
+//    kToEnd: to the end; an offset past the end gives 0 bytes) are written into the buffer at
+//    `at` (the caller aligns it; memcpy into its mapping, else pwritev into its descriptor),
+//    only if they end at or before `limit` (else ENOBUFS and nothing is written).
 // Thread-safe: one reader serves every connection's thread at once; it holds no lock.
 #pragma once
 
@@ -68,8 +68,14 @@ class BatchReader {
     uint64_t length = 0;
     uint64_t file_size = 0;
   };
+  // Where a sample's bytes go: the client's buffer, mapped (map, written with memcpy) or not
+  // (null: pwritev into fd).
+  struct Buffer {
+    int fd = -1;
+    char* map = nullptr;
+  };
   Sample Read(const Caller& caller, std::string_view path, uint64_t offset, uint64_t length,
-              int buffer_fd, uint64_t at, uint64_t limit);
+              Buffer buffer, uint64_t at, uint64_t limit);
 
   // EINVAL unless path is a canonical relative path of at most 4096 bytes; ELOOP for the
   // root's `.clairfs`; 0 when it may be read.

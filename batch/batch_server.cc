@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <linux/magic.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -120,6 +123,15 @@ int CheckBuffer(int fd, uint64_t max_bytes, uint64_t* size, std::string* why) {
     *why = "the buffer is not a regular memfd";
     return EINVAL;
   }
+  // Shared memory only: the server maps the buffer (Map), and a page of it the kernel cannot
+  // give there must not be a SIGBUS in the daemon, as a huge page of a MFD_HUGETLB memfd that
+  // was never faulted in would be when the pool is empty. Sealed against shrinking, no page
+  // of the mapping can go away either.
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
+    *why = "the buffer is not a memfd of shared memory (MFD_HUGETLB is refused)";
+    return EINVAL;
+  }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     *why = "the buffer is larger than batch.max_buffer_bytes (" + std::to_string(max_bytes) + ")";
     return E2BIG;
@@ -141,6 +153,22 @@ timeval TimevalOf(std::chrono::milliseconds ms) {
   return tv;
 }
 
+// The client's buffer mapped into the daemon, or null (size 0, or the mapping failed: the
+// samples are then written with pwritev). Writes into it are a memcpy, about twice as fast as
+// pwritev into shared memory (no per-page lookup, lock and dirtying), and safe: the buffer is
+// sealed against shrinking and is shared memory (CheckBuffer), so every page of
+// [0, buffer_bytes) stays there.
+char* Map(int fd, uint64_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    spdlog::debug("batch: a buffer of {} bytes not mapped ({}): written with pwritev", bytes,
+                  std::strerror(errno));
+    return nullptr;
+  }
+  return static_cast<char*>(p);
+}
+
 }  // namespace
 
 struct BatchServer::Conn {
@@ -149,6 +177,16 @@ struct BatchServer::Conn {
   Caller caller;
   int buffer_fd = -1;  // the client's buffer from its hello; -1 until then
   uint64_t buffer_bytes = 0;
+  char* buffer_map = nullptr;  // Map(buffer_fd, buffer_bytes); unmapped with the buffer
+
+  // Lets go of the buffer (a new hello, or the end): unmapped and closed.
+  void DropBuffer() {
+    if (buffer_map != nullptr) munmap(buffer_map, buffer_bytes);
+    buffer_map = nullptr;
+    if (buffer_fd >= 0) close(buffer_fd);
+    buffer_fd = -1;
+    buffer_bytes = 0;
+  }
   bool done = false;  // under mu_: the thread ended and closed fd
   std::thread thread;
 };
@@ -315,8 +353,7 @@ void BatchServer::Done(const std::shared_ptr<Conn>& c) {
   std::lock_guard lock(mu_);
   close(c->fd);
   c->fd = -1;
-  if (c->buffer_fd >= 0) close(c->buffer_fd);
-  c->buffer_fd = -1;
+  c->DropBuffer();
   c->done = true;
   --live_;
   if (--per_user_[c->uid] == 0) per_user_.erase(c->uid);
@@ -383,11 +420,12 @@ void BatchServer::Serve(const std::shared_ptr<Conn>& c) {
       }
       {
         std::lock_guard lock(mu_);  // Done closes it too
-        if (c->buffer_fd >= 0) close(c->buffer_fd);
+        c->DropBuffer();
         c->buffer_fd = fds[0];
+        c->buffer_bytes = size;
+        c->buffer_map = Map(c->buffer_fd, size);
       }
       fds.clear();
-      c->buffer_bytes = size;
       const batch::HelloReply reply{batch::kProtocolVersion, options_.max_samples, size};
       if (SendAll(fd, batch::EncodeHelloReply(h.tag, reply)) != Io::kOk) break;
       continue;
@@ -430,8 +468,9 @@ void BatchServer::Serve(const std::shared_ptr<Conn>& c) {
       }
       const batch::ReadItem& item = req.items[i];
       const uint64_t at = std::min(batch::AlignUp(cursor), limit);
-      const BatchReader::Sample s = reader_.Read(c->caller, item.path, item.offset, item.length,
-                                                 c->buffer_fd, at, limit);
+      const BatchReader::Sample s =
+          reader_.Read(c->caller, item.path, item.offset, item.length,
+                       BatchReader::Buffer{c->buffer_fd, c->buffer_map}, at, limit);
       items[i].error = s.error;
       items[i].file_size = s.file_size;
       if (s.error == 0) {

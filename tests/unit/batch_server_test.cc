@@ -462,12 +462,20 @@ TEST_F(BatchServerTest, HelloRefusesBuffersItCannotTrust) {
   const int read_only = open(ro_path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(read_only, 0);
   EXPECT_EQ(Hello(s, read_only), EINVAL);  // not open for writing
+  // Huge pages: a page the pool cannot give would be a SIGBUS in the daemon's mapping.
+  uint64_t refusals = 4;
+  const int huge = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+  if (huge >= 0 && ftruncate(huge, 2 << 20) == 0 && fcntl(huge, F_ADD_SEALS, F_SEAL_SHRINK) == 0) {
+    EXPECT_EQ(Hello(s, huge), EINVAL);
+    ++refusals;
+  }  // else: this kernel has no huge pages to make one of
+  if (huge >= 0) close(huge);
   const int good = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   ASSERT_EQ(ftruncate(good, 4096), 0);
   ASSERT_EQ(fcntl(good, F_ADD_SEALS, F_SEAL_SHRINK), 0);
   EXPECT_EQ(Hello(s, good), 0);  // the connection went on through the refusals
   for (int fd : {unsealed, big, file, read_only, good, s}) close(fd);
-  EXPECT_EQ(batch_stats_.protocol_errors.load(), 4u);
+  EXPECT_EQ(batch_stats_.protocol_errors.load(), refusals);
 }
 
 TEST_F(BatchServerTest, StopEndsIdleAndBusyConnectionsPromptly) {
