@@ -13,7 +13,8 @@
 # comes from the daemon. Also:
 #   daemon CPU  user + system seconds of the daemon per 100,000 samples (/proc/PID/stat)
 #   loader      a torch DataLoader (W workers, batch 256, decode = the bytes) through the mount
-#               and through clairfs.BatchFiles: samples/s (tools/bench/batch_bench.py loader);
+#               and through clairfs.BatchFiles: samples/s of epochs 2-3 (persistent workers,
+#               the page cache dropped before each epoch; tools/bench/batch_bench.py loader);
 #               also with a collate keeping only the count (--no-deliver): reading alone
 #   copies      tools/bench/copies.py --via fuse,batch: daemon RSS growth + page cache of the
 #               mount's files + page cache of the backing files, over the dataset's bytes
@@ -212,7 +213,8 @@ for ((k = 0; k < LOADER_RUNS; k++)); do  # the two alternate, so drift hits both
     for deliver in "" --no-deliver; do  # the batches to the training process, or counts only
       drop
       v=$(run timeout 900 "$PYTHON" "$HERE/batch_bench.py" loader --mount "$MNT" \
-        --list "$LIST" --via "$via" --workers "$WORKERS" --batch "$BATCH" $deliver |
+        --list "$LIST" --via "$via" --workers "$WORKERS" --batch "$BATCH" --epochs 3 --drop \
+        $deliver |
         tail -1 | jq -r .sps)
       key=loader_$via${deliver:+_read}
       R[${key}_all]+="$v "
@@ -226,7 +228,7 @@ for via in fuse $( ((HAS_BATCH && LOADER_RUNS)) && echo batch); do
     R[$key]=$(tr ' ' '\n' <<<"${R[${key}_all]}" | grep . | median)
   done
 done
-CMDS+=("loader: $PYTHON $HERE/batch_bench.py loader --mount $MNT --list $LIST --via fuse|batch --workers $WORKERS --batch $BATCH")
+CMDS+=("loader: $PYTHON $HERE/batch_bench.py loader --mount $MNT --list $LIST --via fuse|batch --workers $WORKERS --batch $BATCH --epochs 3 --drop")
 STATS=$(jq -c '{file_reads, served, batch}' "$MNT/.clairfs/stats" 2>/dev/null || echo '{}')
 teardown
 
