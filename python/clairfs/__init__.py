@@ -29,6 +29,7 @@ With torch (imported on first use of these names):
 The batch path (docs/batch-path.md): a whole batch in one request, into this process's memory
     BatchClient(mount).read([path or (path, offset, length), ...]) -> Batch   (standard library)
     read_batch(mount, samples), client_for(mount); BatchUnavailable, BatchError
+    prefetch(client, batches, depth=2)   # batches read ahead by a thread of the training process
     BatchImageFolder(root, transform=...), BatchFiles(paths, decode=...)     (with torch)
 
 Reading files without a request to the daemon per warm file (standard library; PIL for images):
@@ -53,7 +54,8 @@ _RECORDS_NAMES = ("Record", "fixed_records", "iter_tfrecord", "lmdb_data_path",
                   "lmdb_ranges_for_keys", "lmdb_records", "npy_records", "range_manifest_lines",
                   "read_tfrecord_at", "register_records", "tar_members", "tfrecord_records",
                   "write_tfrecord")
-_BATCH_NAMES = ("Batch", "BatchClient", "BatchError", "BatchUnavailable", "client_for", "read_batch")
+_BATCH_NAMES = ("Batch", "BatchClient", "BatchError", "BatchUnavailable", "client_for", "prefetch",
+                "read_batch")
 _TORCH_BATCH_NAMES = ("BatchFiles", "BatchImageFolder")
 _HDF5_NAMES = ("HDF5Layout", "hdf5_layout", "hdf5_metadata_ranges", "hdf5_ranges_for_indices",
                "hdf5_records", "register_hdf5")
@@ -65,7 +67,8 @@ __all__ = ["ManifestError", "check_stream_name", "control_path", "default_stream
 
 if TYPE_CHECKING:  # what __getattr__ returns, for type checkers (nothing imported at run time)
     from ._record import Record
-    from .batch import Batch, BatchClient, BatchError, BatchUnavailable, client_for, read_batch
+    from .batch import (Batch, BatchClient, BatchError, BatchUnavailable, client_for, prefetch,
+                        read_batch)
     from .fixed import fixed_records
     from .hdf5 import (HDF5Layout, hdf5_layout, hdf5_metadata_ranges, hdf5_ranges_for_indices,
                        hdf5_records, register_hdf5)

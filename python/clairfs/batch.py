@@ -9,6 +9,8 @@ Python side, standard library only:
             view = batch[i]                   # a memoryview of the sample's bytes (no copy), or
                                               # raises the item's OSError (FileNotFoundError...)
     client_for(mount)                         # this process's shared client of that mount
+    for batch in prefetch(client, batches, depth=2):   # batches read ahead by a thread, in order
+        with batch: ...
 
 A sample is a path (relative to the mount's root, or absolute under the mountpoint: the whole
 file) or a record (path, offset, length): `length` None or -1 reads to the end of the file.
@@ -504,6 +506,75 @@ class BatchClient:
                 self._drop()
                 raise BatchError(errno.EPROTO, "the server placed a sample outside its window")
         return got
+
+
+def prefetch(client: BatchClient, batches: Iterable[Sequence[Sample]], depth: int = 2):
+    """Yields client.read(b) for each batch b of `batches`, in order, with up to `depth` batches
+    read ahead by a thread of its own while the caller works on the one it has: a training loop
+    in one process that overlaps its reads with its compute, with no worker process and no copy
+    (the views are into the client's buffer, as read() gives them).
+
+    Close each Batch once done with it (or use it in a `with` block): its windows are then free
+    for the batches read ahead; the client grows its buffer while depth + 1 Batches are held.
+    A read's error is raised where its batch would have been yielded. Closing the generator (or
+    leaving the loop) stops the thread after the read it is in; every wait is bounded by the
+    client's timeout."""
+    import queue  # pylint: disable=import-outside-toplevel
+    if depth < 1:
+        raise ValueError(f"depth must be at least 1, not {depth}")
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()       # the consumer left: read no more
+    ready_end = threading.Event()  # the thread put its last item
+
+    def produce() -> None:
+        try:
+            for b in batches:
+                if stop.is_set():
+                    return
+                try:
+                    item = (True, client.read(b))
+                except Exception as e:  # pylint: disable=broad-except  # raised in the consumer
+                    item = (False, e)
+                while not stop.is_set():
+                    try:
+                        ready.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                else:
+                    if item[0]:
+                        item[1].close()
+                    return
+                if not item[0]:
+                    return
+        finally:
+            ready_end.set()
+
+    thread = threading.Thread(target=produce, name="clairfs-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            deadline = client.timeout * 2 + 1
+            while True:
+                try:
+                    ok, item = ready.get(timeout=0.1)
+                    break
+                except queue.Empty:
+                    if ready_end.is_set() and ready.empty():
+                        return
+                    deadline -= 0.1
+                    if deadline <= 0:
+                        raise BatchError(errno.ETIMEDOUT, "no batch read ahead within the client's timeout")
+            if not ok:
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join(client.timeout + 1)
+        while not ready.empty():  # read ahead and never yielded: their windows go back
+            ok, item = ready.get_nowait()
+            if ok:
+                item.close()
 
 
 _CLIENTS: dict[str, BatchClient] = {}

@@ -13,6 +13,7 @@ import errno
 import gc
 import os
 import select
+import threading
 import sys
 import time
 import unittest
@@ -102,6 +103,32 @@ class BatchClientTest(harness.ClairfsCase):
         # A read counts in the daemon's stats like a read through the mount.
         st = clairfs.stats(self.mnt)
         self.assertGreaterEqual(st["file_reads"], 2 * len(names) - 1)
+
+    def test_prefetch_yields_every_batch_in_order_and_stops_when_left(self):
+        names = list(self.data)
+        batches = [names[i:] + names[:i] for i in range(len(names))]
+        with cbatch.BatchClient(self.mnt) as client:
+            got = []
+            for b in cbatch.prefetch(client, batches, depth=2):
+                with b:
+                    got.append([bytes(b[i]) for i in range(len(b))])
+            self.assertEqual(got, [[self.data[n] for n in batch] for batch in batches])
+            # Left after the first batch: the thread stops and what it read ahead is closed.
+            gen = cbatch.prefetch(client, batches * 20, depth=3)
+            first = next(gen)
+            first.close()
+            gen.close()
+            deadline = time.monotonic() + 10
+            while any(t.name == "clairfs-prefetch" for t in threading.enumerate()):
+                self.assertLess(time.monotonic(), deadline, "the prefetch thread did not end")
+                time.sleep(0.01)
+            # A failing read is raised where its batch would have come; nothing after it.
+            seen = []
+            with self.assertRaises(ValueError):
+                for b in cbatch.prefetch(client, [names, ["/not/under/the/mount"], names]):
+                    seen.append(len(b))
+                    b.close()
+            self.assertEqual(seen, [len(names)])
 
     def test_ranges(self):
         typical = self.data["a/c/typical.bin"]

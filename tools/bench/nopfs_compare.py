@@ -17,8 +17,8 @@ Loaders (all bytes, no decode):
   mount          DataLoader(num_workers=W, batch_size=B), clairfs.read_file through the mount
   batch          DataLoader(num_workers=W, batch_size=B) over clairfs.torch_batch.BatchFiles
                  (one request per batch)
-  batch-inproc   in the training process: a thread keeps --depth batches requested ahead
-                 through clairfs.batch.BatchClient (zero copy: views into its buffer)
+  batch-inproc   in the training process: clairfs.batch.prefetch keeps --depth batches read
+                 ahead by a thread (zero copy: views into the client's buffer)
 
 Run it on an emulated parallel file system, e.g. (root):
   tools/bench/emulated_pfs.sh --files 1 --mem 4096 -- /usr/bin/python3 \\
@@ -40,7 +40,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -222,38 +221,12 @@ def run_inproc(args, mnt, paths, orders, loop, truth, wrong):
     for order in orders:
         drop_caches()
         batches = [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
-        ready = [None] * len(batches)
-        cond = threading.Condition()
-        consumed = [0]
-
-        def fetch():
-            for k, idx in enumerate(batches):
-                with cond:  # at most depth batches held ahead of the loop
-                    while k - consumed[0] >= args.depth:
-                        cond.wait(60)
-                got = client.read([paths[i] for i in idx])
-                with cond:
-                    ready[k] = got
-                    cond.notify_all()
-
         t = time.perf_counter()
-        th = threading.Thread(target=fetch, daemon=True)
-        th.start()
-        for k, idx in enumerate(batches):
-            with cond:
-                deadline = time.monotonic() + 120
-                while ready[k] is None:
-                    if not cond.wait(max(0.0, deadline - time.monotonic())):
-                        raise TimeoutError(f"batch {k} not read within 120 s")
-                got = ready[k]
-                ready[k] = None
-            check([got[i] for i in range(len(got))], idx, wrong, truth)
-            loop.step(len(idx))
-            got.close()
-            with cond:
-                consumed[0] = k + 1
-                cond.notify_all()
-        th.join(60)
+        for idx, got in zip(batches, cb.prefetch(client, ([paths[i] for i in b] for b in batches),
+                                                 depth=args.depth)):
+            with got:
+                check([got[i] for i in range(len(got))], idx, wrong, truth)
+                loop.step(len(idx))
         times.append(time.perf_counter() - t)
         log(f"batch-inproc epoch {len(times)}: {times[-1]:.2f} s")
     client.close()
