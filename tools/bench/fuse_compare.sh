@@ -162,23 +162,7 @@ FSTYPE=$(findmnt -no FSTYPE -T "$WORK" || stat -f -c %T "$WORK")
 
 # ---- dataset ---------------------------------------------------------------------------------
 log "writing $FILES files of $SIZE bytes to $DATA ($FSTYPE)"
-cat >"$WORK/make_dataset.py" <<'EOF'
-import os, random, sys
-root, listfile, n, size, classes, seed = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
-rng = random.Random(seed)
-paths = []
-for c in range(classes):
-    os.makedirs(os.path.join(root, "train", f"c{c:03d}"), exist_ok=True)
-for i in range(n):
-    rel = f"train/c{i % classes:03d}/{i:07d}.bin"
-    with open(os.path.join(root, rel), "wb") as f:
-        f.write(rng.randbytes(size))
-    paths.append(rel)
-rng.shuffle(paths)
-with open(listfile, "w") as f:
-    f.write("\n".join(paths) + "\n")
-EOF
-run "$PYTHON" "$WORK/make_dataset.py" "$DATA" "$LIST" "$FILES" "$SIZE" "$CLASSES" "$SEED"
+run "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/flat_dataset.py" "$DATA" "$LIST" "$FILES" "$SIZE" "$CLASSES" "$SEED"
 
 # ---- measurement -----------------------------------------------------------------------------
 ROWS=() NOTES=() SETUP=()
