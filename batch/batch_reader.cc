@@ -112,7 +112,8 @@ int BatchReader::Allow(const Caller& caller, const std::string& path) {
   return s.ok() ? 0 : ErrnoOf(s);
 }
 
-Status BatchReader::Bind(const std::string& path, OpenContents* h) {
+Status BatchReader::Bind(const std::string& path, OpenContents* h,
+                         const std::function<bool(uint64_t size)>& fits) {
   // As DatasetCore::Bind: the version a stat shows (one made ahead stands for it when the
   // watch vouches); a tier's blob of exactly that version is served without a descriptor,
   // else the file is opened (O_NONBLOCK, no symlink followed) and its fstat names the version.
@@ -131,6 +132,9 @@ Status BatchReader::Bind(const std::string& path, OpenContents* h) {
   if (S_ISLNK(st.st_mode)) return Status::FromErrno(ELOOP, path + ": a symbolic link");
   if (!S_ISREG(st.st_mode)) {
     return Status::Error(Code::kInvalidArgument, path + ": not a regular file");
+  }
+  if (!fits(static_cast<uint64_t>(st.st_size))) {
+    return Status::Error(Code::kNoSpace, path + ": does not fit the window");
   }
   h->st = st;
   FileVersion version = VersionOf(st);
@@ -182,7 +186,15 @@ BatchReader::Sample BatchReader::Read(const Caller& caller, std::string_view pat
   const std::string name(path);
   if (const int e = Allow(caller, name); e != 0) return fail(e);
   OpenContents f;
-  if (Status s = Bind(name, &f); !s.ok()) return fail(ErrnoOf(s));
+  const auto fits = [&](uint64_t size) {
+    out.file_size = size;  // also with ENOBUFS: the client sizes its next window by it
+    const uint64_t from = std::min(offset, size);
+    const uint64_t bytes = std::min(length, size - from);
+    return at <= limit && bytes <= limit - at;
+  };
+  if (Status s = Bind(name, &f, fits); !s.ok()) {
+    return fail(s.code() == Code::kNoSpace ? ENOBUFS : ErrnoOf(s));
+  }
   const uint64_t size = f.blob ? f.blob->size() : static_cast<uint64_t>(f.st.st_size);
   out.file_size = size;
   const uint64_t begin = std::min(offset, size);

@@ -88,7 +88,11 @@ class BatchReader {
   int Allow(const Caller& caller, const std::string& path);
   // Binds f to the version a stat of path shows (DatasetCore::Bind's rules, without the
   // kernel's node): a blob of it, chunked, or the descriptor.
-  Status Bind(const std::string& path, OpenContents* f);
+  // fits: whether the sample's bytes fit the window at the size a stat shows; asked before the
+  // file is consumed in the plan, so that a sample refused with ENOBUFS (kNoSpace) and asked
+  // for again counts once.
+  Status Bind(const std::string& path, OpenContents* f,
+              const std::function<bool(uint64_t size)>& fits);
 
   const Parts p_;
   const Credentials self_;

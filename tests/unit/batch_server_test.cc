@@ -232,6 +232,9 @@ TEST_F(BatchServerTest, PerSampleErrors) {
   EXPECT_EQ(Bytes(out[10]), Pattern(1000, 1));  // a sample that fits after one that did not
   EXPECT_EQ(out[9].file_size, 300'000u);
   EXPECT_EQ(batch_stats_.errors.load(), want.size() - 1);
+  // Only the sample served was consumed in the plan: one refused for the window's room is
+  // not, so the client's second ask counts once.
+  EXPECT_EQ(stats_.file_reads.load(), 1u);
 }
 
 TEST_F(BatchServerTest, RewriteBetweenRequestsGivesTheNewVersionWhole) {
