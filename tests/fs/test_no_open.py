@@ -185,8 +185,12 @@ class NoOpenTest(ClairfsCase):
                 reclaimed.append(rel)
             self.assertTrue(self.read(mnt, rel) == self.files[rel], rel)
         after = self.stats(mnt)
-        self.assertEqual(after["file_reads"] - before["file_reads"], len(misses) + len(reclaimed),
-                         (reclaimed, after))
+        # Every miss reaches the daemon from its start (a file read); a reclaimed file only if
+        # the kernel took its first page back too (a later page alone is a READ past offset 0,
+        # not a file read: the machine's proactive reclaim takes pages here and there).
+        reads = after["file_reads"] - before["file_reads"]
+        self.assertGreaterEqual(reads, len(misses), (reclaimed, after))
+        self.assertLessEqual(reads, len(misses) + len(reclaimed), (reclaimed, after))
         staged = after["served"]["staging"] - before["served"]["staging"]
         self.assertGreaterEqual(staged, 0.8 * len(misses), after)
         # Everything more than page_cache_lag reads before the last miss (at 2 NFILES - 2) is
