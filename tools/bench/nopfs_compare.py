@@ -286,15 +286,15 @@ def main():
     data = tempfile.mkdtemp(prefix="nopfs-data.", dir=parent)
     mnt = os.path.join(work, "mnt")
     os.makedirs(mnt)
-    lib = build_nopfs(args.nopfs_src)
-    log(f"dataset: {args.files} files in {data}")
-    paths = make_dataset(data, args.files, SEED)
-    truth = [os.path.getsize(os.path.join(data, p)) for p in paths]
     loop = Loop(args.compute_ms / 1000)
     results = {name: [] for name in loaders}
     wrong = [0]
     orders = None
     try:
+        lib = build_nopfs(args.nopfs_src)
+        log(f"dataset: {args.files} files in {data}")
+        paths = make_dataset(data, args.files, SEED)
+        truth = [os.path.getsize(os.path.join(data, p)) for p in paths]
         for r in range(args.rounds):
             names = loaders if r % 2 == 0 else [loaders[0]] + loaders[1:][::-1]
             for name in names:
