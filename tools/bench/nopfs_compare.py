@@ -32,7 +32,6 @@ Usage: /usr/bin/python3 tools/bench/nopfs_compare.py --nopfs-src DIR [--files N]
          [--batch B] [--workers W] [--compute-ms MS] [--rounds R] [--loaders a,b,...]
          [--clairfs-bin PATH] [--data-parent DIR] [--depth D]"""
 import argparse
-import ctypes
 import json
 import os
 import random
