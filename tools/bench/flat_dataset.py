@@ -11,6 +11,9 @@ import sys
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     if len(sys.argv) != 7:
         print(__doc__, file=sys.stderr)
         return 2
