@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <linux/magic.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "batch/batch_wire.h"
+#include "cache/base/log.h"
 
 namespace clairfs {
 
@@ -162,7 +162,7 @@ char* Map(int fd, uint64_t bytes) {
   if (bytes == 0) return nullptr;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
-    spdlog::debug("batch: a buffer of {} bytes not mapped ({}): written with pwritev", bytes,
+    LogDebug("batch: a buffer of {} bytes not mapped ({}): written with pwritev", bytes,
                   std::strerror(errno));
     return nullptr;
   }
@@ -342,7 +342,7 @@ void BatchServer::AcceptLoop() {
       const auto frame = batch::EncodeError(0, EBUSY, refused);
       (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       close(fd);
-      spdlog::debug("batch: {}", refused);
+      LogDebug("batch: {}", refused);
       continue;
     }
     stats_.connections.fetch_add(1, std::memory_order_relaxed);
@@ -485,7 +485,7 @@ void BatchServer::Serve(const std::shared_ptr<Conn>& c) {
     if (io != Io::kOk) {
       if (io == Io::kTimedOut) {
         stats_.protocol_errors.fetch_add(1, std::memory_order_relaxed);
-        spdlog::debug("batch: uid {} took no reply within batch.send_timeout: cut off", c->uid);
+        LogDebug("batch: uid {} took no reply within batch.send_timeout: cut off", c->uid);
       }
       break;
     }
@@ -524,7 +524,7 @@ void BatchServer::Stop(std::chrono::milliseconds stop_deadline) {
       ++left;
     }
   }
-  if (left > 0) spdlog::warn("batch: {} connection threads did not end in time", left);
+  if (left > 0) LogWarn("batch: {} connection threads did not end in time", left);
   close(listen_fd_);
   listen_fd_ = -1;
   close(stop_fd_);

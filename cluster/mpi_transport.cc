@@ -1,13 +1,14 @@
 #include "cluster/mpi_transport.h"
 
 #include <mpi.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <list>
+
+#include "cache/base/log.h"
 
 namespace clairfs::cluster {
 
@@ -132,10 +133,10 @@ bool MpiTransport::Failed(int rc, const char* call, int peer) {
   errors_.fetch_add(1, std::memory_order_relaxed);
   if (auto* counter = error_counter_.load()) counter->fetch_add(1, std::memory_order_relaxed);
   if (uint64_t n = 0; error_log_.Allow(&n)) {
-    spdlog::warn("rank {}: {}{} failed: {}{}", rank_, call,
-                 peer >= 0 ? " (peer rank " + std::to_string(peer) + ")" : std::string(),
-                 MpiErrorText(rc),
-                 n ? " (" + std::to_string(n) + " similar errors not logged)" : std::string());
+    LogWarn("rank {}: {}{} failed: {}{}", rank_, call,
+            peer >= 0 ? " (peer rank " + std::to_string(peer) + ")" : std::string(),
+            MpiErrorText(rc),
+            n ? " (" + std::to_string(n) + " similar errors not logged)" : std::string());
   }
   return true;
 }
@@ -199,8 +200,8 @@ void MpiTransport::Progress() {
       } else if (now > it->deadline) {
         (void)Failed(MPI_Request_free(&it->request), "MPI_Request_free", -1);
         if (error_log_.Allow()) {
-          spdlog::warn("rank {}: a send was abandoned after {} ms without completing", rank_,
-                       impl_->send_timeout.count());
+          LogWarn("rank {}: a send was abandoned after {} ms without completing", rank_,
+                  impl_->send_timeout.count());
         }
         impl_->abandoned.push_back(std::move(it->bytes));
         abandoned_.fetch_add(1);
@@ -252,7 +253,7 @@ void MpiTransport::Progress() {
       } else if (!done && now > it->deadline) {
         (void)Failed(MPI_Request_free(&it->request), "MPI_Request_free", -1);
         if (error_log_.Allow()) {
-          spdlog::warn(
+          LogWarn(
               "rank {}: a message from rank {} was abandoned after {} ms without "
               "arriving whole",
               rank_, it->message.source, impl_->send_timeout.count());

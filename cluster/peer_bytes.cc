@@ -1,9 +1,8 @@
 #include "cluster/peer_bytes.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstring>
 
+#include "cache/base/log.h"
 #include "cache/base/object_key.h"
 
 namespace clairfs::cluster {
@@ -21,7 +20,7 @@ BlobPtr CheckedBlob(std::string_view key, const FileVersion& version, const char
 void PeerDamage::Report(int r, std::string_view key) {
   stats_->peer_errors.fetch_add(1, std::memory_order_relaxed);
   if (uint64_t more = 0; log_.Allow(&more)) {
-    spdlog::warn(
+    LogWarn(
         "data of {} from peer rank {} failed its version, size or hash check: "
         "discarded, read elsewhere{}",
         DisplayKey(key), r, more ? fmt::format(" ({} more since the last line)", more) : "");

@@ -1,6 +1,6 @@
 #include "cluster/peer_liveness.h"
 
-#include <spdlog/spdlog.h>
+#include "cache/base/log.h"
 
 namespace clairfs::cluster {
 
@@ -41,10 +41,10 @@ void PeerLiveness::MarkDown(int r, std::string_view why) {
     down_until_[r] = Clock::now() + options_.down_for;
   }
   if (was_live && !why.empty()) {
-    spdlog::warn("peer rank {} {}: skipped for {:.0f} s", r, why,
-                 std::chrono::duration<double>(options_.down_for).count());
+    LogWarn("peer rank {} {}: skipped for {:.0f} s", r, why,
+            std::chrono::duration<double>(options_.down_for).count());
   } else if (was_live) {  // once per episode
-    spdlog::warn(
+    LogWarn(
         "peer rank {} did not answer within {:.1f} s: skipped for {:.0f} s; what it "
         "holds is read from the backing store meanwhile",
         r, std::chrono::duration<double>(options_.peer_timeout).count(),
@@ -74,12 +74,12 @@ void PeerLiveness::Refuse(int r, HeaderCheck check, uint16_t version) {
     incompatible_[r] = true;
   }
   if (check == HeaderCheck::kOtherVersion) {
-    spdlog::error(
+    LogError(
         "peer rank {} refused: it speaks clairfs peer protocol version {}, this node (rank {}) "
         "version {}; it is treated as down. Run the same clairfs on every node.",
         r, version, rank_, kProtocolVersion);
   } else {
-    spdlog::error(
+    LogError(
         "peer rank {} refused: its messages lack the clairfs protocol magic (a clairfs older "
         "than peer protocol version {}, which this node (rank {}) speaks, or not clairfs); it "
         "is treated as down. Run the same clairfs on every node.",

@@ -1,10 +1,9 @@
 #include "cluster/placement_coordinator.h"
 
-#include <spdlog/spdlog.h>
-
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "cache/base/log.h"
 #include "cache/base/object.h"
 
 namespace clairfs::cluster {
@@ -118,8 +117,8 @@ bool PlacementCoordinator::Place(Plan& plan, const PlacementLimits& limits, bool
   const bool waiting = !UnansweredLocked().empty();
   if (waiting && !placed_ && Clock::now() < registered_at_ + options_.plan_timeout) {
     if (!said_waiting_ && !missing.empty()) {
-      spdlog::info("rank {} registered its plan; waiting up to {:.0f} s for the plans of {}", rank_,
-                   timeout, RankList(missing));
+      LogInfo("rank {} registered its plan; waiting up to {:.0f} s for the plans of {}", rank_,
+              timeout, RankList(missing));
       said_waiting_ = true;
     }
     lock.unlock();
@@ -127,7 +126,7 @@ bool PlacementCoordinator::Place(Plan& plan, const PlacementLimits& limits, bool
     return false;
   }
   if (!missing.empty() && missing != said_missing_) {
-    spdlog::warn(
+    LogWarn(
         "{} did not register a plan within {:.0f} s of rank {}'s: placed without them "
         "(what they would have held is read from the backing store). Check that the "
         "job on every rank registers its plan; a rank that does joins at the next "
@@ -224,8 +223,7 @@ void PlacementCoordinator::Refuse(int r, const char* what, const std::string& wh
     std::lock_guard lock(mu_);
     const std::string reason = std::string(what) + ": " + why;
     if (refused_[r] != reason) {  // logged once per reason until r sends a good one
-      spdlog::error("peer rank {}: {} refused: {}; its plan is left out of the placement", r, what,
-                    why);
+      LogError("peer rank {}: {} refused: {}; its plan is left out of the placement", r, what, why);
       refused_[r] = reason;
     }
     if (std::string_view(what) != "plan part" || !parts_[r]) return;

@@ -1,8 +1,8 @@
 #include "cluster/sealed_transport.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstring>
+
+#include "cache/base/log.h"
 
 namespace clairfs::cluster {
 namespace {
@@ -128,7 +128,7 @@ void SealedTransport::Send(int dst, int tag, std::vector<char> bytes) {
   const uint64_t counter = ++sent_[Pair(dst, tag)];
   Mac mac;
   if (!Seal(rank(), dst, tag, counter, {bytes.data(), bytes.size()}, &mac)) {
-    if (log_.Allow()) spdlog::error("peer: libcrypto failed to seal a message; not sent");
+    if (log_.Allow()) LogError("peer: libcrypto failed to seal a message; not sent");
     return;
   }
   Trailer t;
@@ -200,10 +200,9 @@ void SealedTransport::Refuse(Refusal why, int source, int tag) {
   }
   uint64_t suppressed = 0;
   if (log_.Allow(&suppressed)) {
-    spdlog::warn("peer: refused a message from rank {} (tag {}): {}{}", source, tag,
-                 RefusalName(why),
-                 suppressed ? " (" + std::to_string(suppressed) + " more refusals not logged)"
-                            : std::string());
+    LogWarn("peer: refused a message from rank {} (tag {}): {}{}", source, tag, RefusalName(why),
+            suppressed ? " (" + std::to_string(suppressed) + " more refusals not logged)"
+                       : std::string());
   }
 }
 

@@ -19,17 +19,13 @@
 namespace clairfs {
 namespace {
 
-Status Bad(const std::string& key, const std::string& why) {
-  return Status::Error(Code::kInvalidArgument, "config key '" + key + "': " + why);
-}
-
 Status CheckKeys(const YAML::Node& node, const std::string& where,
                  const std::set<std::string>& allowed) {
-  if (!node.IsMap()) return Bad(where.empty() ? "(top level)" : where, "must be a mapping");
+  if (!node.IsMap()) return BadKey(where.empty() ? "(top level)" : where, "must be a mapping");
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
     if (!allowed.count(key)) {
-      return Bad(where.empty() ? key : where + "." + key, "unknown key");
+      return BadKey(where.empty() ? key : where + "." + key, "unknown key");
     }
   }
   return Status::Ok();
@@ -41,7 +37,7 @@ Status Get(const YAML::Node& node, const char* name, const std::string& key, T* 
   try {
     *out = node[name].as<T>();
   } catch (const YAML::Exception&) {
-    return Bad(key, "has the wrong type");
+    return BadKey(key, "has the wrong type");
   }
   return Status::Ok();
 }
@@ -54,9 +50,9 @@ bool IsAuto(const YAML::Node& value) {
 
 Status GetSize(const YAML::Node& node, const char* name, const std::string& key, uint64_t* out) {
   if (!node[name]) return Status::Ok();
-  if (!node[name].IsScalar()) return Bad(key, "must be a size such as 4GiB");
+  if (!node[name].IsScalar()) return BadKey(key, "must be a size such as 4GiB");
   auto r = ParseSize(node[name].Scalar());
-  if (!r.ok()) return Bad(key, r.status().message());
+  if (!r.ok()) return BadKey(key, r.status().message());
   *out = r.value();
   return Status::Ok();
 }
@@ -71,7 +67,7 @@ Status GetAccessCheck(const YAML::Node& node, AccessCheck* out) {
   } else if (value == "kernel") {
     *out = AccessCheck::kKernel;
   } else {
-    return Bad("fuse.access_check", "'" + value + "' is not one of: open, kernel");
+    return BadKey("fuse.access_check", "'" + value + "' is not one of: open, kernel");
   }
   return Status::Ok();
 }
@@ -91,12 +87,12 @@ Status GetOpenMode(const YAML::Node& node, bool keep_cache, OpenMode* out) {
   } else if (value == "per_open") {
     *out = OpenMode::kPerOpen;
   } else {
-    return Bad("fuse.open_mode", "'" + value + "' is not one of: none, per_open");
+    return BadKey("fuse.open_mode", "'" + value + "' is not one of: none, per_open");
   }
   if (*out == OpenMode::kNone && !keep_cache) {
-    return Bad("fuse.keep_cache",
-               "false needs fuse.open_mode: per_open (with none the kernel keeps every file's "
-               "pages across opens)");
+    return BadKey("fuse.keep_cache",
+                  "false needs fuse.open_mode: per_open (with none the kernel keeps every file's "
+                  "pages across opens)");
   }
   return Status::Ok();
 }
@@ -111,7 +107,7 @@ Status GetBackingPages(const YAML::Node& node, IoOptions::Pages* out) {
   } else if (value == "keep") {
     *out = IoOptions::Pages::kKeep;
   } else {
-    return Bad("cache.backing_pages", "'" + value + "' is not one of: drop, keep");
+    return BadKey("cache.backing_pages", "'" + value + "' is not one of: drop, keep");
   }
   return Status::Ok();
 }
@@ -138,7 +134,7 @@ template <typename T>
 Status InRange(const std::string& key, T value, T lo, T hi, const char* unit = "") {
   if (value >= lo && value <= hi) return Status::Ok();
   const std::string u = *unit ? std::string(" ") + unit : "";
-  return Bad(key, Show(value) + " is out of range (" + Show(lo) + " .. " + Show(hi) + u + ")");
+  return BadKey(key, Show(value) + " is out of range (" + Show(lo) + " .. " + Show(hi) + u + ")");
 }
 
 constexpr double kDay = 86400;              // seconds: the longest duration any key takes
@@ -223,7 +219,7 @@ Status ParseInto(const YAML::Node& root, Config* c) {
   if (const auto k = root["control"]) {
     CLAIRFS_TRY(CheckKeys(k, "control", {"group"}));
     CLAIRFS_TRY(Get(k, "group", "control.group", &c->fuse.control_group));
-    if (k["group"] && c->fuse.control_group.empty()) return Bad("control.group", "is empty");
+    if (k["group"] && c->fuse.control_group.empty()) return BadKey("control.group", "is empty");
   }
   if (const auto k = root["cache"]) {
     CLAIRFS_TRY(
@@ -232,12 +228,12 @@ Status ParseInto(const YAML::Node& root, Config* c) {
                    "record_chunk_size", "consumption_lag", "page_cache_lag", "backing_timeout",
                    "max_file_size", "stream_idle", "max_streams", "keep_copies", "backing_pages"}));
     if (k["max_file_size"]) {
-      return Bad("cache.max_file_size",
-                 "was removed: files of any size are now cached, in chunks of cache.chunk_size; "
-                 "delete the line");
+      return BadKey("cache.max_file_size",
+                    "was removed: files of any size are now cached, in chunks of cache.chunk_size; "
+                    "delete the line");
     }
     if (const auto tiers = k["tiers"]) {
-      if (!tiers.IsSequence()) return Bad("cache.tiers", "must be a list");
+      if (!tiers.IsSequence()) return BadKey("cache.tiers", "must be a list");
       c->cache.tiers.clear();
       for (size_t i = 0; i < tiers.size(); ++i) {
         const std::string at = "cache.tiers[" + std::to_string(i) + "]";
@@ -317,6 +313,10 @@ Status ParseInto(const YAML::Node& root, Config* c) {
 
 }  // namespace
 
+Status BadKey(const std::string& key, const std::string& why) {
+  return Status::Error(Code::kInvalidArgument, "config key '" + key + "': " + why);
+}
+
 Result<uint64_t> ParseSize(std::string_view text) {
   std::string s(text);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
@@ -381,14 +381,14 @@ Status Config::Validate() const {
   CLAIRFS_TRY(InRange("fuse.stat_max_age", fuse.stat_max_age, 0.001, 60.0, "seconds"));
   // Below 0.1 s the sweep would stat every node held twenty times a second.
   CLAIRFS_TRY(InRange("fuse.revalidate_interval", fuse.revalidate_interval, 0.1, kDay, "seconds"));
-  if (cache.tiers.size() > 4) return Bad("cache.tiers", "at most 4 tiers");
+  if (cache.tiers.size() > 4) return BadKey("cache.tiers", "at most 4 tiers");
   for (size_t i = 0; i < cache.tiers.size(); ++i) {
     const std::string at = "cache.tiers[" + std::to_string(i) + "]";
     const TierConfig& t = cache.tiers[i];
     if (t.kind != "ram" && t.kind != "ssd")
-      return Bad(at + ".kind", "unknown kind (supported: ram, ssd)");
+      return BadKey(at + ".kind", "unknown kind (supported: ram, ssd)");
     if (t.kind == "ram" && !t.dir.empty())
-      return Bad(at + ".dir", "only an ssd tier has a directory");
+      return BadKey(at + ".dir", "only an ssd tier has a directory");
     CLAIRFS_TRY(InRange(at + ".threads", t.threads, 0, 256));
     // 0 is the machine default (ResolveForDataset); anything else is a real capacity.
     CLAIRFS_TRY(InRange<uint64_t>(at + ".capacity", t.capacity, 0, kMaxBytes, "bytes"));
@@ -403,16 +403,16 @@ Status Config::Validate() const {
   CLAIRFS_TRY(
       InRange<uint64_t>("cache.chunk_size", p.chunk_size, 64ull << 10, 1ull << 30, "bytes"));
   if (p.chunk_size > p.staging_capacity) {
-    return Bad("cache.chunk_size", "is larger than cache.staging.capacity (" +
-                                       std::to_string(p.staging_capacity) +
-                                       " bytes): the staging window must hold a chunk");
+    return BadKey("cache.chunk_size", "is larger than cache.staging.capacity (" +
+                                          std::to_string(p.staging_capacity) +
+                                          " bytes): the staging window must hold a chunk");
   }
   CLAIRFS_TRY(InRange<uint64_t>("cache.record_chunk_size", p.record_chunk_size, 64ull << 10,
                                 1ull << 30, "bytes"));
   if (p.record_chunk_size > p.staging_capacity) {
-    return Bad("cache.record_chunk_size", "is larger than cache.staging.capacity (" +
-                                              std::to_string(p.staging_capacity) +
-                                              " bytes): the staging window must hold a chunk");
+    return BadKey("cache.record_chunk_size", "is larger than cache.staging.capacity (" +
+                                                 std::to_string(p.staging_capacity) +
+                                                 " bytes): the staging window must hold a chunk");
   }
   CLAIRFS_TRY(
       InRange<uint32_t>("cache.page_cache_lag", cache.page_cache_lag, 1, 1u << 30, "object reads"));
@@ -427,7 +427,7 @@ Status Config::Validate() const {
   CLAIRFS_TRY(InRange("cluster.backing_advantage", cluster.backing_advantage, 0.0, 1e6));
   static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                 "error", "critical", "off"};
-  if (!kLevels.count(log.level)) return Bad("log.level", "unknown level '" + log.level + "'");
+  if (!kLevels.count(log.level)) return BadKey("log.level", "unknown level '" + log.level + "'");
   if (log.max_size != 0) {
     CLAIRFS_TRY(InRange<uint64_t>("log.max_size", log.max_size, 4096, kMaxBytes, "bytes"));
   }

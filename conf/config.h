@@ -126,6 +126,10 @@ struct MemoryFit;  // conf/memory_budget.h
 Status ResolveForDataset(Config* config, const std::string& dataset, int instance = -1,
                          MemoryFit* fit = nullptr);
 
+// The refusal of a configuration key, the one form every check of this layer uses:
+// kInvalidArgument, "config key 'KEY': WHY".
+Status BadKey(const std::string& key, const std::string& why);
+
 // Parses YAML text; unknown keys and bad values fail with the key named ("cache.staging.x").
 Result<Config> ParseConfig(std::string_view yaml);
 Result<Config> LoadConfigFile(const std::string& path);

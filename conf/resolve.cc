@@ -23,10 +23,6 @@
 namespace clairfs {
 namespace {
 
-Status Bad(const std::string& key, const std::string& why) {
-  return Status::Error(Code::kInvalidArgument, "config key '" + key + "': " + why);
-}
-
 // control.group -> its id, through the system's group database (files, LDAP, ...).
 Status ResolveControlGroup(FsOptions* fuse) {
   if (fuse->control_group.empty()) return Status::Ok();
@@ -40,10 +36,10 @@ Status ResolveControlGroup(FsOptions* fuse) {
     buf.resize(buf.size() * 2);
   }
   if (err != 0) {
-    return Bad("control.group",
-               "cannot look up '" + fuse->control_group + "': " + std::strerror(err));
+    return BadKey("control.group",
+                  "cannot look up '" + fuse->control_group + "': " + std::strerror(err));
   }
-  if (!found) return Bad("control.group", "no group named '" + fuse->control_group + "'");
+  if (!found) return BadKey("control.group", "no group named '" + fuse->control_group + "'");
   fuse->control_gid = found->gr_gid;
   return Status::Ok();
 }
@@ -136,8 +132,8 @@ Status ResolveForDataset(Config* c, const std::string& dataset, int instance, Me
     const uint64_t available = FreeBytes(t.dir) + DirBytes(t.dir);
     if (t.capacity == 0) t.capacity = available / 2;
     if (t.capacity > available) {
-      return Bad(at + ".capacity", Human(t.capacity) + " is more than '" + t.dir + "' can hold (" +
-                                       Human(available) + " free)");
+      return BadKey(at + ".capacity", Human(t.capacity) + " is more than '" + t.dir +
+                                          "' can hold (" + Human(available) + " free)");
     }
   }
   return Status::Ok();

@@ -204,7 +204,7 @@ void Tiers(Exposition& e, const json& s) {
          "Failed device operations of a tier.");
 }
 
-void Plan(Exposition& e, const json& s) {
+void PlanFamilies(Exposition& e, const json& s) {
   One(e, s, "clairfs_plan_files", Type::kGauge, "/prefetch/planned_files",
       "Distinct files in the active plan.");
   One(e, s, "clairfs_plan_objects", Type::kGauge, "/prefetch/planned_objects",
@@ -380,7 +380,7 @@ std::string RenderMetrics(const json& stats) {
   Peers(e, stats);
   Errors(e, stats);
   Tiers(e, stats);
-  Plan(e, stats);
+  PlanFamilies(e, stats);
   Kept(e, stats);
   Watch(e, stats);
   Warnings(e, stats);

@@ -1,7 +1,6 @@
 #include "control/registrar.h"
 
 #include <malloc.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <map>
@@ -9,6 +8,7 @@
 #include <utility>
 
 #include "cache/backing/resolver.h"
+#include "cache/base/log.h"
 #include "cache/plan/merge.h"
 #include "cache/plan/resolve.h"
 
@@ -135,7 +135,7 @@ Status Registrar::CheckWritten(Writer& w) {
                      : resolved.status().message()) +
       "(refused at write(): the rest of the text is not read)\n";
   stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("{}", report);  // escaped: see EscapeForReport
+  LogWarn("{}", report);  // escaped: see EscapeForReport
   w.refused_ = true;
   w.dirty_ = false;
   w.valid_.reset();
@@ -175,14 +175,14 @@ void Registrar::Validate(Writer& w) {
   w.resolvers_.clear();
   const size_t ahead = checks.size();
   auto resolved = ResolveManifest(parsed, resolver, std::move(checks));
-  spdlog::debug("manifest validated: {} entries, {} paths, {} checked by the writes ({:.3f} s)",
-                parsed.sequence.size(), parsed.paths.size(), ahead,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  LogDebug("manifest validated: {} entries, {} paths, {} checked by the writes ({:.3f} s)",
+           parsed.sequence.size(), parsed.paths.size(), ahead,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   w.dirty_ = false;
   w.report_ = ++reports_;
   if (!resolved.ok()) {
     stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("{}", resolved.status().message());  // escaped: see EscapeForReport
+    LogWarn("{}", resolved.status().message());  // escaped: see EscapeForReport
     w.valid_.reset();
     w.last_ = Status::Error(Code::kInvalidArgument, resolved.status().message());
     Report(w.report_, resolved.status().message());
@@ -192,7 +192,7 @@ void Registrar::Validate(Writer& w) {
   const Status room = Reserve(w, *resolved.value());
   if (!room.ok()) {
     stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("{}", room.message());
+    LogWarn("{}", room.message());
     w.valid_.reset();
     w.last_ = room;
     Report(w.report_, room.message());
@@ -276,18 +276,18 @@ void Registrar::Release(Writer& w) {
     }
     if (!status.ok()) {
       stats_.errors.manifest_rejected.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("{}", status.message());
+      LogWarn("{}", status.message());
       Report(w.report_, status.message());
     } else {
       malloc_trim(0);  // the parser's and the old plan's memory goes back to the system
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      spdlog::info("stream '{}' {}: {} entries; {} streams, {} files in the plan ({:.3f} s)",
-                   EscapeForReport(stream),
-                   change == StreamChange::kAppend ? "appended"
-                   : entries                       ? "registered"
-                                                   : "removed",
-                   entries, streams, files, secs);
+      LogInfo("stream '{}' {}: {} entries; {} streams, {} files in the plan ({:.3f} s)",
+              EscapeForReport(stream),
+              change == StreamChange::kAppend ? "appended"
+              : entries                       ? "registered"
+                                              : "removed",
+              entries, streams, files, secs);
       Report(w.report_, "");
     }
   }

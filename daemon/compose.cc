@@ -1,12 +1,12 @@
 #include "daemon/compose.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <utility>
 
+#include "cache/base/log.h"
 #include "cache/tiers/ram_tier.h"
 #include "conf/memory_budget.h"
 #include "daemon/daemon_log.h"
@@ -62,11 +62,11 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
   if (auto s = SetUpLogging(config.log, foreground); !s.ok()) {
     return fail(ExitCode::kConfig, (config_path.empty() ? "" : config_path + ": ") + s.message());
   }
-  spdlog::info("configuration: {}", config_path.empty() ? "built-in defaults" : config_path);
-  for (const auto& o : cl.overrides) spdlog::info("configuration: -o {}={}", o.key, o.value);
-  for (const auto& note : cl.notes) spdlog::warn("{}", note);
-  spdlog::info("{}", memory_fit.summary);
-  for (const auto& w : memory_fit.warnings) spdlog::warn("{}", w);
+  LogInfo("configuration: {}", config_path.empty() ? "built-in defaults" : config_path);
+  for (const auto& o : cl.overrides) LogInfo("configuration: -o {}={}", o.key, o.value);
+  for (const auto& note : cl.notes) LogWarn("{}", note);
+  LogInfo("{}", memory_fit.summary);
+  for (const auto& w : memory_fit.warnings) LogWarn("{}", w);
 
   PrefetchOptions popts = config.cache.prefetch;  // tier_threads from the tiers
   for (const auto& t : config.cache.tiers) {
@@ -82,8 +82,8 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
         const bool locked = ssd.status().code() == Code::kLocked;
         return fail(locked ? ExitCode::kCacheLocked : ExitCode::kConfig, ssd.status().message());
       }
-      spdlog::info("ssd tier in {}: {} objects, {} of {} bytes", t.dir, ssd.value()->objects(),
-                   ssd.value()->used_bytes(), t.capacity);
+      LogInfo("ssd tier in {}: {} objects, {} of {} bytes", t.dir, ssd.value()->objects(),
+              ssd.value()->used_bytes(), t.capacity);
       d->ssd_tiers_.push_back(ssd.value().get());
       d->tiers_.push_back(std::move(ssd.value()));
     } else {
@@ -128,7 +128,7 @@ std::unique_ptr<DaemonParts> DaemonParts::Build(Start& start, const CommandLine&
         [p] { return p->peer_->ClusterReports(); },
         {p->peer_->report_period(),
          cluster::ReportStaleAfter(config.cluster.peer, transport->size())});
-    spdlog::info("rank {} of {}: peer tier on", transport->rank(), transport->size());
+    LogInfo("rank {} of {}: peer tier on", transport->rank(), transport->size());
   }
   return d;
 }

@@ -3,13 +3,13 @@
 // of the reads), wired to the adapter's notifications, the core's nodes and the prefetcher's
 // plan; the peer tier wired to the prefetcher; the prefetcher. Started after any daemonizing
 // fork, stopped in the order daemon/serve.cc gives.
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
 
+#include "cache/base/log.h"
 #include "daemon/compose.h"
 
 namespace clairfs {
@@ -96,7 +96,7 @@ void DaemonParts::StartFreshness() {
     if (w.ok()) {
       watch_ = std::move(w.value());
     } else {
-      spdlog::warn(
+      LogWarn(
           "cannot watch the dataset for changes ({}): the kernel notices this node's changes "
           "only {}",
           w.status().message(),
@@ -134,13 +134,13 @@ void DaemonParts::StartBatch() {
   batch_ = std::make_unique<BatchServer>(*batch_reader_, config_.batch, stats_.batch,
                                          [registrar] { registrar->AwaitReleases(); });
   if (Status s = batch_->Start(batch_path_, allow_other_); !s.ok()) {
-    spdlog::warn("the batch path is off: {}", s.message());
+    LogWarn("the batch path is off: {}", s.message());
     batch_.reset();
     batch_reader_.reset();
     return;
   }
   control_fs_->SetBatchPath(batch_path_);
-  spdlog::info("batch path at {}", batch_path_);
+  LogInfo("batch path at {}", batch_path_);
 }
 
 void DaemonParts::StopBatch() {

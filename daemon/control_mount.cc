@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -15,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cache/base/log.h"
 #include "daemon/mounts.h"
 
 namespace clairfs {
@@ -184,7 +184,7 @@ void ControlMount::Serve() {
     if (n < 0 || (p[1].revents & POLLIN)) break;
     if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
       if (!stopping_.load() && !gone_logged_.exchange(true)) {
-        spdlog::error(
+        LogError(
             "the control mount {} was unmounted: .clairfs leads nowhere until "
             "clairfs is restarted",
             path_);
@@ -213,7 +213,7 @@ void ControlMount::Stop() {
   se_ = nullptr;
   close(stop_fd_);
   if (rmdir(path_.c_str()) != 0 && errno != ENOENT) {
-    spdlog::debug("cannot remove {}: {}", path_, std::strerror(errno));
+    LogDebug("cannot remove {}: {}", path_, std::strerror(errno));
   }
 }
 
@@ -222,7 +222,7 @@ void ControlMount::DetachForExit() {
   auto m = FindMount(path_);
   if (m && m->devno == devno_) {
     if (Status s = DetachMount(path_); !s.ok()) {
-      spdlog::critical("cannot detach {}: {}", path_, s.message());
+      LogCritical("cannot detach {}: {}", path_, s.message());
     }
   }
   close(fd_);  // the kernel aborts the connection once the workers die in _exit

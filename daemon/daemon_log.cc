@@ -14,6 +14,8 @@
 #include <memory>
 #include <mutex>
 
+#include "cache/base/log.h"
+
 namespace clairfs {
 namespace {
 
@@ -127,14 +129,14 @@ Status SetUpLogging(const LogConfig& log, bool foreground) {
 
 void ReopenLog() {
   if (!file_sink) {
-    spdlog::info("SIGHUP received; no log file to reopen");
+    LogInfo("SIGHUP received; no log file to reopen");
     return;
   }
   if (Status s = file_sink->Reopen(); !s.ok()) {
-    spdlog::error("SIGHUP received; keeping the old log file: {}", s.message());
+    LogError("SIGHUP received; keeping the old log file: {}", s.message());
     return;
   }
-  spdlog::info("SIGHUP received; reopened the log file {}", file_sink->path());
+  LogInfo("SIGHUP received; reopened the log file {}", file_sink->path());
 }
 
 }  // namespace clairfs

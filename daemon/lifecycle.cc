@@ -4,13 +4,14 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <optional>
+
+#include "cache/base/log.h"
 
 namespace clairfs {
 namespace {
@@ -111,16 +112,15 @@ void Lifecycle::Run() {
     const int n = poll(&p, 1, timeout_ms);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      spdlog::error("signal pipe: poll failed: {}", std::strerror(errno));
+      LogError("signal pipe: poll failed: {}", std::strerror(errno));
       return;
     }
     if (n == 0) {
-      spdlog::critical(
-          "the stop did not end within {} ms, stuck {}; detaching the mount and exiting",
-          grace_.count(), stage_.load());
-      spdlog::default_logger()->flush();
+      LogCritical("the stop did not end within {} ms, stuck {}; detaching the mount and exiting",
+                  grace_.count(), stage_.load());
+      LogFlush();
       if (hooks_.on_overrun) hooks_.on_overrun();
-      spdlog::default_logger()->flush();
+      LogFlush();
       _exit(1);
     }
     char buf[64];
@@ -129,13 +129,13 @@ void Lifecycle::Run() {
       switch (buf[i]) {
         case SIGHUP:
           if (hooks_.on_hangup) hooks_.on_hangup();
-          spdlog::default_logger()->flush();
+          LogFlush();
           break;
         case SIGINT:
         case SIGTERM: {
           int none = 0;
           const bool first = stop_signal_.compare_exchange_strong(none, buf[i]);
-          spdlog::info("received {}: stopping, within {} ms", strsignal(buf[i]), grace_.count());
+          LogInfo("received {}: stopping, within {} ms", strsignal(buf[i]), grace_.count());
           arm();
           if (first && hooks_.on_stop) hooks_.on_stop();
           break;

@@ -2,7 +2,6 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/base/log.h"
 #include "daemon/control_mount.h"
 #include "daemon/daemon_log.h"
 #include "daemon/lifecycle.h"
@@ -61,7 +61,7 @@ constexpr int kControlThreads = 4;
 // Named for tests/tsan.supp.
 void AbortFuseConnection() {
   const int closed = CloseFuseDescriptors();
-  spdlog::warn("closed {} FUSE descriptor(s): the kernel aborts the connections", closed);
+  LogWarn("closed {} FUSE descriptor(s): the kernel aborts the connections", closed);
 }
 
 // The FUSE session of the dataset mount, taken down on every way out of Serve: unmounted if it
@@ -137,9 +137,9 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
     auto m = FindMount(mount_abs);
     if (m && m->devno == mount_dev) {
       if (Status s = DetachMount(mount_abs); !s.ok()) {
-        spdlog::critical("cannot detach {}: {}", mount_abs, s.message());
+        LogCritical("cannot detach {}: {}", mount_abs, s.message());
       } else {
-        spdlog::warn("detached {}", mount_abs);
+        LogWarn("detached {}", mount_abs);
       }
     }
     if (mounted) AbortFuseConnection();
@@ -170,7 +170,7 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   }
   if (!cl.foreground) {
     if (Status s = parts.ReopenSsdTiers(); !s.ok()) {
-      spdlog::critical("cannot reopen the SSD tier after daemonizing: {}", s.message());
+      LogCritical("cannot reopen the SSD tier after daemonizing: {}", s.message());
       return static_cast<int>(ExitCode::kFailure);
     }
   }
@@ -179,7 +179,7 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   control_mount->Start(kControlThreads);
   life.value()->StartThread();
   parts.StartThreads();
-  spdlog::info("clairfs {} serving {} at {}", CLAIRFS_VERSION, start.dataset, mount_abs);
+  LogInfo("clairfs {} serving {} at {}", CLAIRFS_VERSION, start.dataset, mount_abs);
   guard.reset();
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, static_cast<unsigned>(parts.config().fuse.threads));
@@ -207,20 +207,20 @@ int Serve(DaemonParts& parts, Start& start, const CommandLine& cl, const char* a
   parts.CloseSsdTiers();
   lc.Finish();
   if (lc.stop_signal() != 0) {
-    spdlog::info("clairfs stopped ({})", strsignal(lc.stop_signal()));
+    LogInfo("clairfs stopped ({})", strsignal(lc.stop_signal()));
   } else {
-    spdlog::info("clairfs stopped");
+    LogInfo("clairfs stopped");
   }
-  spdlog::default_logger()->flush();
+  LogFlush();
   // MPI_Finalize waits for every rank; a dead one would keep this process forever.
   if (start.transport) start.transport->Finalize(std::chrono::seconds(10), rc == 0 ? 0 : 1);
   // I/O threads still inside calls on a stuck store may return at any time: no destructor of
   // this process (the logger, the allocator's leak check that stops every thread) may run
   // under them. Everything of ours is closed by now.
   if (const int stuck = parts.backing().LiveThreads(); stuck > 0) {
-    spdlog::warn("{} I/O thread(s) still stuck in the dataset's file system; exiting without them",
-                 stuck);
-    spdlog::default_logger()->flush();
+    LogWarn("{} I/O thread(s) still stuck in the dataset's file system; exiting without them",
+            stuck);
+    LogFlush();
     _exit(rc == 0 ? 0 : 1);
   }
   return rc == 0 ? 0 : 1;

@@ -1,10 +1,10 @@
 #include "fs/access.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
 
+#include "cache/base/log.h"
 #include "fs/status_errno.h"
 
 namespace clairfs {
@@ -51,7 +51,7 @@ void ReplyXattr(fuse_req_t req, const std::string& bytes, size_t size) {
 AccessPolicy::AccessPolicy(const PosixBacking& backing, const FsOptions& options, FsStats& stats)
     : rules_(backing, options, stats, OwnCredentials(), geteuid() == 0 && CanSwitchIdentity()) {
   if (geteuid() == 0 && !CanSwitchIdentity() && options.access_check == AccessCheck::kOpen) {
-    spdlog::warn(
+    LogWarn(
         "no CAP_SETUID/CAP_SETGID: opens are not re-checked with the caller's "
         "credentials; the kernel's cached check alone decides (fuse.access_check)");
   }
@@ -61,7 +61,7 @@ void AccessPolicy::Init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_POSIX_ACL) {
     conn->want |= FUSE_CAP_POSIX_ACL;
   } else {
-    spdlog::warn("the kernel cannot enforce POSIX ACLs on a FUSE mount: only mode bits count");
+    LogWarn("the kernel cannot enforce POSIX ACLs on a FUSE mount: only mode bits count");
   }
 }
 

@@ -1,11 +1,10 @@
 #include "fs/clairfs_fs.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
+#include "cache/base/log.h"
 #include "fs/core/file_read.h"
 #include "fs/read_only_ops.h"
 #include "fs/request_guard.h"
@@ -23,12 +22,8 @@ namespace {
 //   handle that cannot be written to is EBADF.
 constexpr int kNoFlush = ENOSYS;
 constexpr int kNoOpen = ENOSYS;
-constexpr int kNotWritable = EBADF;
 
 ClairFs* Self(fuse_req_t req) { return static_cast<ClairFs*>(fuse_req_userdata(req)); }
-
-// Replies the errno of a failed Status.
-void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ToErrno(s)); }
 
 // Runs a handler so that no exception escapes into libfuse (fs/request_guard.h).
 constexpr RequestGuard Guard{"request"};
@@ -70,7 +65,7 @@ void ClairFs::InvalidateAttrs(uint64_t node) {
   // -ENOENT: the kernel holds no inode for node any more; nothing to drop.
   const int rc = fuse_lowlevel_notify_inval_inode(se, node, -1, 0);
   if (rc != 0 && rc != -ENOENT) {
-    spdlog::debug("attribute invalidation of node {}: {}", node, std::strerror(-rc));
+    LogDebug("attribute invalidation of node {}: {}", node, std::strerror(-rc));
   }
 }
 
@@ -80,7 +75,7 @@ bool ClairFs::DropPages(uint64_t node, uint64_t from) {
   // -ENOENT: the kernel holds no inode for node any more, so no page either.
   const int rc = fuse_lowlevel_notify_inval_inode(se, node, static_cast<off_t>(from), 0);
   if (rc != 0 && rc != -ENOENT) {
-    spdlog::debug("invalidation of the pages of node {}: {}", node, std::strerror(-rc));
+    LogDebug("invalidation of the pages of node {}: {}", node, std::strerror(-rc));
     return false;
   }
   return true;
@@ -301,7 +296,7 @@ void ClairFs::NotifyInode(uint64_t id, bool contents) {
   // Attributes only (offset -1). The kernel forgets the node's cached ACLs with them.
   const int rc = fuse_lowlevel_notify_inval_inode(se, id, -1, 0);
   if (rc != 0 && rc != -ENOENT) {
-    spdlog::debug("invalidation of node {}: {}", id, std::strerror(-rc));
+    LogDebug("invalidation of node {}: {}", id, std::strerror(-rc));
   }
 }
 
@@ -310,7 +305,7 @@ void ClairFs::NotifyEntry(uint64_t parent, const std::string& name) {
   if (!se) return;
   const int rc = fuse_lowlevel_notify_inval_entry(se, parent, name.c_str(), name.size());
   if (rc != 0 && rc != -ENOENT) {
-    spdlog::debug("invalidation of '{}' in node {}: {}", name, parent, std::strerror(-rc));
+    LogDebug("invalidation of '{}' in node {}: {}", name, parent, std::strerror(-rc));
   }
 }
 

@@ -1,7 +1,6 @@
 #include "fs/control_fs.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,22 +37,15 @@ ControlFile GeneratedFile(Node node) {
   }
 }
 
-ControlFs* Self(fuse_req_t req) { return static_cast<ControlFs*>(fuse_req_userdata(req)); }
-
-// Replies the errno of a failed Status (fs/status_errno.h).
-void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ToErrno(s)); }
+ControlFs* Control(fuse_req_t req) { return static_cast<ControlFs*>(fuse_req_userdata(req)); }
 
 // The control files' own refusals, as Status.
 Status Stale() { return Status::Error(Code::kStale, "unknown control node"); }
 Status NotADirectory() { return Status::FromErrno(ENOTDIR, "a control file"); }
 Status ReadOnly() { return Status::Error(Code::kReadOnly, "a generated control file"); }
 
-// A WRITE through a handle not opened for writing: the protocol's answer (the kernel lets
-// only the manifest be opened for writing), not a failure of the control plane.
-constexpr int kNotWritable = EBADF;
-
 // Runs a handler so that no exception escapes into libfuse (fs/request_guard.h).
-constexpr RequestGuard Guard{"control request"};
+constexpr RequestGuard ControlGuard{"control request"};
 
 }  // namespace
 
@@ -299,16 +291,16 @@ const fuse_lowlevel_ops& ControlFs::Ops() {
     RefuseChanges(&o);
     o.init = [](void* u, fuse_conn_info* c) { static_cast<ControlFs*>(u)->Init(c); };
     o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* n) {
-      Guard(r, [&] { Self(r)->Lookup(r, p, n); });
+      ControlGuard(r, [&] { Control(r)->Lookup(r, p, n); });
     };
     // The nodes are fixed: nothing to forget.
     o.forget = [](fuse_req_t r, fuse_ino_t, uint64_t) { fuse_reply_none(r); };
     o.forget_multi = [](fuse_req_t r, size_t, fuse_forget_data*) { fuse_reply_none(r); };
     o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info*) {
-      Guard(r, [&] { Self(r)->GetAttr(r, i); });
+      ControlGuard(r, [&] { Control(r)->GetAttr(r, i); });
     };
     o.setattr = [](fuse_req_t r, fuse_ino_t i, struct stat* a, int s, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->SetAttr(r, i, a, s, f); });
+      ControlGuard(r, [&] { Control(r)->SetAttr(r, i, a, s, f); });
     };
     o.getxattr = [](fuse_req_t r, fuse_ino_t, const char* n, size_t) {
       ReplyError(r, Status::FromErrno(ENODATA, n));  // no attribute
@@ -321,29 +313,29 @@ const fuse_lowlevel_ops& ControlFs::Ops() {
       }
     };
     o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Open(r, i, f); });
+      ControlGuard(r, [&] { Control(r)->Open(r, i, f); });
     };
     o.read = [](fuse_req_t r, fuse_ino_t, size_t s, off_t o, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Read(r, s, o, f); });
+      ControlGuard(r, [&] { Control(r)->Read(r, s, o, f); });
     };
     o.write = [](fuse_req_t r, fuse_ino_t, const char* b, size_t s, off_t o, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Write(r, b, s, o, f); });
+      ControlGuard(r, [&] { Control(r)->Write(r, b, s, o, f); });
     };
     o.flush = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Flush(r, f); });
+      ControlGuard(r, [&] { Control(r)->Flush(r, f); });
     };
     o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->Release(r, f); });
+      ControlGuard(r, [&] { Control(r)->Release(r, f); });
     };
     o.opendir = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
-      Guard(r, [&] { Self(r)->OpenDir(r, i, f); });
+      ControlGuard(r, [&] { Control(r)->OpenDir(r, i, f); });
     };
     o.readdir = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t o, fuse_file_info*) {
-      Guard(r, [&] { Self(r)->ReadDir(r, i, s, o); });
+      ControlGuard(r, [&] { Control(r)->ReadDir(r, i, s, o); });
     };
     o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info*) { fuse_reply_err(r, 0); };
     o.access = [](fuse_req_t r, fuse_ino_t i, int m) {
-      Guard(r, [&] { Self(r)->Access(r, i, m); });
+      ControlGuard(r, [&] { Control(r)->Access(r, i, m); });
     };
     return o;
   }();

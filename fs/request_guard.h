@@ -8,10 +8,11 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
-#include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <exception>
 
+#include "cache/base/log.h"
 #include "cache/base/status.h"
 #include "fs/status_errno.h"
 
@@ -25,10 +26,18 @@ struct RequestGuard {
     try {
       f();
     } catch (const std::exception& e) {
-      spdlog::error("{} failed: {}", what, e.what());
+      LogError("{} failed: {}", what, e.what());
       if (req) fuse_reply_err(req, ToErrno(Status::Error(Code::kIoError, e.what())));
     }
   }
 };
+
+// Replies the errno of a failed Status: how both file systems answer a request that failed.
+inline void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ToErrno(s)); }
+
+// The answer to a WRITE through a handle not opened for writing: the protocol's refusal (EBADF),
+// not a failure of the file system. Both file systems open their files read-only except the
+// control plane's manifest.
+constexpr int kNotWritable = EBADF;
 
 }  // namespace clairfs

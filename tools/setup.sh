@@ -24,7 +24,7 @@ PACKAGES=(
   # "Installing"): venv and pip, and the setuptools and wheel that --no-build-isolation uses
   python3-venv python3-pip python3-setuptools python3-wheel
   libfuse3-dev fuse3 libmount-dev libyaml-cpp-dev libxxhash-dev librocksdb-dev libgtest-dev libgmock-dev
-  nlohmann-json3-dev libcli11-dev libspdlog-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libmpich-dev mpich  # the peer tier (cluster/) and mpiexec
   libssl-dev  # libcrypto's HMAC-SHA256: the seal on every message between a cluster's daemons
   mergerfs bindfs  # the FUSE peers the benchmarks compare against

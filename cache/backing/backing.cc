@@ -1,7 +1,6 @@
 #include "cache/backing/backing.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <optional>
 
 #include "cache/backing/settled_read.h"
+#include "cache/base/log.h"
 
 namespace clairfs {
 namespace {
@@ -156,8 +156,8 @@ Result<T> PosixBacking::Note(Result<T> r) const {
   const bool fault = s.code() == Code::kIoError || s.code() == Code::kStale;
   if (fault && s.os_errno() != 0) {
     if (uint64_t more = 0; fault_log_.Allow(&more)) {
-      spdlog::warn("backing store: {}{}", r.status().message(),
-                   more ? fmt::format(" ({} more since the last line)", more) : "");
+      LogWarn("backing store: {}{}", r.status().message(),
+              more ? fmt::format(" ({} more since the last line)", more) : "");
     }
   }
   return r;
@@ -185,14 +185,14 @@ void PosixBacking::Reopen(const Status& cause) const {
   if (!r.ok()) {
     if (!reopen_logged_) {
       reopen_logged_ = true;
-      spdlog::error("backing store disconnected ({}); reopening {} failed: {}; retrying",
-                    cause.message(), root_path_, r.status().message());
+      LogError("backing store disconnected ({}); reopening {} failed: {}; retrying",
+               cause.message(), root_path_, r.status().message());
     }
     return;
   }
   root_ = std::make_shared<const RootDir>(r.value().release());
   reopen_logged_ = false;
-  spdlog::warn("backing store disconnected ({}); reopened {}", cause.message(), root_path_);
+  LogWarn("backing store disconnected ({}); reopened {}", cause.message(), root_path_);
 }
 
 PosixBacking::~PosixBacking() { io_.Stop(); }

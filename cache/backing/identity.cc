@@ -1,13 +1,14 @@
 #include "cache/backing/identity.h"
 
 #include <linux/capability.h>
-#include <spdlog/spdlog.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <string>
+
+#include "cache/base/log.h"
 
 namespace clairfs {
 namespace {
@@ -50,7 +51,7 @@ Status RunAs(const Credentials& as, const Credentials& self, const std::function
     const Credentials& self;
     ~Restore() {
       if (!SetFsUid(self.uid) || !SetFsGid(self.gid) || !SetGroups(self.groups)) {
-        spdlog::critical("cannot restore the daemon's credentials after a check as a caller");
+        LogCritical("cannot restore the daemon's credentials after a check as a caller");
         std::abort();
       }
     }

@@ -1,7 +1,5 @@
 #include "cache/backing/io_executor.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -12,6 +10,8 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "cache/base/log.h"
 
 namespace clairfs {
 namespace {
@@ -95,7 +95,7 @@ bool IoExecutor::State::Spawn(const std::shared_ptr<State>& me) {
     w->thread = std::thread([me, w] { me->Loop(w); });
   } catch (const std::system_error& e) {
     workers.pop_back();
-    spdlog::error("backing store: cannot start an I/O thread ({} running): {}", live, e.what());
+    LogError("backing store: cannot start an I/O thread ({} running): {}", live, e.what());
     return false;
   }
   ++live;
@@ -119,8 +119,8 @@ void IoExecutor::State::Loop(Worker* self) {
     call->phase = Call::Phase::kDone;
     if (stalled && !stopped) {
       stalled = false;
-      spdlog::warn("backing store: a call returned; calls wait up to {} ms again",
-                   options.timeout.count());
+      LogWarn("backing store: a call returned; calls wait up to {} ms again",
+              options.timeout.count());
     }
     lock.unlock();
     // Woken with mu free, so that the waiter does not wake only to block on it (two more
@@ -139,7 +139,7 @@ void IoExecutor::State::Loop(Worker* self) {
       }
       if (all_stuck && !stopped) {
         all_stuck = false;
-        spdlog::warn("backing store: a stuck call returned; I/O threads available again");
+        LogWarn("backing store: a stuck call returned; I/O threads available again");
       }
     }
   }
@@ -309,7 +309,7 @@ Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress
     s.CountTimeout();
     if (!s.all_stuck) {
       s.all_stuck = true;
-      spdlog::error(
+      LogError(
           "backing store: all {} I/O threads are stuck in calls that did not return within {} ms; "
           "calls fail at once until one returns",
           s.stuck, s.options.timeout.count());
@@ -354,20 +354,20 @@ Status IoExecutor::Execute(const std::string& key, std::function<void(IoProgress
   ++s.stuck_keys[key];
   if (!s.stalled) {
     s.stalled = true;
-    spdlog::error(
+    LogError(
         "backing store: {} did not answer within {} ms; until a call returns, calls wait at most "
         "{} ms",
         shown(), ms, std::min(s.options.timeout, s.options.stalled_timeout).count());
   }
   if (s.logged.size() < kMaxLoggedKeys) {
     if (s.logged.insert(key).second) {
-      spdlog::error("backing store: {}: a call did not return within {} ms; abandoned ({} stuck)",
-                    shown(), ms, s.stuck);
+      LogError("backing store: {}: a call did not return within {} ms; abandoned ({} stuck)",
+               shown(), ms, s.stuck);
     }
   } else if (!s.logged_more) {
     s.logged_more = true;
-    spdlog::error("backing store: more than {} paths had stuck calls; no longer logged one by one",
-                  kMaxLoggedKeys);
+    LogError("backing store: more than {} paths had stuck calls; no longer logged one by one",
+             kMaxLoggedKeys);
   }
   return Status::Error(Code::kTimedOut, shown() + ": the backing store did not answer within " +
                                             std::to_string(ms) + " ms");

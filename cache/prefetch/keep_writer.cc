@@ -1,6 +1,6 @@
 #include "cache/prefetch/keep_writer.h"
 
-#include <spdlog/spdlog.h>
+#include "cache/base/log.h"
 
 namespace clairfs {
 
@@ -26,7 +26,7 @@ void KeepWriter::Enqueue(std::string key, const FileVersion& version, uint8_t ke
       stats_->kept.dropped.fetch_add(1, std::memory_order_relaxed);
       uint64_t suppressed = 0;
       if (started_ && !stop_ && log_limit_.Allow(&suppressed)) {
-        spdlog::warn(
+        LogWarn(
             "kept copy of {} dropped: {} copies already queued for the persistent tier "
             "(it writes slower than the faster tiers fill); the next mount reads it "
             "from the backing store{}",
@@ -59,7 +59,7 @@ void KeepWriter::Stop(Clock::time_point deadline) {
   }
   if (left > 0) {
     stats_->kept.dropped.fetch_add(left, std::memory_order_relaxed);
-    spdlog::warn(
+    LogWarn(
         "{} kept copies not written to the persistent tier before the stop deadline; "
         "the next mount reads them from the backing store",
         left);
@@ -116,9 +116,9 @@ KeepWriter::Outcome KeepWriter::Write(const Copy& c, Clock::time_point deadline)
   if (s.code() == Code::kUnavailable) return Outcome::kSkipped;  // no longer to be kept
   uint64_t suppressed = 0;
   if (log_limit_.Allow(&suppressed)) {
-    spdlog::warn("kept copy of {} not written to tier {}: {}{}", DisplayKey(c.key), keep.name(),
-                 s.message(),
-                 suppressed ? " (" + std::to_string(suppressed) + " such lines suppressed)" : "");
+    LogWarn("kept copy of {} not written to tier {}: {}{}", DisplayKey(c.key), keep.name(),
+            s.message(),
+            suppressed ? " (" + std::to_string(suppressed) + " such lines suppressed)" : "");
   }
   return Outcome::kFailed;
 }

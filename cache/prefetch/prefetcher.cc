@@ -4,11 +4,10 @@
 // prefetcher_fill.cc.
 #include "cache/prefetch/prefetcher.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <string_view>
 
+#include "cache/base/log.h"
 #include "cache/plan/kept_copies.h"
 #include "cache/plan/merge.h"
 #include "cache/plan/place.h"
@@ -243,8 +242,8 @@ void Prefetcher::ReapLoop() {
         }
         auto without = RemoveStream(next ? *next : *current, name);
         if (without) {
-          spdlog::info("stream '{}' removed: no read or registration for {:.1f} s", name,
-                       std::chrono::duration<double>(idle).count());
+          LogInfo("stream '{}' removed: no read or registration for {:.1f} s", name,
+                  std::chrono::duration<double>(idle).count());
           next = std::move(without);
         }
       }
@@ -299,7 +298,7 @@ PrefetchProgress Prefetcher::progress() const {
 void Prefetcher::Stale(std::string_view key) {
   stats_->errors.stale.fetch_add(1, std::memory_order_relaxed);
   if (uint64_t more = 0; stale_log_.Allow(&more)) {
-    spdlog::warn(
+    LogWarn(
         "{} changed since the plan was made (size, mtime, ctime or inode number): read "
         "from the backing store, never from a cached copy; register the plan again to "
         "cache the new version{}",
@@ -316,7 +315,7 @@ bool Prefetcher::StoreInTier(size_t t, const std::string& key, const BlobPtr& bl
   if (s.code() == Code::kNoSpace) {
     stats_->errors.tier_full.fetch_add(1, std::memory_order_relaxed);
     if (uint64_t more = 0; full_log_.Allow(&more)) {
-      spdlog::warn(
+      LogWarn(
           "tier {} is full: {} not stored there ({}); it is read from slower "
           "sources{}",
           tiers_.tier(t).name(), DisplayKey(key), s.message(),

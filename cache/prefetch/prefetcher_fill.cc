@@ -2,10 +2,10 @@
 // first-reference order (TierLoop); the staging window in exact read order (StagingLoop); the
 // tuner of the window's threads and capacity (TuneLoop). None holds mu_ while it fetches or
 // stores.
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
+#include "cache/base/log.h"
 #include "cache/prefetch/prefetcher.h"
 
 namespace clairfs {
@@ -109,8 +109,8 @@ void Prefetcher::TuneLoop() {
     park_cv_.notify_all();     // parked threads to run
     staging_cv_.notify_all();  // room to fill
     if (t.threads != before.threads || t.capacity != before.capacity) {
-      spdlog::debug("staging tuner: {} threads, {} MiB window ({})", t.threads, t.capacity >> 20,
-                    TunerStateName(t.state));
+      LogDebug("staging tuner: {} threads, {} MiB window ({})", t.threads, t.capacity >> 20,
+               TunerStateName(t.state));
     }
   }
 }

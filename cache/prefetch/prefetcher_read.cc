@@ -2,12 +2,12 @@
 // read of a chunk, answered from the fastest place holding the object (Serve); which stream a
 // read counts for (Attribute); the stretch of files the readers reach next (Upcoming, Sighted).
 // The fill threads are in prefetcher_fill.cc, publishing plans in prefetcher.cc.
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <string_view>
 #include <unordered_set>
 
+#include "cache/base/log.h"
 #include "cache/prefetch/prefetcher.h"
 
 namespace clairfs {
@@ -36,7 +36,7 @@ int Prefetcher::Attribute(uint32_t id) {
 }
 
 void Prefetcher::Watch(const ReadWatch::Read& read) {
-  if (auto warning = watch_.Observe(read, Clock::now())) spdlog::warn("{}", *warning);
+  if (auto warning = watch_.Observe(read, Clock::now())) LogWarn("{}", *warning);
 }
 
 void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths,

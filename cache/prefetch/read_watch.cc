@@ -1,6 +1,6 @@
 #include "cache/prefetch/read_watch.h"
 
-#include <spdlog/fmt/fmt.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
 #include "cache/tiers/rocks_logger.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cstdio>
+
+#include "cache/base/log.h"
 
 namespace clairfs {
 
@@ -22,13 +22,13 @@ void RocksLogger::Logv(rocksdb::InfoLogLevel level, const char* format, va_list 
          end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == ' ');) {
       buf[--end] = '\0';
     }
-    const auto lvl = level >= rocksdb::InfoLogLevel::ERROR_LEVEL  ? spdlog::level::err
-                     : level == rocksdb::InfoLogLevel::WARN_LEVEL ? spdlog::level::warn
-                                                                  : spdlog::level::info;
+    const auto lvl = level >= rocksdb::InfoLogLevel::ERROR_LEVEL  ? LogLevel::kError
+                     : level == rocksdb::InfoLogLevel::WARN_LEVEL ? LogLevel::kWarn
+                                                                  : LogLevel::kInfo;
     if (suppressed > 0) {
-      spdlog::log(lvl, "{} (rocksdb): {} [{} similar lines suppressed]", prefix_, buf, suppressed);
+      Log(lvl, "{} (rocksdb): {} [{} similar lines suppressed]", prefix_, buf, suppressed);
     } else {
-      spdlog::log(lvl, "{} (rocksdb): {}", prefix_, buf);
+      Log(lvl, "{} (rocksdb): {}", prefix_, buf);
     }
   } catch (...) {  // a log line is not worth unwinding through RocksDB
   }

@@ -4,13 +4,13 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
-#include <spdlog/spdlog.h>
 #include <sys/statvfs.h>
 
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "cache/base/log.h"
 #include "cache/base/object_key.h"
 #include "cache/tiers/cache_info.h"
 #include "cache/tiers/rocks_logger.h"
@@ -59,7 +59,7 @@ void RemoveCreated(const std::vector<std::string>& created, LockHeld held) {
     }
     if (ec == std::errc::directory_not_empty) return;  // in use by another start: keep it
     if (ec) {
-      spdlog::warn("cannot remove '{}', made by this failed start: {}", *it, ec.message());
+      LogWarn("cannot remove '{}', made by this failed start: {}", *it, ec.message());
       return;
     }
   }
@@ -84,7 +84,7 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Create(std::string name, const std::st
   tier->lock_ = std::move(lock.value());
   tier->created_ = std::move(created);
   if (tier->created_dir()) {
-    spdlog::warn(
+    LogWarn(
         "{} tier: created '{}', a new and empty cache directory; if a cache of this dataset "
         "exists elsewhere (clairfs-ctl cache list shows them), check the path "
         "(cache.tiers[].dir)",
@@ -92,10 +92,10 @@ Result<std::unique_ptr<SsdTier>> SsdTier::Create(std::string name, const std::st
   }
   std::string previous;
   if (Status s = RecordCacheUse(normal, options.dataset, &previous); !s.ok()) {
-    spdlog::warn("{} tier: cannot describe the cache: {}", tier->name_, s.message());
+    LogWarn("{} tier: cannot describe the cache: {}", tier->name_, s.message());
   } else if (!options.dataset.empty() && !previous.empty() && previous != options.dataset) {
-    spdlog::warn("{} tier: '{}' was a cache of '{}' and is now used for '{}'", tier->name_, normal,
-                 previous, options.dataset);
+    LogWarn("{} tier: '{}' was a cache of '{}' and is now used for '{}'", tier->name_, normal,
+            previous, options.dataset);
   }
   return tier;
 }
@@ -174,7 +174,7 @@ void SsdTier::CloseDbLocked() {
   db_->DestroyColumnFamilyHandle(data_);
   if (rocksdb::Status s = db_->Close(); !s.ok()) {
     io_errors_.fetch_add(1, std::memory_order_relaxed);
-    if (error_log_.Allow()) spdlog::warn("{} tier: closing RocksDB: {}", name_, s.ToString());
+    if (error_log_.Allow()) LogWarn("{} tier: closing RocksDB: {}", name_, s.ToString());
   }
   delete db_;
   db_ = nullptr;
@@ -202,7 +202,7 @@ void SsdTier::Close() {
   }
   if (was_open && !abandoned_) {
     if (Status s = RecordCacheUse(dir_, options_.dataset); !s.ok()) {
-      spdlog::warn("{} tier: cannot describe the cache: {}", name_, s.message());
+      LogWarn("{} tier: cannot describe the cache: {}", name_, s.message());
     }
   }
 }
@@ -255,8 +255,8 @@ Status SsdTier::Failed(const rocksdb::Status& s, const std::string& what, bool i
   if (is_write || s.IsIOError()) {
     Disable(st);
   } else if (uint64_t n = 0; error_log_.Allow(&n)) {
-    spdlog::warn("{}{}", st.message(),
-                 n ? " (" + std::to_string(n) + " similar errors not logged)" : std::string());
+    LogWarn("{}{}", st.message(),
+            n ? " (" + std::to_string(n) + " similar errors not logged)" : std::string());
   }
   return st;
 }
@@ -271,7 +271,7 @@ void SsdTier::Disable(const Status& cause) {
         cause.code() == Code::kNoSpace || cause.message().find("No space") != std::string::npos;
     cause_ = cause.message();
     disables_.fetch_add(1, std::memory_order_relaxed);
-    spdlog::error(
+    LogError(
         "{} tier switched off: {}. Reads go on from the other tiers and the backing store; "
         "it is retried every {} s",
         name_, cause_, options_.retry_after.count() / 1000.0);
@@ -306,12 +306,12 @@ void SsdTier::RecoveryLoop() {
       }
       if (s.ok()) {
         SwitchOn();
-        spdlog::warn("{} tier back on ({} objects, {} bytes)", name_, objects(), used_bytes());
+        LogWarn("{} tier back on ({} objects, {} bytes)", name_, objects(), used_bytes());
         sl.lock();
         break;
       }
       if (uint64_t n = 0; error_log_.Allow(&n)) {
-        spdlog::warn("{} tier still off: {}", name_, s.message());
+        LogWarn("{} tier still off: {}", name_, s.message());
       }
       sl.lock();
     }
@@ -421,7 +421,7 @@ Result<BlobPtr> SsdTier::Get(std::string_view key, const FileVersion& version) {
   }
   if (!bad.ok()) {
     corruptions_.fetch_add(1, std::memory_order_relaxed);
-    if (uint64_t n = 0; error_log_.Allow(&n)) spdlog::warn("{}", bad.message());
+    if (uint64_t n = 0; error_log_.Allow(&n)) LogWarn("{}", bad.message());
     std::lock_guard lock(mu_);
     auto it = index_.find(key);
     // Not if a Put is replacing the damaged object: the delete would drop the new one.

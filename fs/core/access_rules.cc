@@ -1,11 +1,12 @@
 #include "fs/core/access_rules.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <string_view>
+
+#include "cache/base/log.h"
 
 namespace clairfs {
 namespace {
@@ -79,7 +80,7 @@ Status AccessRules::AllowOpen(const Caller& caller, const std::string& path, int
   if (!groups.ok()) {
     // Checked with the primary group only: still never more than the kernel allowed.
     if (stats_.errors.access_check.fetch_add(1, std::memory_order_relaxed) == 0) {
-      spdlog::warn("open access check without supplementary groups: {}", groups.message());
+      LogWarn("open access check without supplementary groups: {}", groups.message());
     }
   }
   const int mask = (flags & kFmodeExec) ? X_OK : R_OK;
@@ -94,7 +95,7 @@ Status AccessRules::AllowOpen(const Caller& caller, const std::string& path, int
   }
   if (StoreUnreachable(s)) {
     if (!unreachable_logged_.exchange(true, std::memory_order_relaxed)) {
-      spdlog::warn(
+      LogWarn(
           "open access re-check: the backing store does not answer ({}); the kernel's "
           "check decides until it does",
           s.message());
@@ -119,7 +120,7 @@ bool AccessRules::IsController(const Caller& caller) const {
 Status AccessRules::AllowControlWrite(const Caller& caller) {
   if (IsController(caller)) return Status::Ok();
   stats_.control_denied.fetch_add(1, std::memory_order_relaxed);
-  spdlog::debug("manifest write by uid {} refused: not the mount's owner or group", caller.uid);
+  LogDebug("manifest write by uid {} refused: not the mount's owner or group", caller.uid);
   return Status::Error(Code::kPermissionDenied,
                        "uid " + std::to_string(caller.uid) + " is not the mount's owner or group");
 }
@@ -129,7 +130,7 @@ Result<std::shared_ptr<const Backing>> AccessRules::WriterView(const Caller& cal
   if (!root_) {
     stats_.control_denied.fetch_add(1, std::memory_order_relaxed);
     if (!writer_view_logged_.exchange(true, std::memory_order_relaxed)) {
-      spdlog::warn(
+      LogWarn(
           "manifest write by uid {} refused: without CAP_SETUID/CAP_SETGID its paths "
           "cannot be checked with its rights",
           caller.uid);
@@ -141,7 +142,7 @@ Result<std::shared_ptr<const Backing>> AccessRules::WriterView(const Caller& cal
   if (const Status groups = caller.CredentialsOf(&as); !groups.ok()) {
     // Checked with the primary group only: never more than the writer may see.
     stats_.errors.access_check.fetch_add(1, std::memory_order_relaxed);
-    spdlog::debug("manifest writer without supplementary groups: {}", groups.message());
+    LogDebug("manifest writer without supplementary groups: {}", groups.message());
   }
   return backing_.AsCaller(
       [as = std::move(as), self = self_](const std::function<Status()>& check) {

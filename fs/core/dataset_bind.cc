@@ -2,11 +2,11 @@
 // gets, and what the kernel's caches are told about it (the namespace is in
 // fs/core/dataset_core.cc).
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <chrono>
 
+#include "cache/base/log.h"
 #include "fs/core/dataset_core.h"
 
 namespace clairfs {
@@ -122,8 +122,8 @@ Result<DatasetCore::Binding> DatasetCore::Bind(uint64_t node, const InodeTable::
   auto served = prefetcher_.Open(info.path, version, consume);
   if (!served.ok()) {
     if (uint64_t more = 0; open_log_.Allow(&more)) {
-      spdlog::warn("open {}: {}{}", info.path, served.status().ToString(),
-                   more ? fmt::format(" ({} more failed opens since the last line)", more) : "");
+      LogWarn("open {}: {}{}", info.path, served.status().ToString(),
+              more ? fmt::format(" ({} more failed opens since the last line)", more) : "");
     }
     return served.status();
   }
@@ -175,7 +175,7 @@ Result<DatasetCore::Binding> DatasetCore::BindUnverified(uint64_t node,
                                     : prefetcher_.GetLocal(info.path, last);
   if (!blob.ok() || !blob.value() || blob.value()->version() != last) return cause;
   if (!unverified_logged_.exchange(true, std::memory_order_relaxed)) {
-    spdlog::warn(
+    LogWarn(
         "the backing store does not answer ({}): serving cached files at the version "
         "last seen, unverified, until it does",
         cause.message());

@@ -1,7 +1,6 @@
 #include "fs/fresh/backing_watch.h"
 
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
@@ -11,6 +10,8 @@
 #include <cstring>
 #include <set>
 #include <utility>
+
+#include "cache/base/log.h"
 
 namespace clairfs {
 namespace {
@@ -125,7 +126,7 @@ void BackingWatch::Run() {
     pollfd fds[2] = {{*inotify_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      spdlog::error(
+      LogError(
           "backing watch: poll failed ({}); changes of the dataset on this node now "
           "count only after fuse.attr_timeout / entry_timeout",
           std::strerror(errno));
@@ -160,13 +161,13 @@ void BackingWatch::AddPending() {
       const bool full = wd.status().code() == Code::kNoSpace;  // the watch limit
       if (full && !refused_logged_) {
         refused_logged_ = true;
-        spdlog::warn(
+        LogWarn(
             "backing watch: cannot watch '{}' ({}): fs.inotify.max_user_watches is "
             "reached; changes under directories not watched count only after "
             "fuse.attr_timeout / entry_timeout",
             d.path, wd.status().message());
       } else if (!full) {
-        spdlog::debug("backing watch: cannot watch '{}': {}", d.path, wd.status().message());
+        LogDebug("backing watch: cannot watch '{}': {}", d.path, wd.status().message());
       }
       std::lock_guard lock(mu_);
       AskAgain(d);  // asked again at its next lookup or batch
@@ -206,7 +207,7 @@ void BackingWatch::Drain() {
         lost = true;
         if (!overflow_logged_) {
           overflow_logged_ = true;
-          spdlog::warn(
+          LogWarn(
               "backing watch: events lost (the inotify queue overflowed); the changes "
               "they named count only after fuse.attr_timeout / entry_timeout");
         }

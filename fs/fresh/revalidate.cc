@@ -1,10 +1,10 @@
 #include "fs/fresh/revalidate.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <utility>
+
+#include "cache/base/log.h"
 
 namespace clairfs {
 namespace {
@@ -69,7 +69,7 @@ void Revalidator::Apply(uint64_t id, const InodeTable::Shown& shown, Change chan
     case Change::kUnanswered:
       counters_.failed.fetch_add(1, std::memory_order_relaxed);
       if (!failing_logged_.exchange(true, std::memory_order_relaxed)) {
-        spdlog::warn(
+        LogWarn(
             "revalidation: the backing store did not answer a stat of {} ({}): changes made "
             "elsewhere are seen once it answers",
             shown.info.path, s.message());
