@@ -46,7 +46,8 @@ void DaemonParts::StartFreshness() {
     StatAheadOptions ao;
     ao.ahead = options.stat_ahead;
     ao.max_age = std::chrono::milliseconds(static_cast<int64_t>(options.stat_max_age * 1000));
-    ao.capacity = std::max<size_t>(4096, size_t{8} * options.stat_ahead);
+    ao.max_reach = std::max<uint32_t>(2048, 4 * options.stat_ahead);
+    ao.capacity = std::max<size_t>(32768, size_t{8} * options.stat_ahead);
     if (fresh) {
       // Every batch compared with what the kernel was given; a batch at least every max_age.
       ah.checked = [r = revalidator_.get()](

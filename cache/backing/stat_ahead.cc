@@ -120,9 +120,9 @@ bool StatAhead::Reached(const std::string& path) {
   }
   if (post.last) {
     // The reader caught up with the stretch: the next ones are longer (before the batch
-    // below asks), so that a batch lasts the readers longer than it takes (at most half the
-    // records kept).
-    const uint32_t most = std::max<uint32_t>(options_.ahead, options_.capacity / 2);
+    // below asks), so that a batch lasts the readers longer than it takes (at most max_reach:
+    // a longer stretch is statted before readers at these rates reach it).
+    const uint32_t most = std::max<uint32_t>(options_.ahead, options_.max_reach);
     const uint32_t r = reach_.load(std::memory_order_relaxed);
     reach_.store(std::min<uint32_t>(most, r * 2), std::memory_order_relaxed);
   }

@@ -30,8 +30,8 @@
 // batch then stats about what was consumed since the last), or the last batch is
 // half max_age old; otherwise it sleeps, so an idle job costs nothing. A batch stats the paths
 // of the streams' next `ahead` positions (Hooks::upcoming; more after a signpost's wait,
-// below) whose record is missing or older than max_age / 2.
-// Memory: at most `capacity` records (the oldest are dropped first).
+// below, up to max_reach) whose record is missing or older than max_age / 2.
+// Memory: at most `capacity` records (the oldest are dropped first), about 250 bytes each.
 //
 // Freshness (fs/fresh/revalidate.h), unless the dataset is declared immutable: with `check_all`,
 // paths in directories not watched are statted too (recorded, never answered by Recent), and
@@ -59,7 +59,7 @@
 // readers (as many as kSpares, interleaved) wait at the next file they reach: no reader passes
 // the statted stretch while a batch is late.
 // Since such readers read faster than a stretch is statted, each wait also doubles the
-// positions the next batches ask Hooks::upcoming for (at most capacity / 2; a batch of the
+// positions the next batches ask Hooks::upcoming for (at most max_reach; a batch of the
 // idle refresh halves them again, down to `ahead`), so that readers at page-cache speed soon
 // wait no more: the stats are the same, made further ahead. A post costs the reader one round
 // trip; about one position in 32 has one (Prefetcher::kPostsPerStretch), and the spares only
@@ -105,9 +105,13 @@ struct Signpost {
 };
 
 struct StatAheadOptions {
-  uint32_t ahead = 256;                       // positions of each stream statted ahead
-  std::chrono::milliseconds max_age{1'000};   // oldest stat Recent answers with
-  size_t capacity = 4096;                     // records kept at most
+  uint32_t ahead = 256;                      // positions of each stream statted ahead
+  uint32_t max_reach = 2048;                 // positions a batch asks for at most (>= ahead)
+  std::chrono::milliseconds max_age{1'000};  // oldest stat Recent answers with
+  // Records kept at most. Kept past their stretch, a record serves every read of its file
+  // until it is max_age / 2 old: a dataset read in less than that per epoch is statted once
+  // for several epochs, not once per read.
+  size_t capacity = 32768;
   bool check_all = false;                     // stat paths of directories not watched too
   std::chrono::milliseconds idle_refresh{0};  // a batch at least this often; 0: only on reads
 };

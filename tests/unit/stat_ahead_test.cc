@@ -76,6 +76,7 @@ class StatAheadTest : public ::testing::Test {
     h.quiet = [this] { return quiet_.load(); };
     StatAheadOptions o;
     o.ahead = 4;
+    o.max_reach = max_reach_;
     o.max_age = max_age;
     if (fresh) {  // as ClairFs sets it unless fuse.immutable
       o.check_all = true;
@@ -112,6 +113,7 @@ class StatAheadTest : public ::testing::Test {
   std::function<void()> during_batch_;
   // Signposts: what upcoming offers, the files the "kernel" holds, what was posted and sighted.
   bool signposts_ = false;
+  uint32_t max_reach_ = 2048;  // StatAheadOptions::max_reach
   std::vector<Signpost> posts_;
   std::set<std::string> held_;
   std::map<std::string, int> posted_;
@@ -333,7 +335,7 @@ TEST_F(StatAheadTest, APostIsArmedBeforeTheKernelIsTold) {
 }
 
 // A reader that waits at a post reads faster than stretches are statted: the batches after it
-// ask for twice the positions (at most capacity / 2); batches of the idle refresh halve them
+// ask for twice the positions (at most max_reach); batches of the idle refresh halve them
 // again, down to `ahead`.
 TEST_F(StatAheadTest, AWaitAtASignpostLengthensTheStretchUntilTheReadersPause) {
   signposts_ = true;
@@ -357,6 +359,31 @@ TEST_F(StatAheadTest, AWaitAtASignpostLengthensTheStretchUntilTheReadersPause) {
   EXPECT_EQ(last_asked(), 16u);
   // Nothing reached any more: the idle refresh halves it back to 4.
   ASSERT_TRUE(testing::WaitFor([&] { return last_asked() == 4u; }, 10s)) << last_asked();
+}
+
+// The stretch grows no further than max_reach: a longer one would be statted before readers
+// at these rates reach it, and its stats would age out unused.
+TEST_F(StatAheadTest, TheStretchGrowsNoFurtherThanMaxReach) {
+  signposts_ = true;
+  max_reach_ = 8;
+  posts_ = {Signpost{"w/a", 1, 5, true}};
+  held_ = {"w/a", "w/b"};
+  Start(60s, true);
+  AwaitBatch();
+  const auto last_asked = [&] {
+    std::lock_guard lock(mu_);
+    return asked_.back();
+  };
+  EXPECT_EQ(last_asked(), 4u);
+  {
+    std::lock_guard lock(mu_);
+    posts_ = {Signpost{"w/b", 1, 9, true}};
+  }
+  ASSERT_TRUE(ahead_->Reached("w/a"));
+  EXPECT_EQ(last_asked(), 8u);
+  ASSERT_TRUE(testing::WaitFor([&] { return ahead_->Armed(); }, 10s));
+  ASSERT_TRUE(ahead_->Reached("w/b"));
+  EXPECT_EQ(last_asked(), 8u);
 }
 
 // A reader waiting at a post in the last quarter arms that stretch's spares past it (its
