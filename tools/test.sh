@@ -75,7 +75,7 @@ stage 5 "tsan: tests" meson test -C build-tsan --print-errorlogs --num-processes
 /usr/bin/python3 - build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
   build-tsan/meson-logs/testlog.json <<'PY'
 # Counts test cases, not executables: gtest's per-case lines and the summary line of the fs
-# python and slurm runners ("fs: N passed, N failed, N skipped"), the fault matrix's rows ("faults: N
+# python and slurm runners (the last one: the fs runner prints its two processes' first) ("fs: N passed, N failed, N skipped"), the fault matrix's rows ("faults: N
 # passed, N failed, N expected to fail": an expected failure counts as skipped).
 import json, re, sys
 passed = failed = skipped = 0
@@ -89,8 +89,10 @@ for path in sys.argv[1:]:
     for line in lines:
         t = json.loads(line)
         out = t.get("stdout", "") + t.get("stderr", "")
-        summary = re.search(r"^(?:fs|mpi|python|faults|slurm): (\d+) passed, (\d+) failed, (\d+) "
-                            r"(?:skipped|expected to fail)$", out, re.M)
+        # The last such line: the fs runner prints each of its processes' counts, then the sum.
+        summary = ([None] + list(re.finditer(
+            r"^(?:fs|mpi|python|faults|slurm): (\d+) passed, (\d+) failed, (\d+) "
+            r"(?:skipped|expected to fail)$", out, re.M)))[-1]
         ok = len(re.findall(r"^\[       OK \] ", out, re.M))
         bad = len(re.findall(r"^\[  FAILED  \] \S+ \(", out, re.M))
         if summary:

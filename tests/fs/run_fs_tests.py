@@ -6,10 +6,19 @@ Usage: CLAIRFS_BIN=/abs/build/daemon/clairfs python3 tests/fs/run_fs_tests.py [F
 FILTERs select tests like unittest's -k (substring of module.Class.method, or a glob).
 Exit status: 0 all passed, 1 a failure, 77 skipped (no usable /dev/fuse or fusermount3, or
 every selected test skipped itself).
+
+Without FILTERs the modules run in two processes at once (CLAIRFS_FS_JOBS=1: one): most of a
+real-mount test's time is waiting on mounts, daemons and deadlines. The modules that change
+or assert what the whole machine's page cache or memory cgroups hold (SHARED_STATE) all run in
+the first process, one after the other; every other module in the second. Each process's
+output is printed whole once both ended, then the sum of their counts.
 """
 import os
+import re
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -22,6 +31,12 @@ import harness  # noqa: E402
 
 # Every test_*.py beside this file, so that a new module cannot be forgotten.
 MODULES = sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("test_") and f.endswith(".py"))
+
+# Modules that drop the page cache (drop_caches), use memory cgroups, or assert that the page
+# cache answers reads (a drop made by another module at the same time would fail them): never
+# run beside each other.
+SHARED_STATE = {"test_cgroup_memory", "test_fresh_epoch", "test_job_streams", "test_no_open",
+                "test_rewrite", "test_signals", "test_warnings"}
 
 
 def skip_reason():
@@ -54,9 +69,46 @@ class LogPrintingResult(unittest.TextTestResult):
             self.stream.flush()
 
 
-def main(argv, modules=None, label="fs"):
-    """Runs modules (default MODULES), prints "<label>: N passed, N failed, N skipped"."""
+def run_split(modules, label):
+    """Runs modules in two child processes (SHARED_STATE in the first), prints each one's
+    output and the summed "<label>: N passed, N failed, N skipped"; returns the exit status."""
+    shards = [[m for m in modules if m in SHARED_STATE],
+              [m for m in modules if m not in SHARED_STATE]]
+    shards = [shard for shard in shards if shard]
+    env = dict(os.environ, CLAIRFS_FS_JOBS="1")
+    start = time.monotonic()
+    children = []
+    for i, shard in enumerate(shards):
+        out = tempfile.TemporaryFile(mode="w+")
+        cmd = [sys.executable, os.path.abspath(__file__), "--modules", ",".join(shard)]
+        children.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), out))
+    statuses, counts = [], [0, 0, 0]
+    for i, (child, out) in enumerate(children):
+        statuses.append(child.wait())
+        out.seek(0)
+        text = out.read()
+        print(f"===== {label} process {i + 1} of {len(children)}: {', '.join(shards[i])}")
+        print(text, end="" if text.endswith("\n") else "\n")
+        m = re.search(rf"^{label}: (\d+) passed, (\d+) failed, (\d+) skipped$", text, re.M)
+        if m:
+            counts = [a + int(b) for a, b in zip(counts, m.groups())]
+        elif statuses[-1] != 77:
+            counts[1] += 1  # ended before its count: a crash or a refusal, printed above
+    print(f"{label} suite: {time.monotonic() - start:.1f}s (two processes)")
+    print(f"{label}: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped")
+    if any(s not in (0, 77) for s in statuses) or counts[1]:
+        return 1
+    return 77 if all(s == 77 for s in statuses) else 0
+
+
+def main(argv, modules=None, label="fs", split=True):
+    """Runs modules (default MODULES), prints "<label>: N passed, N failed, N skipped".
+    split: without FILTERs, in two processes (run_split)."""
     modules = modules or MODULES
+    if argv[:1] == ["--modules"]:  # one process of run_split
+        modules, argv = [m for m in argv[1].split(",") if m], argv[2:]
+    elif split and not argv and os.environ.get("CLAIRFS_FS_JOBS", "2") != "1":
+        return run_split(modules, label)
     reason = skip_reason()
     if reason:
         print(f"SKIP: {reason}")
