@@ -101,9 +101,10 @@ def run_split(modules, label):
     return 77 if all(s == 77 for s in statuses) else 0
 
 
-def main(argv, modules=None, label="fs", split=True):
+def main(argv, modules=None, label="fs", split=False):
     """Runs modules (default MODULES), prints "<label>: N passed, N failed, N skipped".
-    split: without FILTERs, in two processes (run_split)."""
+    split (this file's own suite): without FILTERs, in two processes (run_split), each one
+    this script again."""
     modules = modules or MODULES
     if argv[:1] == ["--modules"]:  # one process of run_split
         modules, argv = [m for m in argv[1].split(",") if m], argv[2:]
@@ -147,4 +148,4 @@ def main(argv, modules=None, label="fs", split=True):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], split=True))

@@ -39,4 +39,4 @@ MODULES = ["test_control", "test_cli", "test_serve_metrics", "test_cache_admin",
            "test_loaders", "test_batch_client"]
 
 if __name__ == "__main__":
-    sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="python", split=False))
+    sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="python"))

@@ -6,7 +6,8 @@ pages dropped (drop_caches 1: root), the daemon started over it with a RAM tier 
 of it, a 2-epoch plan registered, the RAM tier filled, epoch 1 read through the mount in plan
 order (every page of the mount's files then in the page cache, as after any warm epoch). Then
 counted, over the dataset's bytes:
-  daemon   the daemon's resident memory grown since it was mounted (the RAM tier, its index)
+  daemon   the daemon's resident memory grown since it was mounted (the RAM tier, its index;
+           not the batch clients' buffers it maps: rss below)
   mount    the page cache of the mount's files (fincore)
   backing  the page cache of the dataset's own files (fincore): what the daemon's reads left
   copies   their sum
@@ -67,11 +68,18 @@ def cached_bytes(paths):
 
 
 def rss(pid):
+    """The daemon's own resident memory: anonymous and file pages (RssAnon + RssFile). Not its
+    shared memory (RssShmem): that is the batch clients' buffers, mapped while a client is
+    connected (their own memory, counted once, by the client; a client that just ended may
+    still be mapped for a moment)."""
+    fields = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
+            key, _, value = line.partition(":")
+            fields[key] = value
+    if "RssAnon" not in fields or "RssFile" not in fields:
+        raise RuntimeError("no RssAnon/RssFile")
+    return sum(int(fields[k].split()[0]) * 1024 for k in ("RssAnon", "RssFile"))
 
 
 def is_mounted(mnt):
