@@ -11,7 +11,8 @@ Without FILTERs the modules run in two processes at once (CLAIRFS_FS_JOBS=1: one
 real-mount test's time is waiting on mounts, daemons and deadlines. The modules that change
 or assert what the whole machine's page cache or memory cgroups hold (SHARED_STATE) all run in
 the first process, one after the other; every other module in the second. Each process's
-output is printed whole once both ended, then the sum of their counts.
+output is printed whole once both ended, then the sum of their counts. The Python suite
+(tests/python/run_python_tests.py) runs the same way.
 """
 import os
 import re
@@ -69,18 +70,19 @@ class LogPrintingResult(unittest.TextTestResult):
             self.stream.flush()
 
 
-def run_split(modules, label):
-    """Runs modules in two child processes (SHARED_STATE in the first), prints each one's
-    output and the summed "<label>: N passed, N failed, N skipped"; returns the exit status."""
-    shards = [[m for m in modules if m in SHARED_STATE],
-              [m for m in modules if m not in SHARED_STATE]]
+def run_split(modules, label, shared):
+    """Runs modules in two child processes (those in shared in the first), each one the
+    running script again (sys.argv[0], with --modules), prints each one's output and the
+    summed "<label>: N passed, N failed, N skipped"; returns the exit status."""
+    shards = [[m for m in modules if m in shared],
+              [m for m in modules if m not in shared]]
     shards = [shard for shard in shards if shard]
     env = dict(os.environ, CLAIRFS_FS_JOBS="1")
     start = time.monotonic()
     children = []
     for i, shard in enumerate(shards):
         out = tempfile.TemporaryFile(mode="w+")
-        cmd = [sys.executable, os.path.abspath(__file__), "--modules", ",".join(shard)]
+        cmd = [sys.executable, os.path.abspath(sys.argv[0]), "--modules", ",".join(shard)]
         children.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), out))
     statuses, counts = [], [0, 0, 0]
     for i, (child, out) in enumerate(children):
@@ -101,15 +103,15 @@ def run_split(modules, label):
     return 77 if all(s == 77 for s in statuses) else 0
 
 
-def main(argv, modules=None, label="fs", split=False):
+def main(argv, modules=None, label="fs", split=False, shared=SHARED_STATE):
     """Runs modules (default MODULES), prints "<label>: N passed, N failed, N skipped".
-    split (this file's own suite): without FILTERs, in two processes (run_split), each one
-    this script again."""
+    split: without FILTERs, in two processes (run_split), the modules in shared in the
+    first."""
     modules = modules or MODULES
     if argv[:1] == ["--modules"]:  # one process of run_split
         modules, argv = [m for m in argv[1].split(",") if m], argv[2:]
     elif split and not argv and os.environ.get("CLAIRFS_FS_JOBS", "2") != "1":
-        return run_split(modules, label)
+        return run_split(modules, label, shared)
     reason = skip_reason()
     if reason:
         print(f"SKIP: {reason}")

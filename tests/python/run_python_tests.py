@@ -38,5 +38,11 @@ MODULES = ["test_control", "test_cli", "test_serve_metrics", "test_cache_admin",
            "test_streams", "test_resume", "test_packaging", "test_imports", "test_predict",
            "test_loaders", "test_batch_client"]
 
+# Modules that assert what the page cache holds (run_fs_tests.SHARED_STATE): one after the
+# other, in the first of the suite's two processes. test_packaging (two venvs and pip
+# installs, about 30 s) goes there too, so that both processes take about as long.
+SHARED_STATE = {"test_predict", "test_serve_metrics", "test_torch", "test_packaging"}
+
 if __name__ == "__main__":
-    sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="python"))
+    sys.exit(run_fs_tests.main(sys.argv[1:], modules=MODULES, label="python", split=True,
+                               shared=SHARED_STATE))
