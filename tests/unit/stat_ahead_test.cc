@@ -92,6 +92,32 @@ class StatAheadTest : public ::testing::Test {
     ahead_ = std::make_unique<StatAhead>(*backing_, h, o, counters_);
     ahead_->Start();
   }
+  // What the last batch asked Hooks::upcoming for.
+  uint32_t LastAsked() {
+    std::lock_guard lock(mu_);
+    return asked_.back();
+  }
+  // Starts with signposts: a first batch, then a reader at a post in the last quarter of its
+  // stretch (w/a), then at the next batch's (w/b). What upcoming was asked for after each.
+  std::vector<uint32_t> ReachTwoLastPosts(std::chrono::milliseconds max_age) {
+    signposts_ = true;
+    posts_ = {Signpost{"w/a", 1, 5, true}};
+    held_ = {"w/a", "w/b"};
+    Start(max_age, true);
+    std::vector<uint32_t> asked;
+    AwaitBatch();
+    asked.push_back(LastAsked());
+    {
+      std::lock_guard lock(mu_);
+      posts_ = {Signpost{"w/b", 1, 9, true}};
+    }
+    EXPECT_TRUE(ahead_->Reached("w/a"));  // waits for a batch begun after it
+    asked.push_back(LastAsked());
+    EXPECT_TRUE(testing::WaitFor([&] { return ahead_->Armed(); }, 10s));
+    EXPECT_TRUE(ahead_->Reached("w/b"));
+    asked.push_back(LastAsked());
+    return asked;
+  }
   // Wakes the thread (a read consumed a position) and waits for its batch to land.
   void AwaitBatch() {
     const uint64_t batches = counters_.batches.load();
@@ -338,52 +364,17 @@ TEST_F(StatAheadTest, APostIsArmedBeforeTheKernelIsTold) {
 // ask for twice the positions (at most max_reach); batches of the idle refresh halve them
 // again, down to `ahead`.
 TEST_F(StatAheadTest, AWaitAtASignpostLengthensTheStretchUntilTheReadersPause) {
-  signposts_ = true;
-  posts_ = {Signpost{"w/a", 1, 5, true}};
-  held_ = {"w/a", "w/b"};
-  Start(1s, true);  // ahead 4, capacity 4096; an idle refresh every second
-  AwaitBatch();
-  const auto last_asked = [&] {
-    std::lock_guard lock(mu_);
-    return asked_.back();
-  };
-  EXPECT_EQ(last_asked(), 4u);
-  {
-    std::lock_guard lock(mu_);
-    posts_ = {Signpost{"w/b", 1, 9, true}};
-  }
-  ASSERT_TRUE(ahead_->Reached("w/a"));  // waits for a batch begun after it: asked for 8
-  EXPECT_EQ(last_asked(), 8u);
-  ASSERT_TRUE(testing::WaitFor([&] { return ahead_->Armed(); }, 10s));
-  ASSERT_TRUE(ahead_->Reached("w/b"));
-  EXPECT_EQ(last_asked(), 16u);
+  // ahead 4, max_reach 2048; an idle refresh every second
+  EXPECT_EQ(ReachTwoLastPosts(1s), (std::vector<uint32_t>{4, 8, 16}));
   // Nothing reached any more: the idle refresh halves it back to 4.
-  ASSERT_TRUE(testing::WaitFor([&] { return last_asked() == 4u; }, 10s)) << last_asked();
+  ASSERT_TRUE(testing::WaitFor([&] { return LastAsked() == 4u; }, 10s)) << LastAsked();
 }
 
 // The stretch grows no further than max_reach: a longer one would be statted before readers
 // at these rates reach it, and its stats would age out unused.
 TEST_F(StatAheadTest, TheStretchGrowsNoFurtherThanMaxReach) {
-  signposts_ = true;
   max_reach_ = 8;
-  posts_ = {Signpost{"w/a", 1, 5, true}};
-  held_ = {"w/a", "w/b"};
-  Start(60s, true);
-  AwaitBatch();
-  const auto last_asked = [&] {
-    std::lock_guard lock(mu_);
-    return asked_.back();
-  };
-  EXPECT_EQ(last_asked(), 4u);
-  {
-    std::lock_guard lock(mu_);
-    posts_ = {Signpost{"w/b", 1, 9, true}};
-  }
-  ASSERT_TRUE(ahead_->Reached("w/a"));
-  EXPECT_EQ(last_asked(), 8u);
-  ASSERT_TRUE(testing::WaitFor([&] { return ahead_->Armed(); }, 10s));
-  ASSERT_TRUE(ahead_->Reached("w/b"));
-  EXPECT_EQ(last_asked(), 8u);
+  EXPECT_EQ(ReachTwoLastPosts(60s), (std::vector<uint32_t>{4, 8, 8}));
 }
 
 // A reader waiting at a post in the last quarter arms that stretch's spares past it (its
