@@ -33,11 +33,12 @@ import harness  # noqa: E402
 # Every test_*.py beside this file, so that a new module cannot be forgotten.
 MODULES = sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("test_") and f.endswith(".py"))
 
-# Modules that drop the page cache (drop_caches), use memory cgroups, or assert that the page
-# cache answers reads (a drop made by another module at the same time would fail them): never
-# run beside each other.
-SHARED_STATE = {"test_cgroup_memory", "test_fresh_epoch", "test_job_streams", "test_no_open",
-                "test_rewrite", "test_signals", "test_warnings"}
+# Modules that drop the page cache (drop_caches), use memory cgroups, or assert that the kernel
+# holds names, attributes or pages (a drop made by another module at the same time would fail
+# them: test_freshness counts what the sweep told the kernel to forget, and a drop_caches beside
+# it made the kernel forget first): never run beside each other.
+SHARED_STATE = {"test_cgroup_memory", "test_fresh_epoch", "test_freshness", "test_job_streams",
+                "test_no_open", "test_rewrite", "test_signals", "test_warnings"}
 
 
 def skip_reason():
