@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -26,6 +28,26 @@ void LogLine(LogLevel level, std::string_view text);
 
 // Writes out what the default logger has buffered (before the process ends or hands over).
 void LogFlush();
+
+// The lowest level the default logger writes from now on (a test silences the warnings it
+// provokes by the thousand).
+void SetLogLevel(LogLevel level);
+
+// While it lives, the default logger's lines go to a buffer of its own instead (a test that
+// checks what was logged); its destructor puts the previous logger back. One at a time.
+class LogCapture {
+ public:
+  LogCapture();
+  ~LogCapture();
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  // Every line written so far, each ending in a newline.
+  std::string Text() const;
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
 
 template <typename... Args>
 void Log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {

@@ -1,8 +1,6 @@
 // The peer tier without MPI: protocol encodings, cluster placement, and whole nodes
 // (MemBacking + RamTier + Prefetcher + ClusterNode) talking over a LoopbackNetwork.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cache/base/log.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
 #include "cluster/cluster_node.h"
@@ -355,11 +354,7 @@ TEST_F(ClusterTest, DamagedRepliesAreNeverServed) {
 TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
   for (const uint16_t other : {uint16_t{kProtocolVersion + 1}, uint16_t{0}}) {
     SCOPED_TRACE(other);
-    std::ostringstream log;
-    auto logger = std::make_shared<spdlog::logger>(
-        "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
-    auto previous = spdlog::default_logger();
-    spdlog::set_default_logger(logger);
+    const LogCapture log;
     PeerOptions po;
     po.plan_timeout = 5s;  // rank 1 never counts as registered: placement must not wait for it
     po.peer_timeout = 200ms;
@@ -386,8 +381,7 @@ TEST_F(ClusterTest, APeerOfAnotherProtocolVersionIsRefusedAndTreatedAsDown) {
     EXPECT_NE(info.find("\"unreachable\":[1]"), std::string::npos) << info;
     EXPECT_NE(info.find("\"placed_with\":[0]"), std::string::npos) << info;
     nodes_.clear();
-    spdlog::set_default_logger(previous);
-    const std::string text = log.str();
+    const std::string text = log.Text();
     const std::string want =
         other == 0 ? "peer rank 1 refused: its messages lack the clairfs protocol magic"
                    : "peer rank 1 refused: it speaks clairfs peer protocol version " +
@@ -523,11 +517,7 @@ TEST_F(ClusterTest, WhenARankLeavesOrComesBackOnlyTheObjectsThatMoveTravel) {
 }
 
 TEST_F(ClusterTest, AMalformedPartIsRefusedAndItsRankLeftUnplaced) {
-  std::ostringstream log;
-  auto logger = std::make_shared<spdlog::logger>(
-      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
-  auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(logger);
+  const LogCapture log;
   PeerOptions po;
   po.plan_timeout = 300ms;
   net_ = std::make_unique<LoopbackNetwork>(2);
@@ -550,8 +540,7 @@ TEST_F(ClusterTest, AMalformedPartIsRefusedAndItsRankLeftUnplaced) {
   EXPECT_NE(info.find("\"placed_with\":[0]"), std::string::npos) << info;
   EXPECT_NE(info.find("\"registered\":[0]"), std::string::npos) << info;
   nodes_.clear();
-  spdlog::set_default_logger(previous);
-  const std::string text = log.str();
+  const std::string text = log.Text();
   const std::string want = "peer rank 1: plan part refused: trailing bytes";
   const std::string want2 = "peer rank 1: plan part refused: truncated";
   const size_t at = text.find(want) != std::string::npos ? text.find(want) : text.find(want2);

@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 #include <malloc.h>
-#include <spdlog/spdlog.h>
 
 #include <optional>
 #include <random>
 
+#include "cache/base/log.h"
 #include "cache/plan/merge.h"
 #include "cache/plan/plan.h"
 #include "cache/prefetch/prefetcher.h"
@@ -436,7 +436,7 @@ TEST(CompactManifest, InputPicksTheFormByItsFirstByte) {
 // Through Registrar as the FUSE handlers drive it: a compact manifest written in pieces is
 // validated at close() and installed at release; a broken one changes nothing.
 TEST_F(CompactTest, RegistrarInstallsACompactManifest) {
-  spdlog::set_level(spdlog::level::err);
+  SetLogLevel(LogLevel::kError);
   RamTier ram("ram", 1 << 20);
   PrefetchOptions o;
   o.staging_capacity = 1 << 20;

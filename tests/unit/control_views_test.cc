@@ -2,7 +2,6 @@
 // the whitelist does not name (a new one too) is hidden, and no path, stream name or byte size
 // of a file reaches it; the full view is unchanged.
 #include <gtest/gtest.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <set>
@@ -11,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/base/log.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
 #include "control/counts_view.h"
@@ -176,7 +176,7 @@ class ControlViewsThroughTheRegistrar : public ::testing::Test {
  protected:
   static constexpr uint64_t kSecretSize = 123457;
   ControlViewsThroughTheRegistrar() {
-    spdlog::set_level(spdlog::level::err);
+    SetLogLevel(LogLevel::kError);
     backing_.AddFile("secretdir/hidden_name.bin", std::string(kSecretSize, 'x'));
     o_.staging_capacity = 1 << 20;
   }

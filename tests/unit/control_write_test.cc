@@ -3,7 +3,6 @@
 // later write and the close() fail too, and the active plan stays. Never a text that close()
 // would accept.
 #include <gtest/gtest.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <set>
@@ -11,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/base/log.h"
 #include "cache/manifest/compact_manifest.h"
 #include "cache/prefetch/prefetcher.h"
 #include "cache/tiers/ram_tier.h"
@@ -24,7 +24,7 @@ class ControlWrite : public ::testing::Test {
  protected:
   ControlWrite() : ControlWrite(64) {}
   explicit ControlWrite(uint32_t max_streams) : o_(Options(max_streams)) {
-    spdlog::set_level(spdlog::level::err);
+    SetLogLevel(LogLevel::kError);
     backing_.AddFile("a", "contents of a");
     backing_.AddDir("b");
     backing_.AddFile("b/c", "contents of b/c");

@@ -4,7 +4,6 @@
 // over the same node map, sharing no code with cache/). Fixed seeds (CLAIRFS_FUZZ_SEED replays
 // another), a bounded time (fuzz_budget.h).
 #include <gtest/gtest.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -12,6 +11,7 @@
 #include <optional>
 #include <random>
 
+#include "cache/base/log.h"
 #include "cache/manifest/compact_manifest.h"
 #include "cache/plan/merge.h"
 #include "cache/plan/plan.h"
@@ -240,7 +240,7 @@ uint64_t FirstReportedLine(const std::string& report) {
 class ManifestFuzz : public ::testing::Test {
  protected:
   ManifestFuzz() : tree_(Tree()) {
-    spdlog::set_level(spdlog::level::err);  // every rejection is logged: 20,000 warnings
+    SetLogLevel(LogLevel::kError);  // every rejection is logged: 20,000 warnings
     for (const auto& [path, node] : tree_) {
       if (path.empty()) continue;
       switch (node.kind) {
