@@ -67,7 +67,10 @@ stage 1 "release: build and tests" meson test -C build --print-errorlogs --num-p
 wait "$builds_pid" || status=1
 echo "==== the sanitizer builds (run in the background) ===="
 cat "$LOGS/builds"
-stage 3 "asan+ubsan: tests" meson test -C build-asan --print-errorlogs --num-processes 2 || status=1
+# The real-mount, Python and unit suites: the benchmark and lint suites check nothing more with
+# an instrumented daemon (the benchmark programs are not even built there: tools/bench/meson.build).
+stage 3 "asan+ubsan: tests" meson test -C build-asan --print-errorlogs --num-processes 2 \
+  --suite unit --suite fs --suite python || status=1
 # TSAN_OPTIONS (the suppressions of tests/tsan.supp) is set per test by tests/meson.build.
 stage 5 "tsan: tests" meson test -C build-tsan --print-errorlogs --num-processes 2 \
   --suite unit --suite fs || status=1
