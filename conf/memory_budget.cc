@@ -10,8 +10,9 @@ constexpr uint64_t kMiB = 1ull << 20;
 // Code, libraries, thread stacks touched, FUSE request buffers (libfuse keeps one of about
 // 1 MiB per worker), allocator slack, freed file-data mappings kept for reuse (at most 16 MiB:
 // cache/base/blob_memory.h), a plan of a few hundred thousand entries (about 60 bytes each:
-// docs/benchmarks.md) and the stats made ahead (at most 32,768 records of about 250 bytes:
-// cache/backing/stat_ahead.h). Measured: docs/reliability.md, "Memory limits".
+// docs/benchmarks.md) and the stats made ahead (at most 32,768 records of about 250 bytes, and
+// a 4-byte stamp per planned object: cache/backing/stat_ahead.h). Measured: docs/reliability.md,
+// "Memory limits".
 constexpr uint64_t kFixed = 56 * kMiB;
 // Per SSD tier: RocksDB's two 16 MiB memtables of file data (cache/tiers/ssd_format.cc), its block
 // cache and the index of records.

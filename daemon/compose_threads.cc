@@ -37,9 +37,8 @@ void DaemonParts::StartFreshness() {
   Prefetcher& prefetcher = *prefetcher_;
   if (options.stat_ahead > 0 && (options.watch_backing || fresh)) {
     StatAhead::Hooks ah;
-    ah.upcoming = [&prefetcher](uint32_t n, std::vector<std::string>* paths,
-                                std::vector<Signpost>* posts) {
-      prefetcher.Upcoming(n, paths, posts);
+    ah.upcoming = [&prefetcher](const UpcomingQuery& query, UpcomingFiles* files) {
+      prefetcher.Upcoming(query, files);
     };
     ah.watched = [this](const std::string& dir) { return watch_ && watch_->Watched(dir); };
     ah.quiet = [this] { return watch_ && watch_->Quiet(); };

@@ -23,7 +23,8 @@ StatAhead::StatAhead(const Backing& backing, Hooks hooks, StatAheadOptions optio
       hooks_(std::move(hooks)),
       options_(options),
       counters_(counters),
-      reach_(options.ahead) {}
+      reach_(options.ahead),
+      seen_base_(Clock::now()) {}
 
 StatAhead::~StatAhead() { Stop(); }
 
@@ -214,17 +215,42 @@ void StatAhead::Batch() {
   const auto begin = Clock::now();
   uint64_t forgets;  // a change reported from here on drops the batch's records
   uint64_t number;
+  uint64_t evictions;
   {
     std::lock_guard lock(mu_);
     forgets = forgets_;
+    evictions = evictions_;
     number = ++batches_begun_;
   }
-  std::vector<std::string> upcoming;
-  std::vector<Signpost> posts;
-  hooks_.upcoming(reach_.load(std::memory_order_relaxed), &upcoming,
-                  hooks_.post ? &posts : nullptr);
+  // What seen_ vouches for holds only while the records are there.
+  if (forgets != seen_forgets_ || evictions != seen_evictions_) {
+    seen_.clear();
+    seen_forgets_ = forgets;
+    seen_evictions_ = evictions;
+  }
+  if (begin - seen_base_ > std::chrono::hours(24 * 200)) {  // stamps wrap after 497 days
+    seen_.clear();
+    seen_base_ = begin;
+  }
+  // A file recorded by a batch begun less than max_age / 2 ago needs no stat yet (as below).
+  const Clock::time_point young = begin - options_.max_age / 2;
+  UpcomingQuery query;
+  query.ahead = reach_.load(std::memory_order_relaxed);
+  query.posts = static_cast<bool>(hooks_.post);
+  query.skip = [&](uint64_t plan, uint32_t id) {
+    return plan == seen_plan_ && id < seen_.size() && StampedAfter(seen_[id], young);
+  };
+  UpcomingFiles next;
+  hooks_.upcoming(query, &next);
+  if (next.plan != seen_plan_) {  // object ids of another plan: other files
+    seen_.clear();
+    seen_plan_ = next.plan;
+  }
+  std::vector<std::string>& upcoming = next.paths;
+  std::vector<Signpost>& posts = next.posts;
   // The directories they lie in, each once (a lookup checks its parent's identity): after the
-  // files, so that files[0, files) are the planned positions.
+  // files, so that files[0, files) are the planned positions. A directory whose files were
+  // all skipped was statted (or found young) by the batches that recorded them.
   const size_t files = upcoming.size();
   {
     std::unordered_map<std::string_view, bool> dirs;  // views into upcoming's files
@@ -255,8 +281,10 @@ void StatAhead::Batch() {
   // is statted twice.
   std::vector<std::string> paths;
   std::vector<bool> vouched;
-  std::vector<bool> is_file;  // a planned position's path, not one of their directories
-  size_t covered = 0;         // upcoming paths with a usable record after this batch
+  std::vector<bool> is_file;    // a planned position's path, not one of their directories
+  std::vector<uint32_t> id_of;  // a file's object id in next.plan (kNoId: a directory)
+  constexpr uint32_t kNoId = UINT32_MAX;
+  size_t covered = next.skipped;  // upcoming paths with a usable record after this batch
   paths.reserve(upcoming.size());
   {
     std::lock_guard lock(mu_);
@@ -266,15 +294,20 @@ void StatAhead::Batch() {
       if (it != records_.end() && begin - it->second.at < options_.max_age / 2 &&
           (it->second.vouched || !w)) {
         covered += i < files && it->second.vouched;
+        // Recorded by an earlier batch (whose stamp was lost or never made): from now on
+        // skipped like the files this batch records.
+        if (i < files && it->second.vouched) See(next.ids, i, it->second.at);
         continue;
       }
       if (!w && !options_.check_all) continue;
       paths.push_back(std::move(upcoming[i]));
       vouched.push_back(w);
       is_file.push_back(i < files);
+      id_of.push_back(i < files && i < next.ids.size() ? next.ids[i] : kNoId);
     }
   }
   const bool statted = !paths.empty();
+  std::vector<uint32_t> seen_now;  // ids of the files recorded (vouched) by this batch
   if (statted) {
     std::vector<struct stat> st;
     std::vector<Status> status;
@@ -291,12 +324,16 @@ void StatAhead::Batch() {
           if (!S_ISREG(st[i].st_mode)) continue;
           Insert(paths[i], st[i], begin, vouched[i]);
           covered += vouched[i];
+          if (vouched[i] && id_of[i] != kNoId) seen_now.push_back(id_of[i]);
           counters_.stats.fetch_add(1, std::memory_order_relaxed);
         }
       }
     }
     if (hooks_.checked) hooks_.checked(paths, st, status);
   }
+  // Stamped after the records went in, and only when they did (no change reported meanwhile;
+  // an eviction by this batch's own inserts clears seen_ at the next).
+  for (const uint32_t id : seen_now) Mark(id, begin);
   // The stretch is statted and compared: its posts are armed (a post already armed is only
   // updated: the kernel still has no attributes of its file).
   std::vector<Signpost> fresh;
@@ -334,10 +371,33 @@ void StatAhead::Batch() {
   refresh_at_ns_.store(Ns(begin + options_.max_age / 2), std::memory_order_relaxed);
 }
 
+uint32_t StatAhead::Stamp(Clock::time_point t) const {
+  // Centiseconds from seen_base_, plus one: 0 is "none". Batch clears seen_ long before wrap.
+  const auto cs =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t - seen_base_).count() / 10;
+  return static_cast<uint32_t>(std::max<int64_t>(0, cs) + 1);
+}
+
+bool StatAhead::StampedAfter(uint32_t stamp, Clock::time_point after) const {
+  // stamp - 1 centiseconds from the base is at or before the batch's begin: later than
+  // `after` only if that floor is.
+  return stamp != 0 && seen_base_ + std::chrono::milliseconds(int64_t{stamp - 1} * 10) > after;
+}
+
+void StatAhead::Mark(uint32_t id, Clock::time_point at) {
+  if (id >= seen_.size()) seen_.resize(size_t{id} + 1, 0);
+  seen_[id] = Stamp(at);
+}
+
+void StatAhead::See(const std::vector<uint32_t>& ids, size_t i, Clock::time_point at) {
+  if (i < ids.size() && at >= seen_base_) Mark(ids[i], at);
+}
+
 void StatAhead::Insert(const std::string& path, const struct stat& st, Clock::time_point at,
                        bool vouched) {
   records_.insert_or_assign(path, Record{st, at, vouched});
   if (records_.size() <= options_.capacity) return;
+  ++evictions_;
   // Over capacity: the oldest go, down to three quarters of it, so that this sort of the
   // records' times runs once per capacity / 4 insertions.
   std::vector<std::pair<Clock::time_point, const std::string*>> by_age;

@@ -30,8 +30,14 @@
 // batch then stats about what was consumed since the last), or the last batch is
 // half max_age old; otherwise it sleeps, so an idle job costs nothing. A batch stats the paths
 // of the streams' next `ahead` positions (Hooks::upcoming; more after a signpost's wait,
-// below, up to max_reach) whose record is missing or older than max_age / 2.
-// Memory: at most `capacity` records (the oldest are dropped first), about 250 bytes each.
+// below, up to max_reach) whose record is missing or older than max_age / 2. A file recorded
+// (vouched) by a batch begun less than max_age / 2 ago is passed over by its plan's object id
+// (UpcomingQuery::skip, on the batch thread's own stamps: seen_), without a copy of its path
+// or a lookup of its record: a batch costs about the files it stats, not the stretch it
+// covers. A Forget, ForgetAll or a record dropped for room makes the next batch look at every
+// file again.
+// Memory: at most `capacity` records (the oldest are dropped first), about 250 bytes each,
+// and a 4-byte stamp per object of the plan.
 //
 // Freshness (fs/fresh/revalidate.h), unless the dataset is declared immutable: with `check_all`,
 // paths in directories not watched are statted too (recorded, never answered by Recent), and
@@ -104,6 +110,25 @@ struct Signpost {
   uint64_t after = 0;
 };
 
+// A batch's question to Hooks::upcoming (Prefetcher::Upcoming).
+struct UpcomingQuery {
+  uint32_t ahead = 0;  // positions, shared among the streams
+  bool posts = false;  // whether to pick signposts too
+  // Optional: true when the file of object `id` of the plan numbered `plan` was statted lately
+  // enough that this batch need not look at it (it is left out of the paths and counted in
+  // skipped). Called with the plan's lock held: cheap, and takes no lock.
+  std::function<bool(uint64_t plan, uint32_t id)> skip;
+};
+
+// Hooks::upcoming's answer.
+struct UpcomingFiles {
+  uint64_t plan = 0;               // the plan whose object ids `ids` are (0: none)
+  std::vector<std::string> paths;  // the file of each position neither done nor skipped
+  std::vector<uint32_t> ids;       // paths[i]'s object id in that plan
+  size_t skipped = 0;              // positions left out by skip
+  std::vector<Signpost> posts;     // with UpcomingQuery::posts (positions skipped or not)
+};
+
 struct StatAheadOptions {
   uint32_t ahead = 256;                      // positions of each stream statted ahead
   uint32_t max_reach = 2048;                 // positions a batch asks for at most (>= ahead)
@@ -119,12 +144,11 @@ struct StatAheadOptions {
 class StatAhead {
  public:
   struct Hooks {
-    // Appends to *paths the paths (dataset relative) of the files the plan reads at its
-    // streams' next `ahead` positions (shared among them: Prefetcher::Upcoming), and to *posts
-    // (when not null) the signposts among them. Called on StatAhead's thread.
-    std::function<void(uint32_t ahead, std::vector<std::string>* paths,
-                       std::vector<Signpost>* posts)>
-        upcoming;
+    // Fills *files with the paths (dataset relative) of the files the plan reads at its
+    // streams' next `ahead` positions (shared among them: Prefetcher::Upcoming) but those
+    // query.skip vouches for, and with the signposts among all of them when query.posts.
+    // Called on StatAhead's thread.
+    std::function<void(const UpcomingQuery& query, UpcomingFiles* files)> upcoming;
     // Whether every change made on this node to the names in directory dir ("" the root) is
     // reported to Forget from now on.
     std::function<bool(const std::string& dir)> watched;
@@ -190,6 +214,14 @@ class StatAhead {
   static constexpr size_t kMaxPosts = 4096;  // armed signposts kept at most
   void Loop();
   void Batch();
+  // The stamp of time t in seen_ (never 0), and whether a stamp is of a batch that began after
+  // `after` (rounded so that it never says so wrongly).
+  uint32_t Stamp(Clock::time_point t) const;
+  bool StampedAfter(uint32_t stamp, Clock::time_point after) const;
+  // seen_[id] = Stamp(at) (the batch thread only). See: the same for ids[i], if there is one
+  // and `at` is not before seen_base_ (a record older than the stamps' base is not marked).
+  void Mark(uint32_t id, Clock::time_point at);
+  void See(const std::vector<uint32_t>& ids, size_t i, Clock::time_point at);
   void Insert(const std::string& path, const struct stat& st, Clock::time_point at, bool vouched);
   // Arms posts whose path has none armed: each is in posts_ before Hooks::post drops its
   // file's attributes (so the reader that drop sends finds it), and is taken back out if the
@@ -221,6 +253,19 @@ class StatAhead {
   // The spares of each stream's last stretch (by serial), armed when a reader waits.
   std::unordered_map<uint64_t, std::vector<Signpost>> spares_;
   std::unordered_map<std::string, Record> records_;
+  uint64_t evictions_ = 0;  // Insert's drops for room: a record seen_ vouches for may be gone
+
+  // The batch thread's own, no lock: which planned files have a vouched record, so that a
+  // batch walks its stretch without looking up (and Hooks::upcoming without copying) the path
+  // of every position. seen_[id]: the Stamp of the batch that recorded object id's file of
+  // plan seen_plan_ (0: none). Cleared at a batch that finds a Forget, ForgetAll or eviction
+  // made since the last (their records may be gone), at a new plan, and before the stamps
+  // wrap. Four bytes per planned object.
+  uint64_t seen_plan_ = 0;
+  uint64_t seen_forgets_ = 0;
+  uint64_t seen_evictions_ = 0;
+  Clock::time_point seen_base_;  // stamps count centiseconds from here
+  std::vector<uint32_t> seen_;
   std::thread thread_;
 };
 

@@ -168,16 +168,17 @@ class Prefetcher {
     return tiers_.Get(key, version);
   }
 
-  // Appends to *paths the file of each position not done yet among each stream's stretch: its
-  // next `per` positions from per / 4 behind the furthest its readers are known to have reached
-  // (consumed, or sighted at a signpost; readers run a little out of order); per = ahead /
-  // streams, at least kMinUpcoming. posts (if given) gets signposts among them: in the second
-  // half of each stretch, the first position at or after each point of a grid of per /
-  // kPostsPerStretch whose file the stretch does not read at a position not done before it (so
-  // that a reader of that file is at that position); and, as spares, every other such position
-  // of the stretch's last quarter. Thread-safe (StatAhead::Hooks::upcoming).
-  void Upcoming(uint32_t ahead, std::vector<std::string>* paths,
-                std::vector<Signpost>* posts = nullptr) const;
+  // Fills *files (StatAhead::Hooks::upcoming) with the file of each position not done yet among
+  // each stream's stretch, but those query.skip vouches for (files->plan: a number of the
+  // active plan, its ids the plan's object ids): the stretch is the stream's next `per`
+  // positions from per / 4 behind the furthest its readers are known to have reached
+  // (consumed, or sighted at a signpost; readers run a little out of order); per =
+  // query.ahead / streams, at least kMinUpcoming. With query.posts, files->posts gets
+  // signposts among all of them: in the second half of each stretch, the first position at or
+  // after each point of a grid of per / kPostsPerStretch whose file the stretch does not read
+  // at a position not done before it (so that a reader of that file is at that position); and,
+  // as spares, every other such position of the stretch's last quarter. Thread-safe.
+  void Upcoming(const UpcomingQuery& query, UpcomingFiles* files) const;
   // A reader reached post (StatAhead::Reached) though the daemon may have seen none of the reads
   // before it: the stretch of its stream counts from there. Moves nothing staged, consumes
   // nothing. False, changing nothing, when the stream was replaced or is known to be past pos.

@@ -39,13 +39,14 @@ void Prefetcher::Watch(const ReadWatch::Read& read) {
   if (auto warning = watch_.Observe(read, Clock::now())) LogWarn("{}", *warning);
 }
 
-void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths,
-                          std::vector<Signpost>* posts) const {
+void Prefetcher::Upcoming(const UpcomingQuery& query, UpcomingFiles* files) const {
   std::lock_guard lock(mu_);
   if (!plan_ || hold_ || consumption_.empty()) return;
+  files->plan = generation_;  // bumped with every plan published
+  std::vector<Signpost>* posts = query.posts ? &files->posts : nullptr;
   // Shared by the streams: what matters is how long the stats last the readers, and n streams
   // each read about 1/n of the node's reads.
-  const uint32_t per = std::max<uint32_t>(kMinUpcoming, ahead / consumption_.size());
+  const uint32_t per = std::max<uint32_t>(kMinUpcoming, query.ahead / consumption_.size());
   const uint32_t grid = std::max<uint32_t>(1, per / kPostsPerStretch);
   std::unordered_set<std::string_view> before;  // files read at positions not done so far
   for (size_t s = 0; s < consumption_.size() && s < plan_->streams.size(); ++s) {
@@ -60,8 +61,14 @@ void Prefetcher::Upcoming(uint32_t ahead, std::vector<std::string>* paths,
     before.clear();
     for (uint64_t pos = from; pos < to; ++pos) {
       if (c.done(static_cast<uint32_t>(pos))) continue;
-      const std::string_view path = plan_->objects[seq[pos]].path();
-      paths->emplace_back(path);
+      const uint32_t id = seq[pos];
+      const std::string_view path = plan_->objects[id].path();
+      if (query.skip && query.skip(generation_, id)) {
+        ++files->skipped;
+      } else {
+        files->paths.emplace_back(path);
+        files->ids.push_back(id);
+      }
       // Posts (and the set of files read before them) only when asked for: this runs under mu_.
       if (!posts || !before.insert(path).second) continue;
       const bool last = pos + per / 4 >= to;

@@ -398,8 +398,8 @@ class LookupAheadTest : public DatasetCoreTest {
  protected:
   void StartAhead(std::chrono::milliseconds max_age = 60s) {
     StatAhead::Hooks h;
-    h.upcoming = [this](uint32_t, std::vector<std::string>* paths, std::vector<Signpost>*) {
-      paths->insert(paths->end(), planned_.begin(), planned_.end());
+    h.upcoming = [this](const UpcomingQuery&, UpcomingFiles* files) {  // no ids: none skipped
+      files->paths.insert(files->paths.end(), planned_.begin(), planned_.end());
     };
     h.watched = [](const std::string&) { return true; };
     h.quiet = [] { return true; };

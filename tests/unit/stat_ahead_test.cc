@@ -48,12 +48,21 @@ class StatAheadTest : public ::testing::Test {
 
   void Start(std::chrono::milliseconds max_age = 60s, bool fresh = false) {
     StatAhead::Hooks h;
-    h.upcoming = [this](uint32_t ahead, std::vector<std::string>* paths,
-                        std::vector<Signpost>* posts) {
+    h.upcoming = [this](const UpcomingQuery& query, UpcomingFiles* files) {
       std::lock_guard lock(mu_);
-      asked_.push_back(ahead);
-      paths->insert(paths->end(), upcoming_.begin(), upcoming_.end());
-      if (posts) posts->insert(posts->end(), posts_.begin(), posts_.end());
+      asked_.push_back(query.ahead);
+      // A "plan" of the paths in upcoming_, each one's object id its index.
+      files->plan = plan_;
+      for (uint32_t i = 0; i < upcoming_.size(); ++i) {
+        if (query.skip && query.skip(plan_, i)) {
+          ++files->skipped;
+          ++skips_;
+          continue;
+        }
+        files->paths.push_back(upcoming_[i]);
+        files->ids.push_back(i);
+      }
+      if (query.posts) files->posts.insert(files->posts.end(), posts_.begin(), posts_.end());
     };
     if (signposts_) {
       h.post = [this](const std::string& path) {
@@ -129,10 +138,28 @@ class StatAheadTest : public ::testing::Test {
     }
   }
 
+  // Reads until the thread makes a batch (Consumed wakes it after kMinReads reads at most),
+  // and waits for that batch to land (each stats w/missing at least, so each is counted).
+  void AwaitNextBatch() {
+    const uint64_t batches = counters_.batches.load();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (counters_.batches.load() == batches) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no batch";
+      ahead_->Consumed();
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  size_t Skips() {
+    std::lock_guard lock(mu_);
+    return skips_;
+  }
+
   testing::TempDir tmp_;
   std::unique_ptr<PosixBacking> backing_;
   std::mutex mu_;
   std::vector<std::string> upcoming_;
+  uint64_t plan_ = 1;  // bumped with upcoming_'s paths (object ids are indices into it)
+  size_t skips_ = 0;   // positions the batches' skip vouched for
   std::set<std::string> watched_;
   std::atomic<bool> quiet_{true};
   std::map<std::string, int> checked_;  // fresh: stats passed to Hooks::checked, per path
@@ -191,6 +218,50 @@ TEST_F(StatAheadTest, RecordsTheDirectoriesOfUpcomingPathsOnce) {
   ahead_->Forget("w/c");  // a name of w changed: so did w's own attributes
   EXPECT_FALSE(ahead_->Recent("w", &st, false));
   EXPECT_TRUE(ahead_->Recent("w/a", &st, false));
+}
+
+// A batch walks past the files it recorded less than max_age / 2 ago without looking them up
+// (Hooks::upcoming's skip, by object id); after a reported change, or for another plan, it
+// looks at every file again.
+TEST_F(StatAheadTest, RecordedFilesAreSkippedUntilAChangeOrAnotherPlan) {
+  Start();  // max_age 60 s: nothing ages here
+  AwaitBatch();
+  EXPECT_EQ(counters_.stats.load(), 2u);  // w/a, w/b
+  EXPECT_EQ(Skips(), 0u);
+  AwaitNextBatch();
+  EXPECT_EQ(Skips(), 2u);  // w/a and w/b: neither looked up nor statted
+  EXPECT_EQ(counters_.stats.load(), 2u);
+  struct stat st;
+  EXPECT_TRUE(ahead_->Recent("w/a", &st, false));
+  ahead_->Forget("w/a");
+  AwaitNextBatch();  // every file looked at again: w/a statted anew, w/b's record young
+  EXPECT_EQ(Skips(), 2u);
+  EXPECT_EQ(counters_.stats.load(), 3u);
+  EXPECT_TRUE(ahead_->Recent("w/a", &st, false));
+  AwaitNextBatch();
+  EXPECT_EQ(Skips(), 4u);  // both again, w/b by its record's time
+  {
+    std::lock_guard lock(mu_);
+    ++plan_;  // another plan: its ids name other files
+  }
+  AwaitNextBatch();
+  EXPECT_EQ(Skips(), 4u);
+  EXPECT_EQ(counters_.stats.load(), 3u);  // looked up: the records are young, no stat
+  AwaitNextBatch();
+  EXPECT_EQ(Skips(), 6u);
+}
+
+// A file recorded max_age / 2 ago or more is statted again, as without the skip.
+TEST_F(StatAheadTest, ASkippedFileIsStattedAgainOnceHalfMaxAgeOld) {
+  Start(200ms);
+  AwaitBatch();
+  EXPECT_EQ(counters_.stats.load(), 2u);
+  const auto recorded = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return std::chrono::steady_clock::now() - recorded > 110ms; }, 10s));
+  AwaitNextBatch();
+  EXPECT_EQ(Skips(), 0u);
+  EXPECT_EQ(counters_.stats.load(), 4u);
 }
 
 // Freshness: every upcoming path is statted again about every max_age without any read

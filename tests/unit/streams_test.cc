@@ -265,18 +265,44 @@ TEST_F(StreamPrefetcherTest, UpcomingFollowsEachStreamsFurthestRead) {
   prefetcher_->Start();
   for (int i = 0; i < 10; ++i) Open(i);
   Open(12);  // out of order: position 12 is done, 10 and 11 are not
-  std::vector<std::string> paths;
-  prefetcher_->Upcoming(40, &paths);  // one stream: 40 positions from max(low 10, 13 - 10)
+  const auto upcoming = [&](uint32_t ahead, UpcomingQuery query = {}) {
+    query.ahead = ahead;
+    UpcomingFiles files;
+    prefetcher_->Upcoming(query, &files);
+    EXPECT_EQ(files.ids.size(), files.paths.size());
+    return files;
+  };
+  UpcomingFiles files = upcoming(40);  // one stream: 40 positions from max(low 10, 13 - 10)
   std::vector<std::string> want;
   for (int pos = 10; pos < 50; ++pos) {
     if (pos != 12) want.push_back(Name(pos % 40));
   }
-  EXPECT_EQ(paths, want);
+  EXPECT_EQ(files.paths, want);
+  EXPECT_EQ(files.skipped, 0u);
+  EXPECT_NE(files.plan, 0u);
+  for (size_t i = 0; i < files.ids.size(); ++i) {  // each id names its path in that plan
+    EXPECT_EQ(prefetcher_->plan()->objects[files.ids[i]].path(), files.paths[i]);
+  }
 
-  // Two streams share it, each at least Prefetcher::kMinUpcoming positions.
+  // What skip vouches for is left out, counted, and asked with the plan's number.
+  UpcomingQuery skip_even;
+  const uint64_t plan = files.plan;
+  const auto& objects = prefetcher_->plan()->objects;
+  skip_even.skip = [&](uint64_t p, uint32_t id) {
+    EXPECT_EQ(p, plan);
+    return objects[id].path() == Name(14) || objects[id].path() == Name(15);
+  };
+  UpcomingFiles skipped = upcoming(40, skip_even);
+  EXPECT_EQ(skipped.skipped, 2u);
+  EXPECT_EQ(skipped.paths.size(), want.size() - 2);
+  EXPECT_EQ(std::count(skipped.paths.begin(), skipped.paths.end(), Name(14)), 0);
+
+  // Two streams share it, each at least Prefetcher::kMinUpcoming positions; a new plan has a
+  // new number.
   prefetcher_->Install(Of(prefetcher_->plan().get(), "b", {{39, 38, 37}}));
-  paths.clear();
-  prefetcher_->Upcoming(40, &paths);
+  files = upcoming(40);
+  EXPECT_NE(files.plan, plan);
+  const std::vector<std::string>& paths = files.paths;
   ASSERT_EQ(paths.size(), Prefetcher::kMinUpcoming - 1 + 3);
   EXPECT_EQ(paths.front(), Name(10));
   EXPECT_EQ(paths[Prefetcher::kMinUpcoming - 2], Name(41 % 40));
@@ -315,9 +341,13 @@ TEST_F(StreamPrefetcherTest, SignpostsMoveTheStretchAndConsumeNothing) {
     return out;
   };
   // per 32: the stretch is positions 0-31, posts from 16 every 4; the last quarter waits.
-  std::vector<std::string> paths;
-  std::vector<Signpost> posts;
-  prefetcher_->Upcoming(32, &paths, &posts);
+  UpcomingQuery query;
+  query.ahead = 32;
+  query.posts = true;
+  UpcomingFiles files;
+  prefetcher_->Upcoming(query, &files);
+  std::vector<std::string> paths = files.paths;
+  std::vector<Signpost> posts = files.posts;
   ASSERT_EQ(paths.size(), 32u);
   EXPECT_EQ(positions(posts), (std::vector<std::pair<uint32_t, bool>>{
                                   {16, false}, {20, false}, {24, true}, {28, true}}));
@@ -329,9 +359,10 @@ TEST_F(StreamPrefetcherTest, SignpostsMoveTheStretchAndConsumeNothing) {
   // A reader reached 20: the stretch is 12-43. 40 reads file 20 again (read at 20, not done):
   // no post; 41 reads file 5, which the stretch does not read before: a post.
   ASSERT_TRUE(prefetcher_->Sighted(posts[1]));
-  paths.clear();
-  posts.clear();
-  prefetcher_->Upcoming(32, &paths, &posts);
+  files = {};
+  prefetcher_->Upcoming(query, &files);
+  paths = files.paths;
+  posts = files.posts;
   ASSERT_EQ(paths.size(), 32u);
   EXPECT_EQ(paths.front(), Name(12));
   EXPECT_EQ(positions(posts), (std::vector<std::pair<uint32_t, bool>>{
