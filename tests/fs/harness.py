@@ -552,6 +552,15 @@ class ClairfsCase(unittest.TestCase):
         with open(os.path.join(mnt, ".clairfs", name), "rb") as f:
             return f.read().decode("utf-8", errors="replace")
 
+    def assert_bytes_read(self, counted, read, extra_requests, what=None):
+        """The daemon's bytes_read (counted) against the bytes the test read: equal, unless the
+        kernel asked for some pages again, which shows as READs beyond those the reads needed
+        (extra_requests > 0): memory pressure, or another module's drop_caches, can drop pages
+        between the kernel's read of them and its copy to the reader. Never fewer."""
+        self.assertGreaterEqual(counted, read, what)
+        if extra_requests <= 0:
+            self.assertEqual(counted, read, what)
+
     def stats(self, mnt):
         text = self.control_read(mnt, "stats")
         try:
