@@ -2,9 +2,11 @@
 """The Python side of tools/bench/batch_compare.sh: reads one list of files through a clairfs
 mount's batch path or through the mount, and prints one JSON object (last line).
 
-    batch_bench.py read   --mount MNT --list FILE --procs P [--batch B]
+    batch_bench.py read   --mount MNT --list FILE --procs P [--batch B] [--warmup]
         P processes, each with its own connection (clairfs.batch.BatchClient), read the list's
         files in batches of B (batch k by process k mod P); prints {"files", "seconds", "fps"}.
+        --warmup: each process reads its batches once before the timed pass (as the first
+        epoch of clairfs-bench --epochs 2, whose second batch_compare.sh compares).
         The batch reader batch_compare.sh uses when clairfs-bench has no --via batch.
     batch_bench.py verify --mount MNT --orig DIR --list FILE --via fuse|batch [--batch B]
         every file read through the mount (open/read) or the batch path, compared with the
@@ -45,16 +47,23 @@ def batches(paths, size):
     return [paths[i:i + size] for i in range(0, len(paths), size)]
 
 
-def _reader(mount, chunks, barrier, out):
-    """One process of `read`: waits at the barrier, reads its batches, reports count and end."""
-    client = cbatch.BatchClient(mount)
-    barrier.wait(timeout=60)
+def _read_all(client, chunks):
     n = 0
     for chunk in chunks:
         with client.read(chunk) as b:
             for i in range(len(b)):
                 n += len(b[i]) >= 0  # raises the sample's error, if any
-    out.put((n, time.monotonic()))
+    return n
+
+
+def _reader(mount, chunks, barrier, out, warmup):
+    """One process of `read`: reads its batches once untimed when warmup, waits at the
+    barrier, reads them, reports count and end."""
+    client = cbatch.BatchClient(mount)
+    if warmup:
+        _read_all(client, chunks)
+    barrier.wait(timeout=DEADLINE)
+    out.put((_read_all(client, chunks), time.monotonic()))
 
 
 def cmd_read(a):
@@ -62,12 +71,12 @@ def cmd_read(a):
     parts = batches(paths, a.batch)
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(a.procs + 1), ctx.Queue()
-    procs = [ctx.Process(target=_reader, args=(a.mount, parts[k::a.procs], barrier, out))
+    procs = [ctx.Process(target=_reader, args=(a.mount, parts[k::a.procs], barrier, out, a.warmup))
              for k in range(a.procs)]
     for p in procs:
         p.start()
     try:
-        barrier.wait(timeout=60)
+        barrier.wait(timeout=DEADLINE)
         start = time.monotonic()
         results = [out.get(timeout=DEADLINE) for _ in procs]
     finally:
@@ -188,6 +197,8 @@ def main():
         p.add_argument("--batch", type=int, default=256)
         if name == "read":
             p.add_argument("--procs", type=int, default=1)
+            p.add_argument("--warmup", action="store_true",
+                           help="read every batch once before the timed pass")
         if name == "verify":
             p.add_argument("--orig", required=True)
         if name in ("verify", "loader"):

@@ -43,6 +43,11 @@
 // stats_before/stats_after and per epoch stats_delta (numeric changes, e.g. backing_bytes,
 // served.ram). --block-dev DEV (e.g. loop0): per epoch device_read_bytes and device_read_ios
 // from /sys/block/DEV/stat, the traffic the device saw from every reader, not only this one.
+// --drop-caches N (1 or 3): before every epoch, outside its time, sync and write N to
+// /proc/sys/vm/drop_caches (root), so that every epoch of one process starts with the page
+// cache (and with 3 the dentries and inodes) dropped; a failed drop is an error (exit 2).
+// The first epoch of a process runs slower than the next ones (native reads from the page
+// cache: 0.5-0.7 of them on a 2-core machine): compare epochs of the same rank.
 //
 // Verification. --verify hashes every file with XXH3-64 and prints the wrapping sum of the
 // hashes per epoch: independent of read order and thread count, so equal sums across runs over
@@ -96,7 +101,21 @@ struct Options {
   std::string via = "read";  // throughput: "read" (open/read/close) or "batch"
   int batch_samples = 256;   // via batch: entries a request
   int batch_buffer_mb = 64;  // via batch: each thread's buffer
+  int drop_caches = 0;       // 0: never; 1 or 3: written to drop_caches before every epoch
 };
+
+// Syncs and writes level to /proc/sys/vm/drop_caches; false (with errno) when it fails.
+bool DropCaches(int level) {
+  sync();
+  const int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const char c = static_cast<char>('0' + level);
+  const bool ok = write(fd, &c, 1) == 1;
+  const int e = errno;
+  close(fd);
+  errno = e;
+  return ok;
+}
 
 // Sizes of every path (0 where stat fails), for the compute-only mode's per-byte compute.
 std::vector<uint64_t> SizesOf(int root_fd, const std::vector<std::string>& paths) {
@@ -158,6 +177,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"read", "batch"}));
   app.add_option("--batch-samples", opt.batch_samples, "Via batch: entries a request [256]")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--drop-caches", opt.drop_caches,
+                 "Before every epoch, outside its time: sync and drop_caches N (root)")
+      ->check(CLI::IsMember({1, 3}));
   app.add_option("--batch-buffer-mb", opt.batch_buffer_mb,
                  "Via batch: each thread's buffer, MiB [64]")
       ->check(CLI::Range(1, 1 << 20));
@@ -235,6 +257,11 @@ int main(int argc, char** argv) {
   for (int e = 0; e < opt.epochs; ++e) {
     const size_t section = static_cast<size_t>(e) % plan.size();
     const auto& paths = plan[section];
+    if (opt.drop_caches != 0 && !DropCaches(opt.drop_caches)) {
+      std::fprintf(stderr, "clairfs-bench: drop_caches %d: %s\n", opt.drop_caches,
+                   std::strerror(errno));
+      return 2;
+    }
     EpochResult r;
     switch (info.mode) {
       case Mode::kThroughput:
