@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -207,6 +208,11 @@ std::string ReadTail(const std::string& path, size_t max) {
 [[noreturn]] void Supervise(const Settings& s, uint32_t job, const Credentials& user,
                             const JobCluster& c, std::vector<std::string> argv,
                             std::vector<std::string> env) {
+  // Held until this process ends (the descriptor is never closed before _exit; close-on-exec,
+  // so the step does not keep it): the epilog waits for it before removing the directory.
+  const int lock =
+      open(c.supervisor_lock.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock >= 0) (void)flock(lock, LOCK_EX);
   const int log = open(c.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log >= 0 && fchown(log, user.uid, user.gid) != 0) {
     close(log);
@@ -307,6 +313,7 @@ JobCluster JobClusterOf(const Settings& s, uint32_t job, const Dataset& d) {
   c.mountpoint = c.dir + "/" + d.name;
   c.log = c.dir + "/daemons.log";
   c.status = c.dir + "/daemons.status";
+  c.supervisor_lock = c.dir + "/supervisor.lock";
   c.run = c.dir + "/run";
   c.ssd = c.dir + "/ssd";
   return c;
@@ -412,6 +419,29 @@ std::string WaitJobCluster(const Settings& s, uint32_t job, const Dataset& d) {
   }
 }
 
+namespace {
+
+// True once no process holds the lock at path (absent, or taken and let go here), false when
+// the deadline passed first.
+bool AwaitSupervisor(const std::string& path, Clock::time_point deadline) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return true;  // no supervisor ever ran here (or the directory is gone)
+  bool ended = true;
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) break;  // cannot tell: go on
+    if (Clock::now() >= deadline) {
+      ended = false;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  close(fd);
+  return ended;
+}
+
+}  // namespace
+
 std::string ReleaseJobClusters(const Settings& s, uint32_t job) {
   const std::string root = JobsRoot(s);
   DIR* d = opendir(root.c_str());
@@ -425,7 +455,13 @@ std::string ReleaseJobClusters(const Settings& s, uint32_t job) {
   }
   closedir(d);
   std::string problem;
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
   for (const auto& name : gone) {
+    // The supervisor writes the status file when the step ends, which may be while this
+    // epilog runs: removed before that, the directory would get the file back and stay.
+    if (!AwaitSupervisor(root + "/" + name + "/supervisor.lock", deadline))
+      problem += std::string(problem.empty() ? "" : "; ") + "the supervisor of job " + name +
+                 " did not end within 10 s: its directory may come back";
     if (auto e = ReleaseSsd(root + "/" + name + "/ssd", name); !e.empty())
       problem += (problem.empty() ? "" : "; ") + e;
     if (auto e = RemoveTree(root + "/" + name, 0); !e.empty())

@@ -40,8 +40,11 @@ struct JobCluster {
   std::string mountpoint;  // <dir>/<dataset name>
   std::string log;         // <dir>/daemons.log
   std::string status;      // <dir>/daemons.status
-  std::string run;         // <dir>/run: the daemons' XDG_RUNTIME_DIR (their control mount)
-  std::string ssd;         // <dir>/ssd: a symbolic link to the disk tier's directory
+  // <dir>/supervisor.lock: flock'ed by the supervisor of the daemons' step for as long as it
+  // lives, so that the epilog removes the directory only after its last write (the status).
+  std::string supervisor_lock;
+  std::string run;  // <dir>/run: the daemons' XDG_RUNTIME_DIR (their control mount)
+  std::string ssd;  // <dir>/ssd: a symbolic link to the disk tier's directory
 };
 
 JobCluster JobClusterOf(const Settings& s, uint32_t job, const Dataset& d);
@@ -72,7 +75,8 @@ std::string LaunchJobCluster(const Settings& s, uint32_t job, const Credentials&
 std::string WaitJobCluster(const Settings& s, uint32_t job, const Dataset& d);
 
 // As root, in the epilog: unmounts and removes the job's cluster directory, and those of jobs
-// no longer alive on the node (JobAlive). Returns "" or what could not be cleaned (for the log).
+// no longer alive on the node (JobAlive), each once its supervisor ended (its lock free), or
+// after 10 s of waiting for it in all. Returns "" or what could not be cleaned (for the log).
 std::string ReleaseJobClusters(const Settings& s, uint32_t job);
 
 }  // namespace clairfs::slurm
