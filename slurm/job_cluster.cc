@@ -288,7 +288,15 @@ std::string RemoveTree(const std::string& path, int depth) {
   }
   for (const auto& name : names) {
     struct stat st {};
-    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      // The mountpoint of a daemon that died answers nothing (ENOTCONN): detached, then looked
+      // at again, so that neither the mount nor the directory stays.
+      const std::string child = path + "/" + name;
+      if (umount2(child.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0 ||
+          fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        continue;
+      }
+    }
     std::string e;
     if (S_ISDIR(st.st_mode) && depth < 8) {
       e = RemoveTree(path + "/" + name, depth + 1);
